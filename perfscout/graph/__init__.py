@@ -1,0 +1,1 @@
+"""perfscout.graph"""

@@ -1,0 +1,79 @@
+"""Shared test fixtures.
+
+Real data lives in ``../shared/data`` beside the checkout (never copied into the
+project). Tests that need it use the ``shared_data`` fixture, which skips with a
+clear message when it is absent. ``gpu`` tests skip cleanly without a CUDA device.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("PERFSCOUT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+# Hypothesis: no per-example deadline (codecs have uneven first-call costs), fixed
+# example counts so CI time is predictable on 2 cores.
+settings.register_profile(
+    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+#: The real fields described in ../shared/data/README.md: file -> (shape, dtype).
+SHARED_FIELDS = {
+    "vorticity.512_512": ((512, 512), np.float32),
+    "vorticity.128_128_41": ((41, 128, 128), np.float32),
+    "999x999.float": ((999, 999), np.float32),
+    "const32x32x59.float": ((59, 32, 32), np.float32),
+}
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ../shared/data, or skip with a clear reason."""
+    if not (SHARED_DATA / "vorticity.512_512").is_file():
+        pytest.skip(f"real fields not found at {SHARED_DATA} (set PERFSCOUT_SHARED_DATA)")
+    return SHARED_DATA
+
+
+def load_shared_field(name: str) -> np.ndarray:
+    shape, dtype = SHARED_FIELDS[name]
+    return np.fromfile(SHARED_DATA / name, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+@pytest.fixture(scope="session")
+def shared_fields(shared_data: Path) -> dict[str, np.ndarray]:
+    """All four real fields, loaded once per session."""
+    return {name: load_shared_field(name) for name in SHARED_FIELDS}
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy  # noqa: F401
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # any import/driver failure means "no GPU here"
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _gpu_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="no CUDA device with CuPy on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture()
+def perfscout_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An isolated PERFSCOUT_HOME for tests that write runs or checkpoints."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("PERFSCOUT_HOME", str(home))
+    return home
