@@ -1,0 +1,119 @@
+"""The one codec interface (in the spirit of numcodecs' ``Codec``).
+
+A codec instance is configured with an error ``mode`` and a ``bound``; it turns an
+array into a :class:`Compressed` (bytes plus what is needed to decode them) and back.
+Derived modes that are searched rather than native (``psnr`` target dB, ``ratio``
+target compression ratio) live in the evaluation layer, which drives a codec's native
+``abs`` mode; a codec lists only the modes it implements itself in ``native_modes``.
+
+Implementations are short modules in this package; the registry
+(:mod:`perfscout.codecs.registry`) knows them by ``codec_id``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from perfscout.errors import CodecError
+
+#: Every error mode perfscout understands. ``rel`` is value-range (R = max - min)
+#: relative, as in SZ and qcat; ``pw_rel`` point-wise relative; ``fixed_rate`` is ZFP's
+#: bits per value (not an error bound: results carry bound_ok=None).
+ALL_MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate")
+
+
+@dataclass
+class Compressed:
+    """A compressed buffer and what is needed to decode it."""
+
+    data: bytes
+    shape: tuple[int, ...]
+    dtype: str  # numpy dtype str, e.g. "float32"
+    codec_id: str
+    mode: str
+    bound: float
+    abs_bound: float | None = None  # the absolute bound actually enforced, when defined
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+
+@dataclass
+class TimedRun:
+    """Timings a codec measured itself (e.g. with CUDA events), in seconds (medians)."""
+
+    compressed: Compressed
+    reconstructed: np.ndarray
+    compress_s: float
+    decompress_s: float
+    h2d_s: float | None = None
+    d2h_s: float | None = None
+    device_name: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+
+class Codec(ABC):
+    """Base class for every compressor backend."""
+
+    codec_id: ClassVar[str]  # registry key, e.g. "sz3"
+    family: ClassVar[str]  # "sz" | "zfp" | ...
+    device: ClassVar[str] = "cpu"  # "cpu" or "cuda"
+    native_modes: ClassVar[tuple[str, ...]]  # subset of ALL_MODES implemented natively
+    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64")
+
+    def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
+        if mode not in self.native_modes:
+            raise CodecError(
+                f"codec {self.codec_id!r} does not support mode {mode!r}; "
+                f"it supports {', '.join(self.native_modes)}"
+            )
+        self.mode = mode
+        self.bound = float(bound)
+        self.options = dict(options)
+
+    # -- identity ---------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def version(cls) -> str:
+        """Version of the backend library (or of our own format)."""
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        """(usable, reason). The reason says why a backend is missing."""
+        return True, ""
+
+    # -- numcodecs-style config -------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        return {"id": self.codec_id, "mode": self.mode, "bound": self.bound, **self.options}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Codec:
+        cfg = dict(config)
+        codec_id = cfg.pop("id", cls.codec_id)
+        if codec_id != cls.codec_id:
+            raise CodecError(f"config is for codec {codec_id!r}, not {cls.codec_id!r}")
+        return cls(**cfg)
+
+    # -- the work ---------------------------------------------------------------
+    @abstractmethod
+    def compress(self, array: np.ndarray) -> Compressed:
+        """Compress a validated, C-contiguous float array."""
+
+    @abstractmethod
+    def decompress(self, compressed: Compressed) -> np.ndarray:
+        """Decode; raise :class:`CodecError` on a corrupt or truncated buffer."""
+
+    def timed_run(self, array: Any, repeats: int) -> TimedRun | None:
+        """Optional: a codec that must time itself (GPU: CUDA events, H2D/D2H apart)
+        returns its own measurements; ``None`` lets the caller time compress/decompress
+        with ``perf_counter_ns``."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(mode={self.mode!r}, bound={self.bound!r})"
