@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "snapshot",
     "profile",
     "diagnose",
+    "verify",
     "sweep",
     "report",
     "agent",

@@ -1,1 +1,47 @@
-"""perfscout.datasets"""
+"""Datasets: validated loaders, deterministic synthetic fields and a named registry.
+
+``get_dataset("vorticity.512_512")`` reads a shared real field in place,
+``parse_synthetic("grf:64,64,64:f64")`` builds a synthetic one, and
+``list_datasets()`` says what exists and what is available here.
+"""
+
+from perfscout.datasets.field import (
+    Field,
+    dtype_tag,
+    parse_dtype,
+    parse_endian,
+    parse_shape,
+    shape_str,
+    validate_array,
+)
+from perfscout.datasets.loaders import load_hdf5, load_netcdf, load_npy, load_raw
+from perfscout.datasets.registry import (
+    DatasetInfo,
+    get_dataset,
+    list_datasets,
+    load_registry,
+    shared_data_dir,
+)
+from perfscout.datasets.synthetic import SYNTHETIC_KINDS, parse_synthetic, synthetic
+
+__all__ = [
+    "DatasetInfo",
+    "Field",
+    "SYNTHETIC_KINDS",
+    "dtype_tag",
+    "get_dataset",
+    "list_datasets",
+    "load_hdf5",
+    "load_netcdf",
+    "load_npy",
+    "load_raw",
+    "load_registry",
+    "parse_dtype",
+    "parse_endian",
+    "parse_shape",
+    "parse_synthetic",
+    "shape_str",
+    "shared_data_dir",
+    "synthetic",
+    "validate_array",
+]

@@ -18,6 +18,7 @@ class Metric(BaseModel):
     value: float | str | None
     unit: str = ""
     raw: str = ""  # the text as it appeared in the input, for audit
+    raw_unit: str = ""  # the unit as the tool printed it (before normalisation)
 
 
 class KernelProfile(BaseModel):
@@ -27,8 +28,11 @@ class KernelProfile(BaseModel):
     id: int | None = None  # ncu launch id
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
-    device: str = ""
+    device: str = ""  # the device's name when the profile says it, else its index
+    device_index: int | None = None
     compute_capability: str = ""  # e.g. "9.0"
+    process: str = ""
+    stream: str = ""
     metrics: dict[str, Metric] = Field(default_factory=dict)
     ncu_rules: list[dict[str, Any]] = Field(default_factory=list)  # "ncu says" evidence
 
@@ -51,3 +55,5 @@ class PerfProfile(BaseModel):
     elapsed_s: float | None = None
     hardware_counters: bool = False
     fallback: str = ""  # e.g. "software events + getrusage": says what was used instead
+    rusage: dict[str, float] = Field(default_factory=dict)  # the child's getrusage (user_s, ...)
+    notes: list[str] = Field(default_factory=list)  # e.g. which events were multiplexed

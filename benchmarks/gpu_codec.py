@@ -1,0 +1,270 @@
+"""szp-gpu throughput on one GPU, against the device-to-device copy measured in the same run.
+
+    python3 benchmarks/gpu_codec.py bench --data DIR --out FILE.json [--gib 1.0] [--repeats 20]
+    python3 benchmarks/gpu_codec.py ncu             # one compress + decompress, for ncu -k szp_
+
+Fields (float32, >= --gib GiB each): a smooth multi-mode 3-D field with small noise, a
+Gaussian random field (white noise filtered to a k^-3 power spectrum by FFT), and the real
+fields of ../shared/data tiled periodically to size. Each at REL 1e-2, 1e-3, 1e-4.
+
+Times are medians of CUDA-event intervals after one warm-up. "e2e" is the device-resident
+call (compress: range pass for rel, fused kernel, size/outlier read-back, header and pads;
+decompress: fused kernel, outlier scatter, validation read-back); "kernel" is the fused
+kernel alone. GB/s count uncompressed bytes (1e9 bytes per GB). The copy counts bytes read
+plus bytes written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cupy as cp  # noqa: E402
+
+from perfscout.codecs.szp import format as F  # noqa: E402
+from perfscout.codecs.szp import gpu as G  # noqa: E402
+
+REAL = {  # file -> (shape, tiles)
+    "vorticity.512_512": ((512, 512), (32, 32)),
+    "vorticity.128_128_41": ((41, 128, 128), (4, 10, 10)),
+    "999x999.float": ((999, 999), (17, 17)),
+}
+BOUNDS = (1e-2, 1e-3, 1e-4)
+
+
+def events(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
+    return out
+
+
+def device_info() -> dict:
+    info: dict = {"cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+                  "cuda_driver": cp.cuda.runtime.driverGetVersion(), "device": G.device_name()}
+    try:
+        import pynvml as N
+
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(cp.cuda.Device().id)
+        info.update(
+            nvml_name=N.nvmlDeviceGetName(h), driver=N.nvmlSystemGetDriverVersion(),
+            memory_total_bytes=N.nvmlDeviceGetMemoryInfo(h).total,
+            sm_clock_mhz=N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_SM),
+            mem_clock_mhz=N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_MEM),
+            sm_clock_max_mhz=N.nvmlDeviceGetMaxClockInfo(h, N.NVML_CLOCK_SM),
+            mem_clock_max_mhz=N.nvmlDeviceGetMaxClockInfo(h, N.NVML_CLOCK_MEM),
+            power_limit_w=N.nvmlDeviceGetPowerManagementLimit(h) / 1000,
+            sm_count=cp.cuda.Device().attributes["MultiProcessorCount"],
+        )
+    except Exception as exc:  # NVML missing: say so, keep the rest
+        info["nvml_error"] = str(exc)
+    return info
+
+
+def copy_bandwidth(nbytes: int, repeats: int) -> dict:
+    src = cp.random.random(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    stream = cp.cuda.get_current_stream()
+
+    def run() -> None:
+        cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
+                                    cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    run()
+    t = statistics.median(events(run, repeats))
+    del src, dst
+    return {"bytes": nbytes, "median_s": t, "GBps_read_plus_write": 2 * nbytes / t / 1e9}
+
+
+def n_for(gib: float, shape_tail: tuple[int, ...]) -> int:
+    return math.ceil(gib * 2**30 / 4 / math.prod(shape_tail))
+
+
+def smooth_field(gib: float) -> cp.ndarray:
+    ny, nx = 1024, 1024
+    nz = n_for(gib, (ny, nx))
+    z = cp.linspace(0, 1, nz, dtype=cp.float32)[:, None, None]
+    y = cp.linspace(0, 1, ny, dtype=cp.float32)[None, :, None]
+    x = cp.linspace(0, 1, nx, dtype=cp.float32)[None, None, :]
+    f = cp.zeros((nz, ny, nx), cp.float32)
+    for k, (a, b, c) in enumerate([(1, 2, 3), (3, 1, 2), (5, 4, 1), (2, 7, 6)]):
+        f += cp.sin(2 * math.pi * a * z + k) * cp.cos(2 * math.pi * b * y) * cp.sin(2 * math.pi * c * x + 0.3 * k) / (k + 1)
+    f += 1e-3 * cp.random.standard_normal(f.shape, dtype=cp.float32)
+    return f
+
+
+def gaussian_random_field(gib: float) -> cp.ndarray:
+    ny, nx = 1024, 1024
+    nz = n_for(gib, (ny, nx))
+    white = cp.random.standard_normal((nz, ny, nx), dtype=cp.float32)
+    spec = cp.fft.rfftn(white)
+    del white
+    kz = cp.fft.fftfreq(nz).astype(cp.float32)[:, None, None]
+    ky = cp.fft.fftfreq(ny).astype(cp.float32)[None, :, None]
+    kx = cp.fft.rfftfreq(nx).astype(cp.float32)[None, None, :]
+    k2 = kz * kz + ky * ky + kx * kx
+    k2[0, 0, 0] = 1.0
+    spec *= k2 ** (-1.5 / 2 * 1.0)  # amplitude k^-1.5: power k^-3
+    f = cp.fft.irfftn(spec, s=(nz, ny, nx)).astype(cp.float32)
+    del spec
+    return f / f.std()
+
+
+def real_field(data: Path, name: str, gib: float) -> cp.ndarray | None:
+    path = data / name
+    if not path.is_file():
+        return None
+    shape, tiles = REAL[name]
+    base = np.fromfile(path, dtype="<f4").reshape(shape)
+    tiled = cp.tile(cp.asarray(base), tiles)
+    assert tiled.nbytes >= gib * 2**30 * 0.99, (name, tiled.nbytes)
+    return tiled
+
+
+def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_gbps: float) -> dict:
+    nbytes = x.nbytes
+    ds = G.compress_device(x, "rel", rel, bnd)  # warm-up
+    comp = events(lambda: G.compress_device(x, "rel", rel, bnd), repeats)
+    frange = G.device_range(x)
+    qz = F.resolve_quantizer(x.dtype, "rel", rel, frange)
+    geo = G.geometry(tuple(x.shape), bnd)
+    scratch = cp.empty(geo.ntiles + 2, dtype=cp.uint64)
+    cap = G._outlier_cap(x.size)
+    kern = events(lambda: G._launch_compress(x, geo, qz, cap, scratch), repeats)
+    rng_t = events(lambda: G.device_range(x), repeats)
+    ds = G.compress_device(x, "rel", rel, bnd)
+    y = G.decompress_device(ds)
+    dec = events(lambda: G.decompress_device(ds), repeats)
+    h = ds.header
+    lay = F.layout(h)
+    out = cp.empty(h.shape, dtype=h.dtype)
+    widths = ds.body[lay.widths : lay.widths + geo.nblocks]
+    payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
+    dkern = events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch), repeats)
+    err = float(cp.max(cp.abs(x.astype(cp.float64) - y.astype(cp.float64))))
+    med = {k: statistics.median(v) for k, v in
+           (("compress_e2e_s", comp), ("compress_kernel_s", kern), ("range_pass_s", rng_t),
+            ("decompress_e2e_s", dec), ("decompress_kernel_s", dkern))}
+    gbps = {k.replace("_s", "_GBps"): nbytes / v / 1e9 for k, v in med.items()}
+    row = {
+        "field": name, "shape": list(x.shape), "block_ndim": bnd, "rel": rel,
+        "abs_bound": h.abs_bound, "nbytes": nbytes, "compressed_bytes": lay.total,
+        "ratio": nbytes / lay.total, "n_outliers": h.n_outliers, "max_abs_err": err,
+        "bound_ok": err <= h.abs_bound, **med, **gbps,
+        "compress_kernel_vs_copy": gbps["compress_kernel_GBps"] / copy_gbps,
+        "decompress_kernel_vs_copy": gbps["decompress_kernel_GBps"] / copy_gbps,
+        "compress_e2e_vs_copy": gbps["compress_e2e_GBps"] / copy_gbps,
+        "decompress_e2e_vs_copy": gbps["decompress_e2e_GBps"] / copy_gbps,
+        "samples": {"compress_e2e_s": comp, "compress_kernel_s": kern,
+                    "decompress_e2e_s": dec, "decompress_kernel_s": dkern},
+    }
+    del y, out
+    return row
+
+
+def bench(args: argparse.Namespace) -> None:
+    t0 = time.time()
+    info = device_info()
+    copy = copy_bandwidth(int(2 * 2**30), 20)
+    print(f"device: {info.get('nvml_name', info['device'])}  driver {info.get('driver')}  "
+          f"copy {copy['GBps_read_plus_write']:.0f} GB/s (read+write, 2 GiB, median of 20)", flush=True)
+    fields = [("smooth3d", smooth_field), ("grf3d", gaussian_random_field)]
+    rows = []
+    for fname, make in fields:
+        x = make(args.gib)
+        for rel in BOUNDS:
+            rows.append(measure(fname, x, rel, 3, args.repeats, copy["GBps_read_plus_write"]))
+            print(_line(rows[-1]), flush=True)
+        if fname == "smooth3d":  # 1-D blocks (cuSZp's layout) on the same field, for CR
+            for rel in BOUNDS:
+                rows.append(measure(fname, x, rel, 1, args.repeats, copy["GBps_read_plus_write"]))
+                print(_line(rows[-1]), flush=True)
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
+    for name in REAL:
+        x = real_field(Path(args.data), name, args.gib)
+        if x is None:
+            print(f"(skipped {name}: not found in {args.data})", flush=True)
+            continue
+        for rel in BOUNDS:
+            rows.append(measure(f"{name} tiled{REAL[name][1]}", x, rel, min(x.ndim, 3), args.repeats,
+                                copy["GBps_read_plus_write"]))
+            print(_line(rows[-1]), flush=True)
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
+    doc = {"device": info, "copy": copy, "rows": rows, "repeats": args.repeats,
+           "wall_s": time.time() - t0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
+    try:
+        doc["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,"
+                                            "clocks.mem,clocks.max.sm,power.limit,temperature.gpu",
+                                            "--format=csv"], capture_output=True, text=True,
+                                           timeout=30).stdout
+    except Exception as exc:
+        doc["nvidia_smi"] = f"unavailable: {exc}"
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print()
+    print(table(doc))
+
+
+def _line(r: dict) -> str:
+    return (f"{r['field']:<34} b{r['block_ndim']} rel {r['rel']:.0e}  CR {r['ratio']:7.2f}  "
+            f"comp {r['compress_kernel_GBps']:6.0f} ({r['compress_e2e_GBps']:6.0f} e2e)  "
+            f"decomp {r['decompress_kernel_GBps']:6.0f} ({r['decompress_e2e_GBps']:6.0f} e2e) GB/s  "
+            f"maxerr/eb {r['max_abs_err'] / r['abs_bound']:.3f} out {r['n_outliers']}")
+
+
+def table(doc: dict) -> str:
+    cgb = doc["copy"]["GBps_read_plus_write"]
+    lines = [f"copy (D2D, read+write): {cgb:.0f} GB/s",
+             "| field | blocks | REL | CR | compress kernel GB/s (x copy) | compress e2e GB/s | "
+             "decompress kernel GB/s (x copy) | decompress e2e GB/s | max err / eb |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        lines.append(
+            f"| {r['field']} | {r['block_ndim']}-D | {r['rel']:.0e} | {r['ratio']:.2f} | "
+            f"{r['compress_kernel_GBps']:.0f} ({r['compress_kernel_vs_copy']:.2f}) | "
+            f"{r['compress_e2e_GBps']:.0f} | {r['decompress_kernel_GBps']:.0f} "
+            f"({r['decompress_kernel_vs_copy']:.2f}) | {r['decompress_e2e_GBps']:.0f} | "
+            f"{r['max_abs_err'] / r['abs_bound']:.3f} |")
+    return "\n".join(lines)
+
+
+def ncu_target(args: argparse.Namespace) -> None:
+    """One compress and one decompress of a 1 GiB smooth field (abs bound: no range pass)."""
+    x = smooth_field(args.gib)
+    qz = F.resolve_quantizer(x.dtype, "abs", 1e-3 * float(x.max() - x.min()), None)
+    ds = G.compress_device(x, "abs", qz.abs_bound, 3)
+    G.decompress_device(ds)
+    cp.cuda.Device().synchronize()
+    print("ncu target done", ds.header.payload_words, flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["bench", "ncu"])
+    ap.add_argument("--data", default=".device/data")
+    ap.add_argument("--out", default="szp_gpu_bench.json")
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args()
+    bench(args) if args.what == "bench" else ncu_target(args)
+
+
+if __name__ == "__main__":
+    main()

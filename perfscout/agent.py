@@ -1,0 +1,206 @@
+"""The agent's Python API.
+
+    from perfscout import agent
+    out = agent.run("compare sz3 and zfp at rel 1e-3 on vorticity.512_512")
+    out.report_path             # Markdown report in the run directory
+    out = agent.run(..., thread_id="t1")   # checkpointed under that id
+    agent.resume("t1", answer={"shape": "512,512", "dtype": "f32"})   # after interrupt()
+    agent.resume("t1")          # continue a run that crashed or was killed
+    for node, update in agent.stream(...): ...
+    agent.history("t1")         # checkpoints, newest first (time travel)
+    agent.fork("t1", checkpoint_id, {"queue": []})   # edit a past state, then resume()
+    agent.list_runs()
+
+Every run is checkpointed (SQLite under PERFSCOUT_HOME, or PostgreSQL) with
+``durability="sync"``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langgraph.types import Command
+
+from perfscout.errors import InputError
+from perfscout.graph.checkpoint import DURABILITY, open_checkpointer
+from perfscout.graph.context import Context, context_from
+from perfscout.graph.graph import compile_graph
+
+_NO_ANSWER = object()
+
+
+@dataclass
+class RunOutcome:
+    """Where a run stands after a call: done, waiting for an answer, or incomplete."""
+
+    thread_id: str
+    status: str  # "done" | "interrupted" | "incomplete"
+    report_path: str = ""
+    run_dir: str = ""
+    planner: str = ""
+    plan_error: str = ""
+    question: dict[str, Any] | None = None  # the pending interrupt's payload
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def report(self) -> str:
+        return Path(self.report_path).read_text(encoding="utf-8") if self.report_path else ""
+
+
+@dataclass
+class RunInfo:
+    thread_id: str
+    status: str
+    request: Any
+    run_dir: str
+    report_path: str
+    updated_at: str
+
+
+def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str, Any]:
+    """An intent string, a spec mapping, or a path to a YAML spec -> the graph's request."""
+    if isinstance(request_or_spec, Path):
+        try:
+            doc = yaml.safe_load(request_or_spec.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read spec {request_or_spec}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise InputError(f"spec {request_or_spec} is not valid YAML: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise InputError(f"spec {request_or_spec} must be a YAML mapping")
+        return doc
+    if isinstance(request_or_spec, (str, dict)):
+        return request_or_spec
+    raise InputError(f"a request is an intent string, a spec mapping or a Path, "
+                     f"got {type(request_or_spec).__name__}")
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id:
+        conf.update(checkpoint_id=checkpoint_id, checkpoint_ns="")
+    return {"configurable": conf, "recursion_limit": 1000}
+
+
+def _outcome(graph: Any, thread_id: str) -> RunOutcome:
+    snap = graph.get_state(_config(thread_id))
+    values = dict(snap.values or {})
+    question = None
+    if snap.interrupts:
+        question = snap.interrupts[0].value
+        status = "interrupted"
+    elif not snap.next and values.get("status") == "done":
+        status = "done"
+    else:
+        status = "incomplete"
+    return RunOutcome(
+        thread_id=thread_id, status=status, report_path=values.get("report_path", ""),
+        run_dir=values.get("run_dir", ""), planner=(values.get("plan") or {}).get("planner", ""),
+        plan_error=values.get("plan_error", ""), question=question, values=values)
+
+
+def stream(request_or_spec: Any, *, thread_id: str | None = None,
+           context: Context | dict[str, Any] | None = None,
+           stream_mode: str = "updates") -> Iterator[tuple[str, Any]]:
+    """Run and yield ``(node, update)`` events as each node finishes (``__interrupt__``
+    when the run stops for a question). The last event is ``("__outcome__", RunOutcome)``."""
+    ctx = context_from(context)
+    thread_id = thread_id or uuid.uuid4().hex[:12]
+    yield from _drive({"request": load_request(request_or_spec)}, thread_id, ctx, stream_mode)
+
+
+def _drive(graph_input: Any, thread_id: str, ctx: Context, stream_mode: str = "updates",
+           checkpoint_id: str | None = None) -> Iterator[tuple[str, Any]]:
+    with open_checkpointer(ctx) as saver:
+        graph = compile_graph(saver)
+        for event in graph.stream(graph_input, _config(thread_id, checkpoint_id), context=ctx,
+                                  stream_mode=stream_mode, durability=DURABILITY):
+            if stream_mode == "updates" and isinstance(event, dict):
+                for node, update in event.items():
+                    yield node, update
+            else:
+                yield stream_mode, event
+        yield "__outcome__", _outcome(graph, thread_id)
+
+
+def _last(events: Iterator[tuple[str, Any]]) -> RunOutcome:
+    outcome = None
+    for name, value in events:
+        if name == "__outcome__":
+            outcome = value
+    assert outcome is not None
+    return outcome
+
+
+def run(request_or_spec: Any, *, thread_id: str | None = None,
+        context: Context | dict[str, Any] | None = None) -> RunOutcome:
+    """Run the agent to the end (or to its first question) and return where it stands."""
+    return _last(stream(request_or_spec, thread_id=thread_id, context=context))
+
+
+def resume(thread_id: str, answer: Any = _NO_ANSWER, *,
+           context: Context | dict[str, Any] | None = None) -> RunOutcome:
+    """Continue a thread: answer its pending question, or pick up after a crash."""
+    return _last(resume_stream(thread_id, answer, context=context))
+
+
+def resume_stream(thread_id: str, answer: Any = _NO_ANSWER, *,
+                  context: Context | dict[str, Any] | None = None) -> Iterator[tuple[str, Any]]:
+    ctx = context_from(context)
+    with open_checkpointer(ctx) as saver:
+        snap = compile_graph(saver).get_state(_config(thread_id))
+    if not snap.values and not snap.next:
+        raise InputError(f"no run with thread id {thread_id!r} in the checkpoint store")
+    if snap.interrupts:
+        if answer is _NO_ANSWER:
+            raise InputError(f"run {thread_id} is waiting for an answer: {snap.interrupts[0].value.get('question')}")
+        graph_input: Any = Command(resume=answer)
+    else:
+        graph_input = None  # re-run from the last checkpoint: unfinished steps only
+    yield from _drive(graph_input, thread_id, ctx)
+
+
+def history(thread_id: str, *, context: Context | dict[str, Any] | None = None) -> list[Any]:
+    """Every checkpoint of a thread, newest first (``StateSnapshot`` objects)."""
+    with open_checkpointer(context_from(context)) as saver:
+        return list(compile_graph(saver).get_state_history(_config(thread_id)))
+
+
+def fork(thread_id: str, checkpoint_id: str, values: dict[str, Any], *, as_node: str | None = None,
+         context: Context | dict[str, Any] | None = None) -> str:
+    """Write ``values`` on top of a past checkpoint (time travel); returns the new
+    checkpoint id. ``resume(thread_id)`` then continues from the fork."""
+    with open_checkpointer(context_from(context)) as saver:
+        graph = compile_graph(saver)
+        new = graph.update_state(_config(thread_id, checkpoint_id), values, as_node=as_node)
+    return new["configurable"]["checkpoint_id"]
+
+
+def replay(thread_id: str, checkpoint_id: str, *,
+           context: Context | dict[str, Any] | None = None) -> RunOutcome:
+    """Re-execute a thread from a past checkpoint (steps after it run again)."""
+    return _last(_drive(None, thread_id, context_from(context), checkpoint_id=checkpoint_id))
+
+
+def list_runs(*, context: Context | dict[str, Any] | None = None) -> list[RunInfo]:
+    """Every thread in the checkpoint store, most recently updated first."""
+    ctx = context_from(context)
+    with open_checkpointer(ctx) as saver:
+        graph = compile_graph(saver)
+        latest: dict[str, str] = {}
+        for tup in saver.list(None):
+            tid = tup.config["configurable"]["thread_id"]
+            ts = tup.checkpoint.get("ts", "")
+            if ts > latest.get(tid, ""):
+                latest[tid] = ts
+        out = []
+        for tid, ts in sorted(latest.items(), key=lambda kv: kv[1], reverse=True):
+            o = _outcome(graph, tid)
+            out.append(RunInfo(thread_id=tid, status=o.status, request=o.values.get("request"),
+                               run_dir=o.run_dir, report_path=o.report_path, updated_at=ts))
+    return out

@@ -1,0 +1,122 @@
+"""Classification first: which roof (if any) limits a kernel, before any detail rule runs.
+
+Each unit's throughput is read as a fraction of what the unit can *sustain* (its roof),
+not of ncu's nominal peak, because no real kernel reaches the nominal peak of DRAM or
+of the L2 return path. The busiest unit, if it runs at >= HIGH_FRACTION of its roof,
+limits the kernel (compute-bound or memory-bound on DRAM / L2 / L1); if no unit does,
+the kernel is latency-bound (warps wait, units idle). Two cases come before that:
+a kernel too short to amortise its launch, and a grid too small to fill the chip.
+"""
+
+from __future__ import annotations
+
+from perfscout.analysis.diagnosis import names as N
+from perfscout.analysis.diagnosis.context import Classification, KernelContext
+
+#: A unit above 60 % of what it can sustain is the limiter: Nsight Compute's own
+#: speed-of-light convention, applied here to the sustainable roof instead of the peak.
+HIGH_FRACTION = 0.60
+#: Within 15 % of the roof: access-pattern or scheduling tuning can win < ~15 %, so the
+#: only remaining levers are less work or fewer bytes.
+AT_ROOF_FRACTION = 0.85
+
+#: Issue-limited kernels sustain 92-97 % of sm__throughput (one instruction per scheduler
+#: per cycle, minus dispatch bubbles); FMA chains with ILP reach ~94 % on Hopper.
+SM_ROOF_PCT = 95.0
+#: HBM sustains ~90 % of the theoretical rate in a large copy (H200: ~4.3 of 4.8 TB/s,
+#: H100: ~3.0 of 3.35 TB/s); refresh and read/write turnarounds take the rest.
+DRAM_ROOF_PCT = 90.0
+#: The L2 -> SM return path (lts__lts2xbar) on the two-partition L2 of GA100/GH100
+#: sustains about half of the aggregate slice peak ncu scales by: published L2 hit
+#: bandwidth of ~5.5-7 TB/s on H100/H200 against ~12-13 TB/s of slice bandwidth.
+L2_RETURN_ROOF_PCT_SM80 = 50.0
+#: Without the return-path metric, lts__throughput (max over L2 sub-units) is used; its
+#: tag/fill sub-units do reach ~90 % in streaming kernels.
+L2_ROOF_PCT = 90.0
+#: L1/shared data pipes reach ~95-99 % (bank-conflicted shared loads saturate them).
+L1_ROOF_PCT = 95.0
+
+#: A CUDA launch costs ~3-6 us of host and driver time (5.8 us per launch measured on
+#: the H200 here through CuPy); a kernel shorter than ~2x that cannot keep the GPU busy
+#: when launched back-to-back from the host, whatever happens inside it.
+LAUNCH_SCALE_S = 10e-6
+
+L2_RETURN = ("lts__lts2xbar_cycles_active.avg.pct_of_peak_sustained_elapsed",)
+
+
+def memory_units(ctx: KernelContext) -> dict[str, tuple[float, float, str]]:
+    """unit -> (percent of peak, roof percent, metric cited) for the units present."""
+    out: dict[str, tuple[float, float, str]] = {}
+    for unit, names, roof in (("dram", N.DRAM_SOL, DRAM_ROOF_PCT), ("l1", N.L1_SOL, L1_ROOF_PCT)):
+        n = ctx.name_of(names)
+        if n:
+            out[unit] = (ctx.val((n,)), roof, n)  # type: ignore[assignment]
+    n2 = ctx.name_of(L2_RETURN)
+    if n2 and ctx.arch.at_least(8, 0):
+        out["l2"] = (ctx.val((n2,)), L2_RETURN_ROOF_PCT_SM80, n2)  # type: ignore[assignment]
+    else:
+        n2 = ctx.name_of(N.L2_SOL)
+        if n2:
+            out["l2"] = (ctx.val((n2,)), L2_ROOF_PCT, n2)  # type: ignore[assignment]
+    return out
+
+
+def top_pipe(ctx: KernelContext) -> tuple[str, float] | None:
+    """The busiest SM pipe (fma, alu, fp64, xu, lsu, adu, tensor) and its % of peak."""
+    best = None
+    for pipe, names in N.PIPE.items():
+        v = ctx.val(names)
+        if v is not None and (best is None or v > best[1]):
+            best = (pipe, v)
+    return best
+
+
+def classify(ctx: KernelContext) -> Classification:
+    sm = ctx.val(N.SM_SOL)
+    mem = ctx.val(N.MEM_SOL)
+    evidence = []
+    if sm is not None:
+        evidence.append(ctx.ev(N.SM_SOL, f"limiter if >= {HIGH_FRACTION * SM_ROOF_PCT:.0f}% "
+                                         f"({HIGH_FRACTION:.0%} of a {SM_ROOF_PCT:.0f}% roof)"))
+    if mem is not None:
+        evidence.append(ctx.ev(N.MEM_SOL, f"limiter if >= {HIGH_FRACTION * 100:.0f}%"))
+
+    duration = ctx.val(N.DURATION)
+    if duration is not None and duration < LAUNCH_SCALE_S:
+        evidence.append(ctx.ev(N.DURATION, f"< {LAUNCH_SCALE_S * 1e6:.0f} us: launch cost dominates"))
+        return Classification("launch", sm_pct=sm, mem_pct=mem, evidence=evidence)
+
+    units = memory_units(ctx)
+    mem_unit, mem_frac, mem_pct, mem_roof = "", 0.0, None, None
+    for unit, (pct, roof, name) in units.items():
+        if pct / roof > mem_frac:
+            mem_unit, mem_frac, mem_pct, mem_roof = unit, pct / roof, pct, roof
+    if not units and mem is not None:  # breakdown missing: only the memory SOL is known
+        mem_unit, mem_frac, mem_pct, mem_roof = "memory", mem / 100.0, mem, 100.0
+    for unit, (pct, roof, name) in units.items():
+        evidence.append(ctx.ev((name,), f"roof {roof:.0f}%; limiter if >= {HIGH_FRACTION * roof:.0f}%"))
+    sm_frac = (sm or 0.0) / SM_ROOF_PCT
+
+    grid, sms = ctx.val(N.GRID_SIZE), ctx.val(N.SM_COUNT)
+    if grid is not None and sms and grid < sms and max(sm_frac, mem_frac) < HIGH_FRACTION:
+        evidence.append(ctx.ev(N.GRID_SIZE, f"< {sms:.0f} SMs"))
+        return Classification("underfilled", sm_pct=sm, mem_pct=mem,
+                              top_pct=max(sm or 0.0, mem_pct or 0.0), roof_pct=100.0, evidence=evidence)
+
+    if sm_frac >= HIGH_FRACTION and sm_frac >= mem_frac:
+        pipe = top_pipe(ctx)
+        return Classification("compute", unit=pipe[0] if pipe else "", sm_pct=sm, mem_pct=mem,
+                              top_pct=sm, roof_pct=SM_ROOF_PCT,
+                              at_roof=sm_frac >= AT_ROOF_FRACTION, evidence=evidence)
+    if mem_frac >= HIGH_FRACTION:
+        return Classification("memory", unit=mem_unit, sm_pct=sm, mem_pct=mem, top_pct=mem_pct,
+                              roof_pct=mem_roof, at_roof=mem_frac >= AT_ROOF_FRACTION,
+                              evidence=evidence)
+    # Latency-bound: no unit near its roof. The headroom is what hiding latency could
+    # win at most: the busiest unit reaching its roof.
+    if sm_frac >= mem_frac:
+        top, roof = sm, SM_ROOF_PCT
+    else:
+        top, roof = mem_pct, mem_roof
+    return Classification("latency", unit=mem_unit if mem_frac > sm_frac else "sm", sm_pct=sm,
+                          mem_pct=mem, top_pct=top, roof_pct=roof, evidence=evidence)

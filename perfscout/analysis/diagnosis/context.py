@@ -1,0 +1,117 @@
+"""What a rule sees: one kernel's metrics, its classification, its chip, host timing.
+
+Rules read metrics only through :class:`KernelContext`, which resolves alternatives
+(the first present name wins) and builds :class:`Evidence` citing the name exactly as
+it appears in the profile, so a finding can never cite a metric the profile lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfscout.analysis.diagnosis import names as N
+from perfscout.analysis.diagnosis.arch import Arch, arch_for
+from perfscout.state.profiles import KernelProfile
+from perfscout.state.records import Evidence
+
+
+@dataclass
+class Classification:
+    """Speed-of-light verdict for one kernel, decided before any detail rule runs."""
+
+    kind: str  # "compute" | "memory" | "latency" | "underfilled" | "launch"
+    unit: str = ""  # memory: "dram" | "l2" | "l1" | "memory"; compute: the top pipe
+    sm_pct: float | None = None
+    mem_pct: float | None = None
+    top_pct: float | None = None  # the limiting unit's throughput, % of its peak
+    roof_pct: float | None = None  # the sustainable ceiling for that unit
+    at_roof: bool = False
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def headroom(self) -> float:
+        """Fraction of the time that reaching the roof could save (0 when at or past it)."""
+        if self.top_pct is None or not self.roof_pct:
+            return 0.0
+        return max(0.0, 1.0 - self.top_pct / self.roof_pct)
+
+
+class KernelContext:
+    """Metric access + evidence building for one kernel launch."""
+
+    def __init__(self, kernel: KernelProfile, platform: dict | None = None,
+                 host_timing: dict[str, Any] | None = None) -> None:
+        self.kernel = kernel
+        self.platform = platform or {}
+        self.arch: Arch = arch_for(kernel.device, kernel.compute_capability, platform)
+        self.host_timing = host_timing  # e.g. {"host_per_launch_us": 5.8, ...} or None
+        self.cls: Classification | None = None  # set by the engine before rules run
+
+    # ---------------------------------------------------------------- reading
+    def name_of(self, names: tuple[str, ...]) -> str | None:
+        """The first alternative present with a numeric value."""
+        for n in names:
+            m = self.kernel.metrics.get(n)
+            if m is not None and isinstance(m.value, (int, float)):
+                return n
+        return None
+
+    def val(self, names: tuple[str, ...]) -> float | None:
+        n = self.name_of(names)
+        return float(self.kernel.metrics[n].value) if n else None  # type: ignore[arg-type]
+
+    def has(self, *groups: tuple[str, ...]) -> bool:
+        return all(self.name_of(g) is not None for g in groups)
+
+    def stall_cycles(self) -> dict[str, float]:
+        """Per-issue stall cycles by reason (only the reasons the profile has)."""
+        out = {}
+        for reason in N.STALL_REASONS:
+            v = self.val(N.stall(reason))
+            if v is not None:
+                out[reason] = v
+        return out
+
+    def stall_share(self, reason: str) -> tuple[float | None, list[str]]:
+        """Share of a warp's cycles spent stalled on ``reason``, and the metrics used.
+
+        The total is the sum over reasons (``selected`` included: a warp issuing is not
+        stalled, but its cycles count), which equals ncu's warp-latency-per-issue figure.
+        """
+        cycles = self.stall_cycles()
+        if reason not in cycles:
+            return None, []
+        total = sum(cycles.values())
+        if total <= 0:
+            return None, []
+        used = [self.name_of(N.stall(r)) for r in cycles]
+        return cycles[reason] / total, [u for u in used if u]
+
+    # ---------------------------------------------------------------- evidence
+    def ev(self, names: tuple[str, ...], threshold: str = "") -> Evidence:
+        """Evidence for the first present alternative (caller checked it exists)."""
+        n = self.name_of(names)
+        if n is None:
+            raise KeyError(f"none of {names} in profile of {self.kernel.name}")
+        m = self.kernel.metrics[n]
+        return Evidence(metric=n, value=m.value, unit=m.unit, threshold=threshold)
+
+    def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
+                threshold: str = "") -> Evidence:
+        missing = [i for i in inputs if i not in self.kernel.metrics]
+        if missing:
+            raise KeyError(f"derived:{name} cites absent metrics {missing}")
+        return Evidence(metric=f"derived:{name}", value=round(value, 6), unit=unit,
+                        threshold=threshold, inputs=list(inputs))
+
+    def host(self, name: str, value: float, unit: str, threshold: str = "") -> Evidence:
+        """Evidence measured on the host (not in the ncu profile): cited as ``host:NAME``."""
+        return Evidence(metric=f"host:{name}", value=round(value, 6), unit=unit, threshold=threshold)
+
+    # ---------------------------------------------------------------- commands
+    def ncu_command(self) -> str:
+        """The command that re-measures this kernel (what a verify step runs)."""
+        return (f"ncu --set full --csv --page raw --clock-control none -k regex:^{self.kernel.name}$ "
+                f"-c 1 <your program> > after.csv && perfscout verify --before-csv before.csv "
+                f"--after-csv after.csv --kernel {self.kernel.name}")

@@ -1,0 +1,96 @@
+"""The diagnosis engine: classify, run every rule, pick the primary, rank the rest.
+
+The primary finding is what limits the kernel now and what to fix first:
+- a kernel too short to amortise its launch: ``launch_overhead``;
+- otherwise the *cause* (a specific, fixable inefficiency) with the largest expected
+  gain; causes that remove wasted work/bytes are bounded by the waste they remove,
+  causes that hide latency by the headroom to the roof;
+- with no cause, the *roof* finding (which unit limits it, or latency-bound). A kernel
+  at a roof then gets "at roof: reduce work or bytes" and a what-not-to-do list.
+The other findings follow, ranked by expected gain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfscout.analysis.diagnosis.classify import classify
+from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.rules import GPU_RULES
+from perfscout.state.profiles import KernelProfile
+from perfscout.state.records import Finding
+
+#: A cause that could save less than 5 % of the time is reported, but never primary.
+PRIMARY_MIN_GAIN = 0.05
+
+
+def _gain(f: Finding) -> float:
+    # An unsized finding (e.g. launch overhead without host timing) ranks by confidence/2.
+    return f.expected_gain if f.expected_gain is not None else f.confidence / 2
+
+
+def rank(findings: list[Finding], kind: str) -> tuple[Finding | None, list[Finding]]:
+    """(primary, all findings with the primary first and the rest by expected gain)."""
+    if not findings:
+        return None, []
+    primary = None
+    if kind == "launch":
+        primary = next((f for f in findings if f.id == "launch_overhead"), None)
+    if primary is None:
+        causes = [f for f in findings if f.extra.get("role") == "cause" and _gain(f) >= PRIMARY_MIN_GAIN]
+        if causes:
+            primary = max(causes, key=_gain)
+    if primary is None:
+        roofs = [f for f in findings if f.extra.get("role") == "roof"]
+        primary = roofs[0] if roofs else max(findings, key=_gain)
+    rest = sorted((f for f in findings if f is not primary), key=_gain, reverse=True)
+    return primary, [primary] + rest
+
+
+def cited_metrics(kernel: KernelProfile, findings: list[Finding]) -> dict[str, dict[str, Any]]:
+    """Every profile metric a finding cites (directly or as a derived input)."""
+    names: list[str] = []
+    for f in findings:
+        for e in f.evidence:
+            if e.metric.startswith("derived:"):
+                names.extend(e.inputs)
+            elif not e.metric.startswith("host:"):
+                names.append(e.metric)
+    out = {}
+    for n in dict.fromkeys(names):
+        m = kernel.metrics.get(n)
+        if m is not None:
+            out[n] = {"value": m.value, "unit": m.unit}
+    return out
+
+
+def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
+                    host_timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    ctx = KernelContext(kernel, platform, host_timing)
+    ctx.cls = classify(ctx)
+    findings = [f for f in (rule.check(ctx) for rule in GPU_RULES) if f is not None]
+    primary, ordered = rank(findings, ctx.cls.kind)
+    return {
+        "name": kernel.name,
+        "primary": primary.model_dump() if primary else None,
+        "findings": [f.model_dump() for f in ordered],
+        "metrics": cited_metrics(kernel, ordered),
+    }
+
+
+def diagnose(kernels: list[KernelProfile], platform: dict | None = None,
+             host_timing: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Diagnose ncu kernel profiles: ``{"kernels": [...], "platform": {...}}`` (DESIGN.md).
+
+    ``host_timing`` maps a kernel name to host measurements across launches (e.g.
+    ``{"host_per_launch_us": 5.8}``): the only way to confirm launch overhead.
+    """
+    host_timing = host_timing or {}
+    out_platform: dict[str, Any] = dict(platform or {})
+    if kernels:
+        out_platform.setdefault("device", kernels[0].device)
+        out_platform.setdefault("compute_capability", kernels[0].compute_capability)
+    return {
+        "kernels": [diagnose_kernel(k, platform, host_timing.get(k.name)) for k in kernels],
+        "platform": out_platform,
+    }

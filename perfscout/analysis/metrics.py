@@ -1,0 +1,464 @@
+"""Quality metrics of a lossy reconstruction, with qcat / Z-checker definitions.
+
+Notation: ``x`` is the original, ``y`` the reconstruction, ``e = y - x`` the error,
+``n`` the number of elements, ``R = max(x) - min(x)`` the value range of the original,
+``MSE = mean(e**2)``. Every metric is computed in float64 whatever the input dtype,
+with whole-array operations (no Python loop over elements), through the array
+namespace of the inputs (:mod:`perfscout.analysis.xp`), so CuPy arrays stay on the
+device until the final scalars.
+
+Non-finite originals: a codec may pass NaN/Inf through losslessly. Such an element
+counts as exact when the reconstruction holds the same value (NaN for NaN, the same
+infinity); if it does not, or if a finite original comes back non-finite, the worst
+error is ``inf`` at that element. All other statistics use the elements where both
+``x`` and ``y`` are finite; the spatial metrics (SSIM, lag-1 autocorrelation) see
+the exactly-reproduced non-finite elements as zero in both arrays.
+
+Extreme magnitudes: squares of values near 1e±308 (or of subnormals) over- or
+underflow float64, which would turn a real error into PSNR = +inf. When the largest
+magnitude is outside [2^-200, 2^200] (about 1e+-60), both arrays are first scaled by the same power
+of two (exact: only exponents change), the scale-free metrics (PSNR, NRMSE, SNR,
+relative errors, Pearson, SSIM, autocorrelation) are computed on the scaled arrays,
+and the dimensional ones (errors, RMSE, MSE, R, histogram) are scaled back; a value
+that does not fit float64 after scaling back is reported as inf (or 0 for ``mse``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from perfscout.analysis.xp import get_namespace, to_float
+from perfscout.errors import InputError
+
+#: SSIM stabilising constants, as in Wang et al. 2004 (and Z-checker, skimage).
+SSIM_K1 = 0.01
+SSIM_K2 = 0.03
+#: Default SSIM window edge: 7 elements along every axis (Z-checker, skimage default).
+SSIM_WINDOW = 7
+#: SSIM works through slabs of about this many input elements (4 Mi: ~32 MiB per
+#: float64 temporary), so a 512^3 field needs a few hundred MiB, not tens of GiB.
+SSIM_SLAB_ELEMENTS = 1 << 22
+
+#: Error quantiles reported in ``err_hist`` (the tails matter most for bounds).
+ERR_QUANTILES = (0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)
+#: Coarse histogram of the signed error over [-max|e|, +max|e|]: enough bins to see a
+#: uniform (quantiser) vs. peaked (predictor) shape, few enough to store per result.
+ERR_HIST_BINS = 16
+
+
+@dataclass
+class _Pair:
+    """Original and reconstruction in float64, with the bookkeeping for non-finites."""
+
+    xp: ModuleType
+    x: Any  # original, float64; non-finite elements replaced by 0
+    y: Any  # reconstruction, float64; same replacement
+    valid: Any | None  # both finite (None: every element is)
+    n_valid: int
+    mismatch_flat: int | None  # first element whose non-finite value was not reproduced
+    nonfinite_count: int
+    exp2: int = 0  # x and y above hold the inputs times 2**exp2 (see the module notes)
+    x_raw: Any = None  # the unscaled float64 arrays (the same objects when exp2 == 0)
+    y_raw: Any = None
+
+    def flat_valid(self, a: Any) -> Any:
+        flat = a.reshape(-1)
+        return flat if self.valid is None else flat[self.valid.reshape(-1)]
+
+
+def _as_arrays(original: Any, reconstructed: Any) -> tuple[ModuleType, Any, Any]:
+    xp = get_namespace(original, reconstructed)
+    x = xp.asarray(original)
+    y = xp.asarray(reconstructed)
+    if x.shape != y.shape:
+        raise InputError(
+            f"original and reconstruction differ in shape: {tuple(x.shape)} vs {tuple(y.shape)}"
+        )
+    if x.ndim == 0:
+        raise InputError("metrics need an array with at least one dimension, got a 0-d scalar")
+    if x.size == 0:
+        raise InputError(f"metrics need a non-empty array, got shape {tuple(x.shape)}")
+    return xp, x.astype(xp.float64, copy=False), y.astype(xp.float64, copy=False)
+
+
+#: Magnitudes inside [2^-SAFE, 2^SAFE] (about 1e+-60) survive the fourth powers in
+#: SSIM's denominator and the squares of MSE in float64.
+_SAFE_EXP2 = 200
+
+
+def _rescale_exponent(xp: ModuleType, x: Any, y: Any) -> int:
+    """k such that max(|x|, |y|) * 2**k is in [0.5, 1), or 0 when no rescale is needed."""
+    peak = max(to_float(xp.max(xp.abs(x))), to_float(xp.max(xp.abs(y))))
+    if peak == 0 or 2.0**-_SAFE_EXP2 <= peak <= 2.0**_SAFE_EXP2:
+        return 0
+    return -math.frexp(peak)[1]
+
+
+def _unscale(v: float, exp2: int) -> float:
+    """v * 2**-exp2 in Python floats, saturating to +-inf (or 0) instead of raising."""
+    if exp2 == 0 or v == 0 or not math.isfinite(v):
+        return v
+    try:
+        return math.ldexp(v, -exp2)
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _scaled(xp: ModuleType, x: Any, y: Any) -> tuple[Any, Any, int]:
+    k = _rescale_exponent(xp, x, y)
+    if k == 0:
+        return x, y, 0
+    return xp.ldexp(x, k), xp.ldexp(y, k), k
+
+
+def _prepare(original: Any, reconstructed: Any) -> _Pair:
+    xp, x, y = _as_arrays(original, reconstructed)
+    fx = xp.isfinite(x)
+    fy = xp.isfinite(y)
+    if bool(xp.all(fx)) and bool(xp.all(fy)):
+        xs, ys, k = _scaled(xp, x, y)
+        return _Pair(xp, xs, ys, None, int(x.size), None, 0, k, x, y)
+    both = fx & fy
+    reproduced = ~fx & ((x == y) | (xp.isnan(x) & xp.isnan(y)))
+    mismatch = ~both & ~reproduced
+    mismatch_flat = int(xp.argmax(mismatch.reshape(-1))) if bool(xp.any(mismatch)) else None
+    n_valid = int(xp.count_nonzero(both))
+    if n_valid == 0:
+        raise InputError("no element is finite in both the original and the reconstruction")
+    x0, y0 = xp.where(both, x, 0.0), xp.where(both, y, 0.0)
+    xs, ys, k = _scaled(xp, x0, y0)
+    nonfinite = int(x.size - xp.count_nonzero(fx))
+    return _Pair(xp, xs, ys, both, n_valid, mismatch_flat, nonfinite, k, x0, y0)
+
+
+def _log10(v: float) -> float:
+    """log10 that maps 0 to -inf instead of raising."""
+    return math.log10(v) if v > 0 else -math.inf
+
+
+def _ratio_or_limit(num: float, den: float) -> float:
+    """num/den, with 0/0 -> 0 (nothing to normalise) and k/0 -> inf."""
+    if den > 0:
+        return num / den
+    return 0.0 if num == 0 else math.inf
+
+
+def value_range(x: Any) -> float:
+    """R = max(x) - min(x) over the finite elements (qcat's value range)."""
+    xp = get_namespace(x)
+    a = xp.asarray(x)
+    if a.size == 0:
+        raise InputError("value range of an empty array is undefined")
+    a = a.astype(xp.float64, copy=False)
+    finite = xp.isfinite(a)
+    if not bool(xp.all(finite)):
+        if not bool(xp.any(finite)):
+            raise InputError("value range undefined: no element is finite")
+        a = a[finite]
+    return to_float(xp.max(a)) - to_float(xp.min(a))  # may be inf past float64's range
+
+
+def _max_abs_scaled(p: _Pair) -> tuple[float, tuple[int, ...]]:
+    """max |e| in the scaled units of ``p`` (inf on a non-finite mismatch) and its index."""
+    xp = p.xp
+    shape = tuple(p.x.shape)
+    if p.mismatch_flat is not None:
+        return math.inf, tuple(int(i) for i in np.unravel_index(p.mismatch_flat, shape))
+    abs_e = xp.abs(p.y - p.x).reshape(-1)  # exact: scaling by 2**k commutes with it
+    flat = int(xp.argmax(abs_e))
+    return to_float(abs_e[flat]), tuple(int(i) for i in np.unravel_index(flat, shape))
+
+
+def max_abs_error(original: Any, reconstructed: Any) -> tuple[float, tuple[int, ...]]:
+    """Worst absolute error max|y - x| and the (C-order) index of its first occurrence.
+
+    ``inf`` (at that element) when a non-finite original is not reproduced exactly or
+    a finite original comes back non-finite.
+    """
+    p = _prepare(original, reconstructed)
+    value, index = _max_abs_scaled(p)
+    return _unscale(value, p.exp2), index
+
+
+# -- SSIM ----------------------------------------------------------------------------
+
+
+def _box_sums(xp: ModuleType, a: Any, win: tuple[int, ...]) -> Any:
+    """Sums over every fully contained window of shape ``win`` ("valid" windows).
+
+    Separable: one cumulative sum per axis, then the difference of two shifted slices;
+    O(n) per axis whatever the window size, and it exists identically in CuPy.
+    """
+    out = a
+    for axis, w in enumerate(win):
+        if w == 1:
+            continue
+        c = xp.cumsum(out, axis=axis)
+        zero_shape = list(c.shape)
+        zero_shape[axis] = 1
+        c = xp.concatenate([xp.zeros(zero_shape, dtype=c.dtype), c], axis=axis)
+        hi = [slice(None)] * c.ndim
+        lo = [slice(None)] * c.ndim
+        hi[axis] = slice(w, None)
+        lo[axis] = slice(None, -w)
+        out = c[tuple(hi)] - c[tuple(lo)]
+    return out
+
+
+def _ssim_prepared(
+    xp: ModuleType,
+    x: Any,
+    y: Any,
+    window: int,
+    data_range: float | None,
+    slab_elements: int | None = None,
+) -> float:
+    slab_elements = slab_elements or SSIM_SLAB_ELEMENTS
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise InputError(f"SSIM window must be a positive integer, got {window!r}")
+    if bool(xp.all(x == y)):
+        return 1.0
+    if data_range is None:
+        R = to_float(xp.max(x)) - to_float(xp.min(x))
+        if R == 0:
+            # A constant original has no range: use the range the pair spans, which is
+            # > 0 whenever the two arrays differ (they do, identical returned above).
+            R = max(to_float(xp.max(x)), to_float(xp.max(y))) - min(
+                to_float(xp.min(x)), to_float(xp.min(y))
+            )
+    else:
+        R = float(data_range)
+        if not math.isfinite(R) or R <= 0:
+            raise InputError(f"SSIM data_range must be a positive finite number, got {data_range!r}")
+    c1 = (SSIM_K1 * R) ** 2
+    c2 = (SSIM_K2 * R) ** 2
+    win = tuple(min(window, int(n)) for n in x.shape)
+    # Centre on the original's mean before summing squares: local variances are then
+    # differences of small numbers, not of two huge ones (float64 cancellation).
+    shift = to_float(xp.mean(x))
+    # Slabs along the slowest axis bound the memory of the window maps (about ten
+    # float64 arrays of the slab's size) whatever the field's size.
+    n_out = int(x.shape[0]) - win[0] + 1
+    row = math.prod(int(n) for n in x.shape[1:])
+    rows = max(1, slab_elements // max(1, row) - (win[0] - 1))
+    total, count = 0.0, 0
+    for i0 in range(0, n_out, rows):
+        i1 = min(n_out, i0 + rows)
+        xs = x[i0 : i1 + win[0] - 1] - shift
+        ys = y[i0 : i1 + win[0] - 1] - shift
+        s = _ssim_map(xp, xs, ys, win, shift, c1, c2)
+        total += to_float(xp.sum(s))
+        count += int(s.size)
+    return total / count
+
+
+def _ssim_map(
+    xp: ModuleType, xc: Any, yc: Any, win: tuple[int, ...], shift: float, c1: float, c2: float
+) -> Any:
+    """SSIM of every valid window of the (centred) slab ``xc``/``yc``."""
+    N = math.prod(win)
+    mx = _box_sums(xp, xc, win) / N
+    my = _box_sums(xp, yc, win) / N
+    # Sample (N-1) covariances, as in Wang et al. 2004 and skimage's default.
+    norm = N / (N - 1) if N > 1 else 1.0
+    vx = (_box_sums(xp, xc * xc, win) / N - mx * mx) * norm
+    vy = (_box_sums(xp, yc * yc, win) / N - my * my) * norm
+    cxy = (_box_sums(xp, xc * yc, win) / N - mx * my) * norm
+    mx = mx + shift
+    my = my + shift
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2))
+    if not bool(xp.all(xp.isfinite(s))):
+        # Only when C1/C2 underflow (R below ~1e-150 of the largest |value|, i.e. a
+        # reconstruction astronomically off): a 0/0 window is two identical constant
+        # windows (similarity 1); anything else non-finite counts as dissimilar (0).
+        same = (mx == my) & (vx == vy) & (cxy == vx)
+        s = xp.where(xp.isfinite(s), s, xp.where(same, 1.0, 0.0))
+    return s
+
+
+def ssim(a: Any, b: Any, *, window: int = SSIM_WINDOW, data_range: float | None = None) -> float:
+    """Mean structural similarity of ``b`` to ``a`` over N-D uniform windows.
+
+    For every window position that lies fully inside the array (``window`` elements
+    along each axis, stride 1, no padding), with window means mu, sample (N-1)
+    variances sigma^2 and covariance sigma_ab::
+
+        SSIM_w = (2 mu_a mu_b + C1)(2 sigma_ab + C2) / ((mu_a^2 + mu_b^2 + C1)(sigma_a^2 + sigma_b^2 + C2))
+
+    with C1 = (0.01 R)^2, C2 = (0.03 R)^2, R = ``data_range`` (default: value range of
+    ``a``); the result is the mean over all windows. Works for 1-D to N-D.
+
+    Axes shorter than the window: the window shrinks to the axis length along that
+    axis (so a 41 x 128 x 128 field uses 7x7x7 windows, a 3 x 100 field 3x7 windows and
+    a length-1 axis is effectively ignored) rather than refusing or padding.
+    Identical inputs give exactly 1.0. If ``a`` is constant (R = 0) and ``b`` differs,
+    R falls back to the range spanned by both arrays together.
+    """
+    xp, x, y = _as_arrays(a, b)
+    if not (bool(xp.all(xp.isfinite(x))) and bool(xp.all(xp.isfinite(y)))):
+        raise InputError("SSIM needs finite inputs (NaN/Inf found)")
+    if data_range is not None:
+        R = float(data_range)
+        if not math.isfinite(R) or R <= 0:
+            raise InputError(f"SSIM data_range must be a positive finite number, got {data_range!r}")
+    xs, ys, k = _scaled(xp, x, y)  # SSIM is invariant to scaling x, y and R together
+    return _ssim_prepared(xp, xs, ys, window, None if data_range is None else math.ldexp(R, k))
+
+
+# -- the full set --------------------------------------------------------------------
+
+
+def _error_summary(xp: ModuleType, e: Any, exp2: int = 0) -> dict[str, Any]:
+    """Quantiles, moments and a coarse symmetric histogram of the signed error ``e`` (1-D).
+
+    ``e`` holds the error times 2**exp2; the reported figures are in the data's units.
+    """
+    q = xp.quantile(e, xp.asarray(ERR_QUANTILES, dtype=xp.float64))
+    peak = to_float(xp.max(xp.abs(e)))
+    if peak > 0:
+        # Bin on the error scaled so that its peak is in [0.5, 1): exact (a power of
+        # two), and numpy cannot form 16 bins over a range of a few subnormals.
+        j = -math.frexp(peak)[1]
+        top = math.ldexp(peak, j)
+        counts, edges = xp.histogram(xp.ldexp(e, j), bins=ERR_HIST_BINS, range=(-top, top))
+        counts_l = [int(c) for c in counts.tolist()]
+        edges_l = [_unscale(float(v), exp2 + j) for v in edges.tolist()]
+    else:  # exact reconstruction: one degenerate bin holding everything
+        counts_l = [int(e.size)]
+        edges_l = [0.0, 0.0]
+    return {
+        "n": int(e.size),
+        "mean": _unscale(to_float(xp.mean(e)), exp2),
+        "std": _unscale(to_float(xp.std(e)), exp2),
+        "zero_fraction": to_float(xp.count_nonzero(e == 0)) / int(e.size),
+        "quantiles": {f"{p:g}": _unscale(float(v), exp2) for p, v in zip(ERR_QUANTILES, q.tolist())},
+        "edges": edges_l,
+        "counts": counts_l,
+    }
+
+
+def _lag1_autocorr(xp: ModuleType, e: Any) -> float:
+    """Lag-1 autocorrelation of the error in flattened C order (Z-checker's definition).
+
+    r1 = sum_i (e_i - m)(e_{i+1} - m) / sum_i (e_i - m)^2 with m = mean(e). An error
+    with zero variance (exact, or a pure constant bias) has no structure to correlate
+    and is reported as 0.
+    """
+    flat = e.reshape(-1)
+    if flat.size < 2:
+        return 0.0
+    d = flat - xp.mean(flat)
+    den = to_float(xp.sum(d * d))
+    if den == 0:
+        return 0.0
+    return to_float(xp.sum(d[:-1] * d[1:])) / den
+
+
+def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -> dict[str, Any]:
+    """Every quality figure of a reconstruction, as plain Python values.
+
+    Definitions (x original, y reconstruction, e = y - x, n elements, R = max x - min x):
+
+    - ``ratio`` = nbytes(x) / compressed_nbytes (x's own dtype size, e.g. 4 for f32)
+    - ``bitrate`` = 8 * compressed_nbytes / n (bits per value; 32 = uncompressed f32)
+    - ``max_abs_err`` = max |e|; ``max_abs_err_index`` its C-order index
+    - ``max_rel_err`` = max |e| / R (value-range relative, the ``rel`` bound's metric);
+      R = 0: 0 when exact, else inf
+    - ``max_pw_rel_err`` = max |e_i| / |x_i| over the elements with x_i != 0 (point-wise
+      relative; 0 when there is none). ``zero_changed_count`` counts elements with
+      x_i = 0 whose reconstruction is not 0 (infinite point-wise error, reported apart)
+    - ``rmse`` = sqrt(MSE), MSE = mean(e^2); ``mse`` is included too
+    - ``nrmse`` = sqrt(MSE) / R (R = 0: 0 when exact, else inf)
+    - ``psnr`` = 20 log10(R) - 10 log10(MSE) dB; MSE = 0 -> +inf; R = 0 < MSE -> -inf
+    - ``snr`` = 10 log10(var(x) / MSE) dB, var the population variance; MSE = 0 -> +inf
+    - ``pearson`` = cov(x, y) / (std x * std y); 1 for identical arrays, NaN when one of
+      them is constant and they differ (undefined)
+    - ``ssim``: :func:`ssim` with 7-wide windows and data range R
+    - ``err_autocorr_lag1``: lag-1 autocorrelation of e in flattened C order
+    - ``err_hist``: error quantiles, mean/std, zero fraction and a 16-bin histogram
+    - ``value_range`` (R), ``nonfinite_count`` (non-finite elements of x)
+    """
+    if isinstance(compressed_nbytes, bool) or int(compressed_nbytes) != compressed_nbytes:
+        raise InputError(f"compressed size must be an integer byte count, got {compressed_nbytes!r}")
+    if compressed_nbytes <= 0:
+        raise InputError(f"compressed size must be > 0 bytes, got {compressed_nbytes}")
+    p = _prepare(original, reconstructed)
+    xp = p.xp
+    orig_nbytes = int(xp.asarray(original).nbytes)
+    n_total = int(p.x.size)
+
+    # Everything below is in scaled units (inputs times 2**k, k = p.exp2, usually 0);
+    # dimensional results go through _unscale on the way out.
+    k = p.exp2
+    xv = p.flat_valid(p.x)
+    yv = p.flat_valid(p.y)
+    ev = yv - xv
+    n = p.n_valid
+
+    R = to_float(xp.max(xv)) - to_float(xp.min(xv))
+    max_abs, max_idx = _max_abs_scaled(p)
+    mse = to_float(xp.sum(ev * ev)) / n
+    if mse > 0:
+        log_mse = math.log10(mse)
+    elif max_abs > 0:
+        # Squares of errors tiny next to the data underflowed: use MSE >= max|e|^2 / n.
+        log_mse = 2 * math.log10(max_abs) - math.log10(n)
+    else:
+        log_mse = -math.inf
+
+    # Point-wise ratios on the unscaled values: scaling a field spanning more than
+    # float64's exponent range could flush its smallest elements to zero.
+    # Overflow here is honest: |y - x| or |e| / |x| beyond float64 is reported as inf.
+    with np.errstate(over="ignore"):
+        xr = p.flat_valid(p.x_raw)
+        er = p.flat_valid(p.y_raw) - xr
+        nonzero = xr != 0
+        if bool(xp.any(nonzero)):
+            max_pw = to_float(xp.max(xp.abs(er[nonzero]) / xp.abs(xr[nonzero])))
+        else:
+            max_pw = 0.0
+    zero_changed = int(xp.count_nonzero(~nonzero & (er != 0)))
+    del xr, er
+
+    mean_x = to_float(xp.mean(xv))
+    mean_y = to_float(xp.mean(yv))
+    dx = xv - mean_x
+    dy = yv - mean_y
+    var_x = to_float(xp.sum(dx * dx)) / n
+    var_y = to_float(xp.sum(dy * dy)) / n
+    cov = to_float(xp.sum(dx * dy)) / n
+    exact = max_abs == 0
+    if exact:
+        pearson = 1.0
+    elif var_x > 0 and var_y > 0:
+        pearson = cov / (math.sqrt(var_x) * math.sqrt(var_y))
+    else:
+        pearson = math.nan
+
+    rmse = math.sqrt(mse)
+    return {
+        "ratio": orig_nbytes / int(compressed_nbytes),
+        "bitrate": 8.0 * int(compressed_nbytes) / n_total,
+        "max_abs_err": _unscale(max_abs, k),
+        "max_abs_err_index": max_idx,
+        "max_rel_err": _ratio_or_limit(max_abs, R),
+        "max_pw_rel_err": max_pw,
+        "zero_changed_count": zero_changed,
+        "mse": _unscale(_unscale(mse, k), k),
+        "rmse": _unscale(rmse, k),
+        "nrmse": _ratio_or_limit(rmse if mse > 0 or exact else 10.0 ** min(log_mse / 2, 300.0), R),
+        "psnr": math.inf if exact else 20 * _log10(R) - 10 * log_mse,
+        "snr": math.inf if exact else 10 * _log10(var_x) - 10 * log_mse,
+        "pearson": pearson,
+        "ssim": 1.0 if exact else _ssim_prepared(xp, p.x, p.y, SSIM_WINDOW, R if R > 0 else None),
+        "err_autocorr_lag1": _lag1_autocorr(xp, p.y - p.x),
+        "err_hist": _error_summary(xp, ev, k),
+        "value_range": _unscale(R, k),
+        "nonfinite_count": p.nonfinite_count,
+    }

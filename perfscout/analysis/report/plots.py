@@ -1,0 +1,172 @@
+"""Per-dataset figures of a sweep (matplotlib Agg + seaborn), written as PNG files.
+
+Every figure is drawn only from stored rows that were measured (a ratio exists); a figure
+with nothing to show is not written, and the caller says so in the report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless, deterministic; never opens a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+DPI = 100
+#: One line style per error mode, the same in every figure (colour = codec@device).
+_LINESTYLES = {"abs": "-", "rel": "--", "pw_rel": ":", "psnr": "-.", "ratio": (0, (5, 1)), "fixed_rate": (0, (1, 3))}
+
+
+@dataclass
+class Figure:
+    dataset: str
+    kind: str
+    title: str
+    path: Path
+    caption: str
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows where the codec ran and was checked (ratio known)."""
+    out = df[df["ratio"].notna()].copy()
+    out["series"] = out["codec"] + "@" + out["device"]
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "dataset"
+
+
+def _palette(series: list[str]) -> dict[str, tuple]:
+    colors = sns.color_palette("colorblind", n_colors=max(3, len(series)))
+    return {s: colors[i] for i, s in enumerate(sorted(series))}
+
+
+def rate_distortion(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+    d = d[d["psnr"].notna() & np.isfinite(d["psnr"]) & d["bitrate"].notna()]
+    if d.empty:
+        return None
+    pal = _palette(list(d["series"].unique()))
+    for (series, mode), g in d.groupby(["series", "mode"], sort=True):
+        g = g.sort_values("bitrate")
+        ax.plot(g["bitrate"], g["psnr"], marker="o", ms=4, color=pal[series], label=f"{series} ({mode})",
+                linestyle=_LINESTYLES.get(mode, "-."))
+    ax.set_xlabel("bitrate (bits/value)")
+    ax.set_ylabel("PSNR (dB)")
+    ax.legend(fontsize=7, loc="lower right")
+    return "Rate–distortion: PSNR against bits per value; up and left is better."
+
+
+def cr_vs_bound(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+    d = d[d["mode"].isin(["abs", "rel", "pw_rel"])]
+    if d.empty:
+        return None
+    pal = _palette(list(d["series"].unique()))
+    for (series, mode), g in d.groupby(["series", "mode"], sort=True):
+        g = g.sort_values("bound")
+        ax.plot(g["bound"], g["ratio"], marker="o", ms=4, color=pal[series], label=f"{series} ({mode})",
+                linestyle=_LINESTYLES[mode])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("error bound (as requested, in its mode)")
+    ax.set_ylabel("compression ratio")
+    ax.legend(fontsize=7)
+    return "Compression ratio against the requested bound (log–log), one line per codec, device and mode."
+
+
+def throughput(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+    long = d.melt(id_vars=["series"], value_vars=["compress_MBps", "decompress_MBps"], var_name="direction",
+                  value_name="MB/s").dropna()
+    if long.empty:
+        return None
+    long["direction"] = long["direction"].str.replace("_MBps", "", regex=False)
+    order = sorted(long["series"].unique())
+    sns.barplot(data=long, x="series", y="MB/s", hue="direction", order=order, estimator="median",
+                errorbar=("pi", 50), ax=ax, palette="colorblind")
+    ax.set_xlabel("codec@device")
+    ax.set_ylabel("throughput (MB/s, median over bounds)")
+    ax.tick_params(axis="x", labelrotation=20)
+    return "Compress and decompress throughput per codec and device: bar = median over all bounds, whisker = interquartile range."
+
+
+def bubble(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+    d = d[d["compress_MBps"].notna() & d["max_rel_err"].notna()]
+    if d.empty:
+        return None
+    pal = _palette(list(d["series"].unique()))
+    err = d["max_rel_err"].clip(lower=1e-12)
+    # Area grows with log10 of the range-relative max error: 1e-6 -> small, 1e-1 -> large.
+    size = 20 + 40 * (np.log10(err) + 12).clip(lower=0)
+    for series, g in d.groupby("series", sort=True):
+        ax.scatter(g["ratio"], g["compress_MBps"], s=size.loc[g.index], color=pal[series], alpha=0.6,
+                   edgecolor="black", linewidth=0.4, label=series)
+    ax.set_xscale("log")
+    ax.set_xlabel("compression ratio")
+    ax.set_ylabel("compress throughput (MB/s)")
+    ax.legend(fontsize=7, markerscale=0.5)
+    return "Compression ratio × compress throughput; bubble area grows with the max error relative to the value range."
+
+
+def heatmap(d: pd.DataFrame, fig: plt.Figure) -> str | None:
+    if d.empty:
+        return None
+    series = sorted(d["series"].unique())
+    axes = fig.subplots(1, len(series), squeeze=False)[0]
+    logs = np.log10(d["ratio"].clip(lower=1e-12))
+    vmin, vmax = float(logs.min()), float(max(logs.max(), logs.min() + 1e-9))  # one colour scale for all panels
+    for ax, s in zip(axes, series, strict=True):
+        g = d[d["series"] == s]
+        table = g.pivot_table(index="mode", columns="bound", values="ratio", aggfunc="median")
+        table.columns = [f"{b:g}" for b in table.columns]
+        sns.heatmap(np.log10(table), annot=table.round(1), fmt="g", cbar=False, cmap="viridis", ax=ax, vmin=vmin, vmax=vmax,
+                    annot_kws={"fontsize": 7})
+        ax.set_title(s, fontsize=9)
+        ax.set_xlabel("bound")
+        ax.set_ylabel("mode")
+    return "Compression ratio for every mode × bound (cell = ratio, colour = log10 ratio on one scale across panels), one panel per codec@device."
+
+
+_AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, plt.Axes], str | None]]] = [
+    ("rate_distortion", "Rate–distortion", rate_distortion),
+    ("cr_vs_bound", "Compression ratio vs bound", cr_vs_bound),
+    ("throughput", "Throughput per codec and device", throughput),
+    ("bubble", "Ratio × throughput (size = max error)", bubble),
+]
+
+
+def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figure]:
+    """All figures for one dataset, written under ``out_dir``."""
+    sns.set_theme(style="whitegrid", context="paper")
+    d = measured(df[df["dataset"] == dataset])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures: list[Figure] = []
+    for kind, title, draw in _AXES_PLOTS:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        caption = draw(d, ax)
+        if caption is not None:
+            ax.set_title(f"{dataset}: {title}", fontsize=10)
+            figures.append(_save(fig, dataset, kind, title, caption, out_dir))
+        plt.close(fig)
+    n = max(1, d["series"].nunique()) if not d.empty else 1
+    fig = plt.figure(figsize=(min(4.2 * n, 16), 0.5 + 0.45 * max(2, d["mode"].nunique() if not d.empty else 2) + 1.2))
+    caption = heatmap(d, fig)
+    if caption is not None:
+        fig.suptitle(f"{dataset}: compression ratio, mode × bound", fontsize=10)
+        figures.append(_save(fig, dataset, "heatmap", "Mode × bound heatmap", caption, out_dir))
+    plt.close(fig)
+    return figures
+
+
+def _save(fig: plt.Figure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Figure:
+    path = out_dir / f"{_slug(dataset)}__{kind}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamp/version: reproducible bytes
+    return Figure(dataset=dataset, kind=kind, title=title, path=path, caption=caption)

@@ -1,0 +1,47 @@
+"""Python API for campaigns: ``perfscout.sweep(spec)`` and ``perfscout.report(run_dir)``."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from perfscout.tools.sweep.runner import run_sweep
+from perfscout.tools.sweep.spec import SweepSpec, load_spec
+from perfscout.tools.sweep.store import open_results
+
+
+def default_run_dir(spec: SweepSpec) -> Path:
+    """``spec.output`` when set, else ``$PERFSCOUT_HOME/runs/<name>-<UTC time>``."""
+    if spec.output:
+        out = Path(spec.output).expanduser()
+        return out if out.is_absolute() else Path(spec.base_dir or ".") / out
+    home = Path(os.environ.get("PERFSCOUT_HOME", ".perfscout"))
+    return home / "runs" / f"{spec.name}-{datetime.utcnow():%Y%m%dT%H%M%S}"
+
+
+def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, resume: bool = False,
+          jobs: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Run a sweep spec (YAML path, YAML text, dict or model) and return its results table.
+
+    The run directory (``out``, else the spec's ``output``, else under ``PERFSCOUT_HOME``)
+    keeps the spec, platform snapshot, SQLite store, raw per-task artifacts and exports;
+    ``df.attrs["run_dir"]`` says where it is. ``resume=True`` continues a stopped run.
+    """
+    model = load_spec(spec)
+    run_dir = Path(out) if out is not None else default_run_dir(model)
+    source = spec if isinstance(spec, (str, Path)) else model
+    outcome = run_sweep(source, run_dir, resume=resume, jobs=jobs, progress=progress)
+    df = open_results(outcome.run_dir)
+    df.attrs["run_dir"] = str(outcome.run_dir)
+    df.attrs["run_id"] = outcome.run_id
+    return df
+
+
+def report(run_dir: str | Path) -> Path:
+    """Write ``report.md`` and a self-contained ``report.html`` into the run directory."""
+    from perfscout.analysis.report.render import write_report
+
+    return write_report(Path(run_dir))

@@ -1,0 +1,131 @@
+"""`perfscout run`, `perfscout resume`, `perfscout runs`: the agent from the shell.
+
+Exit codes: 0 done, 2 bad input (or a request that cannot be planned), 3 the run is
+waiting for an answer (the question and the resume command are printed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+
+from perfscout.cli.common import emit_json, fail, stderr, stdout
+from perfscout.errors import InputError
+
+EXIT_WAITING = 3
+
+
+def _progress(node: str, update: Any) -> None:
+    if node == "act" and isinstance(update, dict):
+        for msg in update.get("messages") or []:
+            stderr.print(f"[dim]act[/] " + escape(f"{getattr(msg, 'tool_call_id', '')}: {str(msg.content)[:160]}"))
+    elif node == "plan" and isinstance(update, dict) and update.get("plan"):
+        p = update["plan"]
+        stderr.print(f"[dim]plan[/] {p.get('planner')}: {len(p.get('tasks', []))} task(s)")
+        for n in p.get("notes", []):
+            stderr.print("[dim]  note[/] " + escape(str(n)))
+    elif node == "reflect" and isinstance(update, dict):
+        for n in update.get("notes") or []:
+            stderr.print("[dim]reflect[/] " + escape(f"[{n['kind']}] {n.get('task_key', '')} {n['message']}"))
+
+
+def _finish(events: Any, as_json: bool, interactive: bool) -> None:
+    from perfscout import agent
+
+    outcome = None
+    for node, update in events:
+        if node == "__outcome__":
+            outcome = update
+        elif not as_json:
+            _progress(node, update)
+    assert outcome is not None
+    while outcome.status == "interrupted" and interactive and not as_json and sys.stdin.isatty():
+        stderr.print(f"[bold yellow]question:[/] {escape(outcome.question['question'])}")
+        answer = typer.prompt("answer (JSON)")
+        outcome = agent.resume(outcome.thread_id, _parse_answer(answer))
+    doc = {"thread_id": outcome.thread_id, "status": outcome.status, "planner": outcome.planner,
+           "report_path": outcome.report_path, "run_dir": outcome.run_dir,
+           "plan_error": outcome.plan_error, "question": outcome.question}
+    if as_json:
+        emit_json(doc)
+    if outcome.plan_error:
+        fail(escape(f"{outcome.plan_error} (report: {outcome.report_path})"))
+    if outcome.status == "interrupted":
+        if not as_json:
+            stderr.print(f"[bold yellow]question:[/] {escape(outcome.question['question'])}")
+            stderr.print(escape(f"answer with: perfscout resume {outcome.thread_id} --answer '{{...}}'"))
+        raise typer.Exit(EXIT_WAITING)
+    if not as_json:
+        if outcome.status == "done":
+            stdout.print(outcome.report, markup=False, highlight=False)
+        stderr.print(f"thread {outcome.thread_id}: {outcome.status}; planner: {outcome.planner}; "
+                     f"report: {outcome.report_path or '-'}")
+    if outcome.status != "done":
+        raise typer.Exit(1)
+
+
+def _parse_answer(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"--answer must be JSON, e.g. '{{\"shape\": \"512,512\", \"dtype\": \"f32\"}}': {exc}") from exc
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        intent: Optional[str] = typer.Argument(None, help="What to find out, in words."),
+        spec: Optional[Path] = typer.Option(None, "--spec", help="A YAML spec instead of words."),
+        demo: bool = typer.Option(False, "--demo", help="The embedded default request."),
+        thread_id: Optional[str] = typer.Option(None, "--thread-id", help="Checkpoint under this id."),
+        planner: Optional[str] = typer.Option(None, "--planner", help="auto | llm | deterministic"),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    ) -> None:
+        """Run the agent on an intent, a spec or the demo; print the report."""
+        from perfscout import agent
+        from perfscout.graph.context import Context
+        from perfscout.graph.planner import DEMO_SPEC
+
+        given = [x for x in (intent, spec, demo or None) if x]
+        if len(given) != 1:
+            fail("give exactly one of: an INTENT, --spec SPEC.yaml, --demo")
+        if planner not in (None, "auto", "llm", "deterministic"):
+            fail(f"--planner must be auto, llm or deterministic, got {planner!r}")
+        request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
+        ctx = Context(planner=planner) if planner else Context()
+        _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)
+
+    @app.command("resume")
+    def resume_cmd(
+        thread_id: str = typer.Argument(..., help="The run's thread id (see `perfscout runs`)."),
+        answer: Optional[str] = typer.Option(None, "--answer", help="JSON answer to the pending question."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    ) -> None:
+        """Continue a run: answer its question, or pick up after a crash."""
+        from perfscout import agent
+
+        events = (agent.resume_stream(thread_id, _parse_answer(answer)) if answer is not None
+                  else agent.resume_stream(thread_id))
+        _finish(events, as_json, interactive=True)
+
+    @app.command("runs")
+    def runs_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+        """List the agent's runs (threads) in the checkpoint store."""
+        from perfscout import agent
+
+        runs = agent.list_runs()
+        if as_json:
+            emit_json([r.__dict__ for r in runs])
+            return
+        from rich.table import Table
+
+        table = Table("thread", "status", "updated", "request", "report")
+        for r in runs:
+            req = r.request if isinstance(r.request, str) else json.dumps(r.request)[:60]
+            table.add_row(r.thread_id, r.status, r.updated_at[:19], str(req)[:60], r.report_path or "-")
+        stdout.print(table)

@@ -1,0 +1,78 @@
+"""`perfscout datasets list [--json]`: the named datasets and whether they load here."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from perfscout.cli.common import emit_json, fail, stdout
+from perfscout.datasets.registry import (
+    ENV_SDRBENCH_DIR,
+    list_datasets,
+    shared_data_candidates,
+    shared_data_dir,
+)
+from perfscout.errors import PerfscoutError
+
+datasets_app = typer.Typer(
+    name="datasets",
+    help="Named datasets: shared real fields, SDRBench downloads, synthetic generators.",
+    no_args_is_help=True,
+)
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+@datasets_app.command("list")
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """List every registered dataset, whether it is available here, and why not."""
+    try:
+        infos = list_datasets()
+    except PerfscoutError as exc:
+        fail(str(exc))
+    found = shared_data_dir()
+    if as_json:
+        emit_json(
+            {
+                "datasets": [i.model_dump() for i in infos],
+                "shared_data_dir": str(found) if found else None,
+                "shared_data_searched": [str(c) for c in shared_data_candidates()],
+            }
+        )
+        return
+    # Narrow terminals: the table keeps the short columns; descriptions and the long
+    # "why not" reasons follow as wrapped lines (all of it is in --json too).
+    table = Table(title="perfscout datasets")
+    for col in ("name", "kind", "shape", "dtype", "size", "available"):
+        table.add_column(col, no_wrap=True)
+    for i in infos:
+        table.add_row(
+            i.name,
+            i.kind,
+            "x".join(str(d) for d in i.shape),
+            i.dtype,
+            _human_bytes(i.nbytes),
+            "[green]yes[/]" if i.available else "[red]no[/]",
+        )
+    stdout.print(table)
+    for i in infos:
+        note = i.description if i.available else i.reason
+        stdout.print(f"[bold]{i.name}[/]: {note}", highlight=False)
+    stdout.print(
+        f"shared data: {found or 'not found'}; SDRBench downloads: set {ENV_SDRBENCH_DIR}; "
+        "synthetic specs: KIND:SHAPE[:DTYPE], e.g. grf:64,64,64",
+        highlight=False,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(datasets_app, name="datasets")

@@ -1,0 +1,196 @@
+"""`perfscout eval`: one codec on one field, verified; and `perfscout decompress`.
+
+``eval`` reads a raw binary file (``--data`` with ``--shape``/``--dtype``), a synthetic
+field (``--synthetic KIND:SHAPE``) or a registry dataset (``--dataset NAME``), runs
+:func:`perfscout.tools.evaluate.evaluate_full` and prints the record (``--json``: the
+record, one JSON document, alone on stdout) or a table. Exit status: 0 when the
+result's status is ``ok``, 1 when it was measured but is not (bound violated or
+overshot, codec error), 2 for bad input. ``--save-compressed FILE`` writes the stream
+in perfscout's container (:mod:`perfscout.codecs.framing`); ``decompress`` reads it
+back, rejecting truncated or corrupt files with a clear message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from perfscout.cli.common import emit_json, fail, stderr, stdout
+from perfscout.errors import InputError, PerfscoutError
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs -> dict (numbers become numbers)."""
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--option takes KEY=VALUE, got {item!r}")
+        parsed: Any = value
+        for cast in (int, float):
+            try:
+                parsed = cast(value)
+                break
+            except ValueError:
+                continue
+        options[key] = parsed
+    return options
+
+
+def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
+               shape: str | None, dtype: str | None, endian: str) -> Any:
+    """The field to evaluate, from exactly one of the three sources.
+
+    Non-finite values are let through here: the evaluation's ``--nonfinite`` policy
+    decides what happens to them, with a message that names the way out.
+    """
+    import perfscout.datasets as ds
+    from perfscout.datasets.field import parse_dtype, parse_endian, parse_shape
+
+    given = [name for name, v in (("--data", data), ("--synthetic", synthetic), ("--dataset", dataset)) if v]
+    if len(given) != 1:
+        raise InputError("give exactly one of --data FILE, --synthetic KIND:SHAPE or --dataset NAME"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    if synthetic:
+        return ds.parse_synthetic(synthetic)
+    if dataset:
+        return ds.get_dataset(dataset)
+    assert data is not None
+    if data.suffix == ".npy":
+        return ds.load_npy(data, allow_nonfinite=True)
+    if shape is None or dtype is None:
+        raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)")
+    return ds.load_raw(data, parse_shape(shape), parse_dtype(dtype), endian=parse_endian(endian),
+                       allow_nonfinite=True)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _print_table(ev: Any) -> None:
+    r = ev.result
+    table = Table(title=f"{r.codec} on {r.dataset} ({r.shape} {r.dtype})", show_header=True)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("mode / bound", f"{r.mode} {r.bound:g}"), ("abs bound enforced", _fmt(r.abs_bound)),
+        ("status", r.status), ("bound_ok", _fmt(r.bound_ok)),
+        ("ratio", _fmt(r.ratio)), ("bitrate (bits/value)", _fmt(r.bitrate)),
+        ("max abs err", _fmt(r.max_abs_err)),
+        ("  at index", _fmt(ev.check.max_abs_err_index if ev.check else None)),
+        ("max rel err (R)", _fmt(r.max_rel_err)), ("max pw rel err", _fmt(r.max_pw_rel_err)),
+        ("PSNR (dB)", _fmt(r.psnr)), ("NRMSE", _fmt(r.nrmse)), ("SSIM", _fmt(r.ssim)),
+        ("pearson", _fmt(r.pearson)),
+        ("compress", f"{_fmt(r.compress_s)} s  {_fmt(r.compress_MBps)} MB/s"),
+        ("decompress", f"{_fmt(r.decompress_s)} s  {_fmt(r.decompress_MBps)} MB/s"),
+        ("codec", f"{r.codec} {r.codec_version} on {r.device} ({r.device_name})"),
+        ("repeats", str(r.repeats)),
+    ]
+    for timing, name in ((ev.compress_timing, "compress"), (ev.decompress_timing, "decompress")):
+        if timing is not None and (timing.noisy or timing.too_small):
+            flag = "timing_noisy" if timing.noisy else "too_small_to_time"
+            rows.append((f"{name} timing", f"{flag} (cv {timing.cv:.2f}, median {timing.median_s:.3g} s)"))
+    for key, value in rows:
+        table.add_row(key, value)
+    stdout.print(table)
+    for note in ev.notes:
+        stdout.print(f"note: {note}")
+    if r.error:
+        stdout.print(f"[bold]{r.status}[/]: {r.error}")
+
+
+def eval_command(
+    data: Path | None = typer.Option(None, "--data", help="Raw binary file (C order)."),
+    shape: str | None = typer.Option(None, "--shape", help="Z,Y,X for --data (slowest axis first)."),
+    dtype: str | None = typer.Option(None, "--dtype", help="f32 or f64 for --data."),
+    endian: str = typer.Option("little", "--endian", help="Byte order of --data: little or big."),
+    synthetic: str | None = typer.Option(None, "--synthetic", help="KIND:SHAPE, e.g. grf:64,64,64."),
+    dataset: str | None = typer.Option(None, "--dataset", help="A name from `perfscout datasets list`."),
+    codec: str = typer.Option(..., "--codec", help="Codec id (see the codec registry)."),
+    mode: str = typer.Option(..., "--mode", help="abs | rel | pw_rel | psnr | ratio | fixed_rate"),
+    bound: float = typer.Option(..., "--bound", help="The bound in that mode (dB for psnr, CR for ratio)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    repeats: int = typer.Option(3, "--repeats", help="Timed repeats after one warm-up."),
+    nonfinite: str = typer.Option("refuse", "--nonfinite", help="refuse | passthrough (NaN/Inf)."),
+    option: list[str] = typer.Option([], "--option", help="Codec option KEY=VALUE (repeatable)."),
+    save_compressed: Path | None = typer.Option(None, "--save-compressed", help="Write the stream here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as one JSON document."),
+) -> None:
+    """Compress one field with one codec, verify the bound element by element, time it."""
+    from perfscout.codecs.framing import to_bytes
+    from perfscout.tools.evaluate import evaluate_full
+
+    try:
+        field = load_input(data, synthetic, dataset, shape, dtype, endian)
+        ev = evaluate_full(
+            field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
+            options=parse_options(option),
+        )
+        if save_compressed is not None and ev.compressed is not None:
+            save_compressed.write_bytes(to_bytes(ev.compressed, ev.sections()))
+            stderr.print(f"compressed stream written to {save_compressed}")
+    except PerfscoutError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read or write a file: {exc}")
+    if as_json:
+        emit_json(ev.result.row())
+    else:
+        _print_table(ev)
+    if ev.result.status != "ok":
+        raise typer.Exit(1)
+
+
+def decompress_command(
+    path: Path = typer.Argument(..., help="A file written by `perfscout eval --save-compressed`."),
+    out: Path = typer.Option(..., "--out", help="Where to write the raw values (C order, little-endian)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Decode a perfscout compressed file back to raw binary."""
+    try:
+        summary = decompress_file(path, out)
+    except PerfscoutError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read or write a file: {exc}")
+    if as_json:
+        emit_json(summary)
+    else:
+        stdout.print(f"wrote {summary['out']}: {summary['dtype']} shape {summary['shape']} "
+                     f"({summary['codec']}, {summary['nonfinite']} non-finite restored)")
+
+
+def decompress_file(path: Path, out: Path) -> dict[str, Any]:
+    """Decode a container file to raw little-endian binary; returns a summary."""
+    from perfscout.codecs.framing import from_bytes
+    from perfscout.codecs.registry import codec_class
+    from perfscout.tools.bounds import unpack_nonfinite
+
+    if not path.is_file():
+        raise InputError(f"compressed file not found: {path}")
+    compressed, sections = from_bytes(path.read_bytes())
+    codec = codec_class(compressed.codec_id)(compressed.mode, compressed.bound)
+    values = codec.decompress(compressed)
+    restored = unpack_nonfinite(sections, compressed.shape, values.dtype)
+    if restored is not None:
+        mask, nonfinite = restored
+        values = values.copy()
+        values[mask] = nonfinite
+    values.astype(values.dtype.newbyteorder("<"), copy=False).tofile(out)
+    return {
+        "out": str(out), "codec": compressed.codec_id, "shape": list(compressed.shape),
+        "dtype": np.dtype(compressed.dtype).name, "nonfinite": 0 if restored is None else int(restored[0].sum()),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("decompress")(decompress_command)

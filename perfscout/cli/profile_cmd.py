@@ -1,0 +1,65 @@
+"""`perfscout profile [--json] -- CMD ARGS`: ncu for a CUDA program, perf stat otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from perfscout.cli.common import emit_json, stdout
+from perfscout.tools.ncu import NcuOptions
+from perfscout.tools.profile import ProfileOutcome, profile_command
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profile", context_settings={"allow_interspersed_args": False})
+    def profile(
+        command: list[str] = typer.Argument(..., metavar="-- CMD [ARGS]...",
+                                            help="The program to profile, after --."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+        tool: str = typer.Option("auto", "--tool", help="auto | ncu | perf"),
+        kernel_regex: str = typer.Option(None, "--kernel-regex", "-k", help="ncu: only kernels matching this regex."),
+        launch_skip: int = typer.Option(None, "--launch-skip", "-s", help="ncu: skip this many launches first."),
+        launch_count: int = typer.Option(None, "--launch-count", "-c", help="ncu: profile at most this many launches."),
+        no_details: bool = typer.Option(False, "--no-details", help="ncu: skip the rule messages (details page)."),
+        timeout: float = typer.Option(600.0, "--timeout", help="Wall-clock limit in seconds."),
+        inputs: list[Path] = typer.Option([], "--input", help="Another file or folder the command may name."),
+    ) -> None:
+        """Profile a command; raw output and parsed JSON go to $PERFSCOUT_HOME/runs/<id>/."""
+        if tool not in ("auto", "ncu", "perf"):
+            from perfscout.errors import InputError
+
+            raise InputError(f"--tool must be auto, ncu or perf, not {tool!r}")
+        opts = NcuOptions(kernel_regex=kernel_regex, launch_skip=launch_skip,
+                          launch_count=launch_count, details=not no_details)
+        out = profile_command(command, tool=None if tool == "auto" else tool,  # type: ignore[arg-type]
+                              inputs=inputs, ncu_options=opts, timeout_s=timeout)
+        if json_out:
+            emit_json(out.model_dump(mode="json"))
+        else:
+            _print(out)
+        if out.status not in ("ok",):
+            raise typer.Exit(1)
+
+
+def _print(out: ProfileOutcome) -> None:
+    stdout.print(f"[bold]{out.tool}[/] ({out.reason})  run {out.run_dir}")
+    stdout.print(f"command {' '.join(out.command)} -> {out.status} {out.exit.get('reason', '')}")
+    if out.perf is not None:
+        p = out.perf
+        for name, m in p.events.items():
+            stdout.print(f"  {name:18s} {m.value:>16,.6g} {m.unit}")
+        for name, why in p.unavailable.items():
+            stdout.print(f"  {name:18s} {why:>16s}")
+        for k, v in p.rusage.items():
+            stdout.print(f"  rusage:{k:11s} {v:>16,.6g}")
+        if p.fallback:
+            stdout.print(f"  [yellow]{p.fallback}[/]")
+    for d in out.digest:
+        share = f"{d['share_pct']:.1f}%" if d.get("share_pct") is not None else "?"
+        mean = f"{d['mean_s'] * 1e6:.1f} us" if d.get("mean_s") is not None else "?"
+        stdout.print(f"  {share:>6s}  {d['launches']:3d}x  mean {mean:>10s}  {d['name']}")
+    if out.ncu_error:
+        stdout.print(f"[red]ncu: {out.ncu_error}[/]")
+    for f in out.findings:
+        stdout.print(f"[yellow]finding {f.id}[/]: {f.title}")

@@ -1,0 +1,86 @@
+"""SZ3 through pysz (the SZ3 project's own Python binding).
+
+Native modes: ``abs`` and ``rel`` (value-range relative, SZ3 computes the range
+itself). SZ3 has no point-wise relative mode in this binding, so ``pw_rel`` is not
+offered. Options: ``algorithm`` (``interp_lorenzo`` default, ``interp``,
+``lorenzo_reg``, ``nopred``, ``lossless``).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from perfscout.codecs._checks import checked_input, checked_stream
+from perfscout.codecs.base import Codec, Compressed
+from perfscout.codecs.framing import seal
+from perfscout.errors import CodecError
+
+_ALGORITHMS = ("lorenzo_reg", "interp_lorenzo", "interp", "nopred", "lossless")
+
+
+class SZ3Codec(Codec):
+    codec_id = "sz3"
+    family = "sz"
+    device = "cpu"
+    native_modes = ("abs", "rel")
+
+    def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
+        super().__init__(mode, bound, **options)
+        unknown = set(self.options) - {"algorithm"}
+        if unknown:
+            raise CodecError(f"sz3: unknown option(s) {', '.join(sorted(unknown))}; known: algorithm")
+        algorithm = self.options.get("algorithm", "interp_lorenzo")
+        if algorithm not in _ALGORITHMS:
+            raise CodecError(f"sz3: unknown algorithm {algorithm!r}; choose one of {', '.join(_ALGORITHMS)}")
+        self._algorithm = _ALGORITHMS.index(algorithm)  # szAlgorithm values are the tuple order
+
+    @classmethod
+    def version(cls) -> str:
+        try:
+            return f"pysz {metadata.version('pysz')}"
+        except metadata.PackageNotFoundError:
+            return ""
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        try:
+            import pysz  # noqa: F401
+        except ImportError as exc:
+            return False, f"pysz is not installed ({exc}); pip install 'pysz>=1.1'"
+        return True, ""
+
+    def compress(self, array: np.ndarray) -> Compressed:
+        from pysz import sz, szConfig, szErrorBoundMode
+
+        data = checked_input(self, array)
+        conf = szConfig()
+        conf.cmprAlgo = self._algorithm
+        if self.mode == "abs":
+            conf.errorBoundMode = szErrorBoundMode.ABS
+            conf.absErrorBound = self.bound
+        else:
+            conf.errorBoundMode = szErrorBoundMode.REL
+            conf.relErrorBound = self.bound
+        try:
+            stream, _ = sz.compress(data, conf)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise CodecError(f"sz3 compression failed: {exc}") from exc
+        raw = stream.tobytes()
+        return Compressed(
+            data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
+            mode=self.mode, bound=self.bound,
+            abs_bound=self.bound if self.mode == "abs" else None, meta=seal(raw),
+        )
+
+    def decompress(self, compressed: Compressed) -> np.ndarray:
+        from pysz import sz
+
+        shape, dtype = checked_stream(self, compressed)
+        try:
+            out, _ = sz.decompress(np.frombuffer(compressed.data, dtype=np.uint8), dtype, shape)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise CodecError(f"sz3 stream could not be decoded: {exc}") from exc
+        return out

@@ -1,0 +1,474 @@
+"""The szp stream format, version 1, and its NumPy reference encoder/decoder.
+
+This module IS the specification (FORMAT.md describes it in prose): the CUDA kernels in
+``gpu.py`` must produce byte-identical streams, and every stream either implementation
+writes decodes with :func:`decode`. All work is vectorised: per-block work is done by
+reshaping the array into blocks, never by per-element Python loops.
+
+Layout (little-endian, every section starts on a 16-byte boundary, pads are zero)::
+
+    header      128 bytes (HEADER_STRUCT + shape dims)
+    widths      nblocks x u8: bit width w of each block's residual magnitudes (0..MAX_WIDTH)
+    payload     per block, in block order, 0 words if w == 0 else (1 + w) u32 words:
+                the sign word, then bit planes 0 (LSB) .. w-1 of |residual|
+    out_index   n_outliers x u64: flat C-order indices, strictly increasing
+    out_value   n_outliers x dtype: the exact input values (bit patterns kept: NaN/Inf too)
+    crc32       u32, zlib.crc32 of every byte before it
+
+Bit order inside a 32-bit word: element e of a block (its C-order index in the block
+shape, 0..31) is bit ``8 * (e % 4) + e // 4``. That is the order a warp produces with
+one ballot per sub-element when each lane holds 4 consecutive x-elements, so the GPU
+encoder writes it without any shuffle.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfscout.errors import CodecError, InputError
+
+MAGIC = b"SZPG"
+VERSION = 1
+HEADER_LEN = 128
+MAX_NDIM = 7
+BLOCK_ELEMS = 32
+#: |q| must stay below this for the integer path; larger values are outliers. With
+#: 3-D Lorenzo a residual is at most 8 * (2**26 - 1) < 2**29, so widths are <= 29.
+QLIMIT = 2**26
+MAX_WIDTH = 29
+#: The check bound sits this many ulps below the enforced bound, so that an error which
+#: rounds down to the check bound in the data's own arithmetic is still <= the bound.
+CHECK_ULPS = 4
+#: Block shape (z, y, x) per block dimensionality; each holds 32 elements.
+BLOCK_SHAPES: dict[int, tuple[int, int, int]] = {1: (1, 1, 32), 2: (1, 4, 8), 3: (2, 4, 4)}
+DTYPE_CODES = {np.dtype("float32"): 1, np.dtype("float64"): 2}
+MODE_CODES = {"abs": 1, "rel": 2}
+CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
+CODE_MODES = {v: k for k, v in MODE_CODES.items()}
+
+# magic, version, header_len, dtype, mode, ndim, block_ndim, bz, by, bx, pad,
+# nelem, bound, abs_bound, step, nblocks, payload_words, n_outliers
+HEADER_STRUCT = struct.Struct("<4sHHBBBBBBBBQdddQQQ")
+assert HEADER_STRUCT.size + 8 * MAX_NDIM == HEADER_LEN
+
+
+def pad16(n: int) -> int:
+    return (n + 15) & ~15
+
+
+@dataclass(frozen=True)
+class Header:
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    mode: str
+    bound: float  # what the user asked for, in ``mode``
+    abs_bound: float  # the absolute bound it resolved to (every error is <= this)
+    step: float  # quantisation step (exactly representable in ``dtype``)
+    block_ndim: int
+    nblocks: int
+    payload_words: int
+    n_outliers: int
+
+    @property
+    def nelem(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def block_shape(self) -> tuple[int, int, int]:
+        return BLOCK_SHAPES[self.block_ndim]
+
+    def pack(self) -> bytes:
+        bz, by, bx = self.block_shape
+        head = HEADER_STRUCT.pack(
+            MAGIC, VERSION, HEADER_LEN, DTYPE_CODES[self.dtype], MODE_CODES[self.mode],
+            len(self.shape), self.block_ndim, bz, by, bx, 0, self.nelem, self.bound,
+            self.abs_bound, self.step, self.nblocks, self.payload_words, self.n_outliers,
+        )
+        dims = list(self.shape) + [0] * (MAX_NDIM - len(self.shape))
+        return head + struct.pack(f"<{MAX_NDIM}Q", *dims)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte offsets of each section in a stream."""
+
+    widths: int
+    payload: int
+    out_index: int
+    out_value: int
+    crc: int
+
+    @property
+    def total(self) -> int:
+        return self.crc + 4
+
+
+def layout(h: Header) -> Layout:
+    widths = HEADER_LEN
+    payload = widths + pad16(h.nblocks)
+    out_index = payload + pad16(4 * h.payload_words)
+    out_value = out_index + pad16(8 * h.n_outliers)
+    crc = out_value + pad16(h.dtype.itemsize * h.n_outliers)
+    return Layout(widths, payload, out_index, out_value, crc)
+
+
+# -- geometry -------------------------------------------------------------------------
+
+
+def default_block_ndim(ndim: int) -> int:
+    return min(max(ndim, 1), 3)
+
+
+def view_shape(shape: tuple[int, ...], block_ndim: int) -> tuple[int, int, int]:
+    """The (Z, Y, X) view the blocks tile: 1-D blocks see the array flat; 2-D and 3-D
+    blocks see the last two axes as (Y, X) and fold every leading axis into Z."""
+    n = math.prod(shape)
+    if block_ndim == 1:
+        return (1, 1, n)
+    if len(shape) < block_ndim:
+        raise InputError(f"{block_ndim}-D blocks need an array of at least {block_ndim} dims")
+    return (math.prod(shape[:-2]), shape[-2], shape[-1])
+
+
+def block_grid(view: tuple[int, int, int], block_ndim: int) -> tuple[int, int, int]:
+    bz, by, bx = BLOCK_SHAPES[block_ndim]
+    Z, Y, X = view
+    return (-(-Z // bz), -(-Y // by), -(-X // bx))
+
+
+# -- the error bound ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quantizer:
+    """What the encoder uses; only ``step`` travels in the stream for the decoder."""
+
+    abs_bound: float  # resolved absolute bound (double)
+    check: np.floating  # the bound each reconstruction is checked against, in dtype
+    step: np.floating  # quantisation step in dtype (2 * check when that is finite)
+    recip: np.floating  # dtype(1 / step), the multiplier the encoder quantises with
+
+
+def finite_range(x: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) over finite values, or None if there are none."""
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return None
+    return float(finite.min()), float(finite.max())
+
+
+def resolve_quantizer(
+    dtype: np.dtype, mode: str, bound: float, frange: tuple[float, float] | None
+) -> Quantizer:
+    """Resolve the user bound to the quantiser. Both implementations call this on the
+    host with the same (exact) finite min/max, so they agree to the bit."""
+    if mode not in MODE_CODES:
+        raise CodecError(f"szp supports modes abs and rel, not {mode!r}")
+    if not (math.isfinite(bound) and bound > 0):
+        raise InputError(f"the {mode} bound must be a positive finite number, got {bound!r}")
+    T = dtype.type
+    if mode == "abs":
+        eb = float(bound)
+    else:
+        eb = float(bound) * ((frange[1] - frange[0]) if frange else 0.0)
+    tmax = float(np.finfo(dtype).max)
+    if not math.isfinite(eb) or eb > tmax:
+        eb = tmax
+    eb_t = T(eb)
+    if float(eb_t) > eb:  # rounding to dtype must never loosen the bound
+        eb_t = np.nextafter(eb_t, T(0))
+    check = eb_t
+    for _ in range(CHECK_ULPS):
+        if check > 0:
+            check = np.nextafter(check, T(0))
+    # Keep every operand of the encoder's arithmetic a normal number, so that results
+    # do not depend on whether a GPU build flushes subnormals to zero: a check bound
+    # below the smallest normal becomes 0 (exact values only), and a huge one is capped
+    # so that 1 / step stays normal (a tighter check bound is always safe).
+    info = np.finfo(dtype)
+    cap = T(2.0 ** (info.maxexp - 3))
+    if check < info.smallest_normal:
+        check = T(0)
+    check = min(check, cap)
+    if check > 0:
+        step = T(2.0 * float(check))
+    else:
+        # A zero bound (a constant field in rel mode, or a bound below the dtype's
+        # smallest normal): only exact reconstructions pass the check. For a constant
+        # field the value itself is the step, so everything still quantises exactly.
+        c = max(abs(frange[0]), abs(frange[1])) if frange else 0.0
+        step = T(c) if info.smallest_normal <= c <= float(cap) else T(1.0)
+    with np.errstate(over="ignore"):  # a subnormal step has an infinite reciprocal
+        recip = T(1.0 / float(step))
+    return Quantizer(abs_bound=eb, check=check, step=step, recip=recip)
+
+
+def quantize(x: np.ndarray, qz: Quantizer) -> tuple[np.ndarray, np.ndarray]:
+    """q = rint(x * recip) as int32 and the outlier mask, in x's own arithmetic.
+
+    An element is an outlier when it is subnormal, when |x * recip| rounds to >= QLIMIT
+    (or is NaN), or when its reconstruction dtype(q) * step misses x by more than the
+    check bound (with a zero check bound: differs from x). Subnormal and out-of-range
+    elements get q = 0; an in-range q that fails the check is kept (its neighbours
+    still predict well from it).
+    """
+    T = x.dtype.type
+    ut = np.uint32 if x.dtype.itemsize == 4 else np.uint64
+    mag_bits = x.view(ut) & ut(np.iinfo(ut).max >> 1)
+    subnormal = (mag_bits != 0) & (mag_bits < np.finfo(x.dtype).smallest_normal.view(ut))
+    with np.errstate(invalid="ignore", over="ignore"):
+        qf = np.rint(x * T(qz.recip))
+        ok = (np.abs(qf) < QLIMIT) & ~subnormal
+        q = np.where(ok, qf, T(0)).astype(np.int32)
+        xr = q.astype(x.dtype) * T(qz.step)
+        if qz.check > 0:
+            ok &= np.abs(x - xr) <= T(qz.check)
+        else:
+            ok &= x == xr
+    return q, ~ok
+
+
+# -- bit planes ---------------------------------------------------------------------
+
+#: _TO_BIT[e] = bit position of block element e; _FROM_BIT inverts it.
+_TO_BIT = np.array([8 * (e % 4) + e // 4 for e in range(BLOCK_ELEMS)])
+_FROM_BIT = np.argsort(_TO_BIT)
+#: Blocks handled per batch, which bounds the reference's temporary memory.
+_BATCH = 1 << 16
+
+
+def _lorenzo(qb: np.ndarray) -> np.ndarray:
+    """Residuals of the Lorenzo predictor inside each block (zero outside the block):
+    the mixed first difference along x, then y, then z. qb: (nblocks, bz, by, bx)."""
+    d = qb
+    for axis in (3, 2, 1):
+        if d.shape[axis] > 1:
+            d = np.diff(d, axis=axis, prepend=0)
+    return d
+
+
+def _unlorenzo(d: np.ndarray) -> np.ndarray:
+    q = d.astype(np.int64)
+    for axis in (1, 2, 3):
+        if q.shape[axis] > 1:
+            q = np.cumsum(q, axis=axis)
+    return q.astype(np.int32)  # wraps like the GPU's 32-bit arithmetic on crafted input
+
+
+def _bit_width(v: np.ndarray) -> np.ndarray:
+    """Number of significant bits of each uint32 (0 for 0)."""
+    w = np.zeros(v.shape, dtype=np.uint8)
+    for k in range(32):
+        w += (v >> np.uint32(k)) > 0
+    return w
+
+
+def _to_blocks(a: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, int, int]) -> np.ndarray:
+    (nz, ny, nx), (bz, by, bx) = grid, bshape
+    return (
+        a.reshape(nz, bz, ny, by, nx, bx).transpose(0, 2, 4, 1, 3, 5).reshape(-1, bz, by, bx)
+    )
+
+
+def _from_blocks(b: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, int, int]) -> np.ndarray:
+    (nz, ny, nx), (bz, by, bx) = grid, bshape
+    return b.reshape(nz, ny, nx, bz, by, bx).transpose(0, 3, 1, 4, 2, 5).reshape(
+        nz * bz, ny * by, nx * bx
+    )
+
+
+def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> None:
+    """Write each block's sign word and bit planes into ``payload`` (u32 words)."""
+    mag = np.abs(d).astype(np.uint32)[:, _FROM_BIT]  # column c holds the element of bit c
+    neg = (d < 0)[:, _FROM_BIT]
+    for w in np.unique(widths):
+        if w == 0:
+            continue
+        sel = np.flatnonzero(widths == w)
+        planes = (mag[sel][:, None, :] >> np.arange(w, dtype=np.uint32)[None, :, None]) & 1
+        bits = np.concatenate([neg[sel][:, None, :], planes.astype(bool)], axis=1)
+        words = np.packbits(bits, axis=-1, bitorder="little").view("<u4")[..., 0]
+        payload[offs[sel][:, None] + np.arange(w + 1)] = words
+
+
+def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    d = np.zeros((len(widths), BLOCK_ELEMS), dtype=np.int64)
+    for w in np.unique(widths):
+        if w == 0:
+            continue
+        sel = np.flatnonzero(widths == w)
+        words = payload[offs[sel][:, None] + np.arange(w + 1)].astype("<u4")
+        bits = np.unpackbits(words.view(np.uint8).reshape(len(sel), w + 1, 4), axis=-1,
+                             bitorder="little")
+        mag = (bits[:, 1:, :].astype(np.int64) << np.arange(w, dtype=np.int64)[None, :, None]).sum(1)
+        val = np.where(bits[:, 0, :].astype(bool), -mag, mag)
+        d[sel] = val[:, _TO_BIT]
+    return d
+
+
+# -- encode / decode ------------------------------------------------------------------
+
+
+def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None) -> bytes:
+    """Reference encoder: a complete szp stream for ``x`` (float32 or float64)."""
+    x = np.asarray(x, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
+    if x.dtype not in DTYPE_CODES:
+        raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
+    if x.ndim > MAX_NDIM:
+        raise InputError(f"szp handles at most {MAX_NDIM} dimensions, got {x.ndim}")
+    bnd = default_block_ndim(x.ndim) if block_ndim is None else int(block_ndim)
+    if bnd not in BLOCK_SHAPES:
+        raise InputError(f"block_ndim must be 1, 2 or 3, got {block_ndim!r}")
+    qz = resolve_quantizer(x.dtype, mode, bound, finite_range(x) if mode == "rel" else None)
+    view = view_shape(x.shape, bnd)
+    grid = block_grid(view, bnd)
+    bshape = BLOCK_SHAPES[bnd]
+    nblocks = math.prod(grid)
+    xv = x.reshape(view)
+    if x.size:
+        pads = [(0, g * b - s) for g, b, s in zip(grid, bshape, view)]
+        xp = np.pad(xv, pads, mode="edge")
+        q, bad = quantize(xp, qz)
+        out_idx = np.flatnonzero(bad[: view[0], : view[1], : view[2]]).astype("<u8")
+        out_val = x.reshape(-1)[out_idx]
+        d = _lorenzo(_to_blocks(q, grid, bshape)).reshape(nblocks, BLOCK_ELEMS)
+    else:
+        out_idx = np.zeros(0, "<u8")
+        out_val = np.zeros(0, x.dtype)
+        d = np.zeros((0, BLOCK_ELEMS), np.int32)
+    orv = np.bitwise_or.reduce(np.abs(d).astype(np.uint32), axis=1) if nblocks else np.zeros(0, np.uint32)
+    widths = _bit_width(orv)
+    sizes = np.where(widths > 0, widths.astype(np.int64) + 1, 0)
+    offs = np.cumsum(sizes) - sizes
+    payload = np.zeros(int(sizes.sum()), dtype="<u4")
+    for start in range(0, nblocks, _BATCH):
+        sl = slice(start, start + _BATCH)
+        _encode_blocks(d[sl], payload, offs[sl], widths[sl])
+    header = Header(
+        dtype=x.dtype, shape=tuple(x.shape), mode=mode, bound=float(bound),
+        abs_bound=qz.abs_bound, step=float(qz.step), block_ndim=bnd, nblocks=nblocks,
+        payload_words=len(payload), n_outliers=len(out_idx),
+    )
+    return assemble(header, widths, payload, out_idx, out_val.astype(x.dtype.newbyteorder("<")))
+
+
+def assemble(h: Header, widths: np.ndarray, payload: np.ndarray, out_idx: np.ndarray,
+             out_val: np.ndarray) -> bytes:
+    """Lay the sections out at their offsets, zero the pads, append the CRC."""
+    lay = layout(h)
+    buf = np.zeros(lay.total, dtype=np.uint8)
+    buf[:HEADER_LEN] = np.frombuffer(h.pack(), np.uint8)
+    buf[lay.widths : lay.widths + h.nblocks] = widths
+    buf[lay.payload : lay.payload + 4 * h.payload_words] = payload.view(np.uint8)
+    buf[lay.out_index : lay.out_index + 8 * h.n_outliers] = out_idx.view(np.uint8)
+    nv = h.dtype.itemsize * h.n_outliers
+    buf[lay.out_value : lay.out_value + nv] = out_val.view(np.uint8)
+    return finish(buf[: lay.crc])
+
+
+def finish(body: np.ndarray | bytes | memoryview) -> bytes:
+    """Append the CRC32 trailer to a stream body."""
+    crc = zlib.crc32(body)
+    return bytes(body) + struct.pack("<I", crc)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    header: Header
+    layout: Layout
+    widths: np.ndarray
+    payload: np.ndarray
+    out_index: np.ndarray
+    out_value: np.ndarray
+
+
+def parse_header(data: bytes | memoryview) -> Header:
+    """Read and validate the header alone (no checksum)."""
+    if len(data) < HEADER_LEN + 4:
+        raise CodecError(f"szp stream truncated: {len(data)} bytes, shorter than the header")
+    f = HEADER_STRUCT.unpack_from(data, 0)
+    (magic, version, hlen, dcode, mcode, ndim, bnd, bz, by, bx, _pad, nelem, bound,
+     abs_bound, step, nblocks, pwords, nout) = f
+    if magic != MAGIC:
+        raise CodecError(f"not an szp stream: bad magic {bytes(magic)!r} (expected {MAGIC!r})")
+    if version != VERSION:
+        raise CodecError(f"unsupported szp format version {version} (this reader knows {VERSION})")
+    if hlen != HEADER_LEN:
+        raise CodecError(f"corrupt szp header: header length {hlen} != {HEADER_LEN}")
+    if dcode not in CODE_DTYPES or mcode not in CODE_MODES:
+        raise CodecError(f"corrupt szp header: dtype code {dcode} / mode code {mcode} unknown")
+    if ndim > MAX_NDIM or bnd not in BLOCK_SHAPES or (bz, by, bx) != BLOCK_SHAPES[bnd]:
+        raise CodecError(f"corrupt szp header: ndim {ndim}, block {bnd}-D {(bz, by, bx)}")
+    dims = struct.unpack_from(f"<{MAX_NDIM}Q", data, HEADER_STRUCT.size)
+    shape = tuple(int(v) for v in dims[:ndim])
+    if any(dims[ndim:]) or math.prod(shape) != nelem:
+        raise CodecError(f"corrupt szp header: shape {shape} does not hold {nelem} elements")
+    if bnd > 1 and ndim < bnd:
+        raise CodecError(f"corrupt szp header: {bnd}-D blocks on a {ndim}-D array")
+    if nblocks != math.prod(block_grid(view_shape(shape, bnd), bnd)):
+        raise CodecError(f"corrupt szp header: {nblocks} blocks do not tile shape {shape}")
+    if nout > nelem or not (math.isfinite(step) and step > 0):
+        raise CodecError("corrupt szp header: outlier count or step out of range")
+    return Header(CODE_DTYPES[dcode], shape, CODE_MODES[mcode], bound, abs_bound, step, bnd,
+                  nblocks, pwords, nout)
+
+
+def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
+    """Validate a whole stream (header, length, checksum, widths, outlier indices)."""
+    h = parse_header(data)
+    if h.payload_words > (MAX_WIDTH + 1) * h.nblocks:
+        raise CodecError("corrupt szp header: payload larger than any block widths allow")
+    lay = layout(h)
+    if len(data) < lay.total:
+        raise CodecError(f"szp stream truncated: {len(data)} bytes, the header says {lay.total}")
+    if len(data) > lay.total:
+        raise CodecError(f"szp stream has {len(data) - lay.total} trailing bytes after the checksum")
+    if verify_crc:
+        (stored,) = struct.unpack_from("<I", data, lay.crc)
+        actual = zlib.crc32(memoryview(data)[: lay.crc])
+        if stored != actual:
+            raise CodecError(f"szp checksum mismatch (stored {stored:#010x}, computed {actual:#010x}): "
+                             "the stream is corrupt")
+    buf = np.frombuffer(data, dtype=np.uint8)
+    widths = buf[lay.widths : lay.widths + h.nblocks]
+    if h.nblocks and int(widths.max()) > MAX_WIDTH:
+        raise CodecError(f"corrupt szp stream: a block width exceeds {MAX_WIDTH}")
+    sizes = np.where(widths > 0, widths.astype(np.int64) + 1, 0)
+    if int(sizes.sum()) != h.payload_words:
+        raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
+    payload = buf[lay.payload : lay.payload + 4 * h.payload_words].view("<u4")
+    out_index = buf[lay.out_index : lay.out_index + 8 * h.n_outliers].view("<u8")
+    out_value = buf[lay.out_value : lay.out_value + h.dtype.itemsize * h.n_outliers].view(
+        h.dtype.newbyteorder("<"))
+    if h.n_outliers and (int(out_index[-1]) >= h.nelem or np.any(np.diff(out_index.astype(np.int64)) <= 0)):
+        raise CodecError("corrupt szp stream: outlier indices out of range or not increasing")
+    return Parsed(h, lay, widths, payload, out_index, out_value)
+
+
+def decode(data: bytes | memoryview) -> np.ndarray:
+    """Reference decoder: the array a stream describes."""
+    p = parse(data)
+    h = p.header
+    view = view_shape(h.shape, h.block_ndim)
+    grid = block_grid(view, h.block_ndim)
+    bshape = h.block_shape
+    sizes = np.where(p.widths > 0, p.widths.astype(np.int64) + 1, 0)
+    offs = np.cumsum(sizes) - sizes
+    T = h.dtype.type
+    q = np.empty((h.nblocks, *bshape), dtype=np.int32)
+    for start in range(0, h.nblocks, _BATCH):
+        sl = slice(start, start + _BATCH)
+        d = _decode_blocks(p.payload, offs[sl], p.widths[sl])
+        q[sl] = _unlorenzo(d.reshape(-1, *bshape))
+    with np.errstate(over="ignore"):  # such elements are outliers, overwritten below
+        xr = q.astype(h.dtype) * T(h.step)
+    out = _from_blocks(xr, grid, bshape)[: view[0], : view[1], : view[2]]
+    out = np.array(out, order="C").reshape(h.shape)
+    if h.n_outliers:
+        out.reshape(-1)[p.out_index.astype(np.int64)] = p.out_value
+    return out

@@ -1,0 +1,76 @@
+"""ZFP through zfpy.
+
+Modes: ``abs`` (zfp's fixed-accuracy mode; ``bound`` is the tolerance) and
+``fixed_rate`` (``bound`` is bits per value; not an error bound, so results carry
+``bound_ok=None``). zfp's accuracy mode aims at the tolerance but does not promise it
+for every input: perfscout verifies each result and reports any excess as
+``bound_overshoot``/``bound_violated``.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from perfscout.codecs._checks import checked_input, checked_stream
+from perfscout.codecs.base import Codec, Compressed
+from perfscout.codecs.framing import seal
+from perfscout.errors import CodecError
+
+
+class ZFPCodec(Codec):
+    codec_id = "zfp"
+    family = "zfp"
+    device = "cpu"
+    native_modes = ("abs", "fixed_rate")
+
+    def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
+        super().__init__(mode, bound, **options)
+        if self.options:
+            raise CodecError(f"zfp: takes no options, got {', '.join(sorted(self.options))}")
+        if mode == "fixed_rate" and not 0 < self.bound <= 64:
+            raise CodecError(f"zfp fixed_rate needs 0 < bits per value <= 64, got {self.bound}")
+
+    @classmethod
+    def version(cls) -> str:
+        try:
+            return f"zfpy {metadata.version('zfpy')}"
+        except metadata.PackageNotFoundError:
+            return ""
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        try:
+            import zfpy  # noqa: F401
+        except ImportError as exc:
+            return False, f"zfpy is not installed ({exc}); pip install zfpy"
+        return True, ""
+
+    def compress(self, array: np.ndarray) -> Compressed:
+        import zfpy
+
+        data = checked_input(self, array, max_ndim=4)
+        kwargs = {"tolerance": self.bound} if self.mode == "abs" else {"rate": self.bound}
+        try:
+            raw = zfpy.compress_numpy(data, **kwargs)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise CodecError(f"zfp compression failed: {exc}") from exc
+        return Compressed(
+            data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
+            mode=self.mode, bound=self.bound,
+            abs_bound=self.bound if self.mode == "abs" else None, meta=seal(raw),
+        )
+
+    def decompress(self, compressed: Compressed) -> np.ndarray:
+        import zfpy
+
+        shape, dtype = checked_stream(self, compressed)
+        try:
+            out = zfpy.decompress_numpy(compressed.data)
+        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+            raise CodecError(f"zfp stream could not be decoded: {exc}") from exc
+        if out.shape != shape or out.dtype != dtype:
+            raise CodecError(f"zfp stream holds {out.dtype}{out.shape}, expected {dtype}{shape}")
+        return out

@@ -1,0 +1,174 @@
+"""Deterministic synthetic fields (1-D to 3-D, float32/float64) for tests and demos.
+
+Three kinds that stress a compressor differently:
+
+- ``grf``: a Gaussian random field with a Kolmogorov-like power-law spectrum (shell
+  spectrum E(k) ~ k^-5/3 in any dimension): structure at every scale, hard to
+  predict, the pessimistic case;
+- ``smooth``: a sum of a few low-frequency cosine modes plus faint noise: very
+  predictable, the optimistic case;
+- ``grayscott``: a snapshot of the Gray-Scott reaction-diffusion system: sharp
+  fronts between flat regions, like many simulation outputs.
+
+The same (kind, shape, dtype, seed) always gives the same array: values are drawn
+from NumPy's PCG64 generator and computed in float64, then cast.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from perfscout.datasets.field import Field, parse_dtype, parse_shape, shape_str, validate_array
+from perfscout.errors import InputError
+
+#: Slope alpha of the GRF's shell spectrum E(k) ~ k^-alpha (energy per |k| shell):
+#: 5/3 is Kolmogorov's inertial range. Per Fourier mode this is P(k) ~ k^-(alpha+d-1)
+#: (k^-11/3 in 3-D), so the field is equally rough in 1-D, 2-D and 3-D.
+GRF_SHELL_SLOPE = 5.0 / 3.0
+
+#: Smooth field: number of cosine modes, their highest frequency (cycles per domain
+#: along an axis) and the noise level relative to the field's standard deviation.
+SMOOTH_MODES = 6
+SMOOTH_MAX_CYCLES = 4
+SMOOTH_NOISE = 1e-3
+
+#: Gray-Scott, in grid units with dt = 1. Du * dt <= 1/(2 * ndim) keeps explicit Euler
+#: stable up to 3-D (0.16 <= 1/6); F and k sit in the "spots and stripes" regime.
+GS_DU, GS_DV = 0.16, 0.08
+GS_FEED, GS_KILL = 0.035, 0.060
+#: Steps: enough for fronts to form around the seeds, few enough that 64^3 stays ~seconds.
+GS_STEPS = 200
+
+MAX_SYNTHETIC_DIMS = 3
+
+
+def _grid_frequencies(shape: tuple[int, ...]) -> np.ndarray:
+    """|k| on the rfftn grid (cycles per sample) for ``shape``."""
+    axes = [np.fft.fftfreq(n) for n in shape[:-1]] + [np.fft.rfftfreq(shape[-1])]
+    k2 = np.zeros([len(a) for a in axes])
+    for i, a in enumerate(axes):
+        view = [1] * len(axes)
+        view[i] = len(a)
+        k2 = k2 + a.reshape(view) ** 2
+    return np.sqrt(k2)
+
+
+def _grf(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    noise = rng.standard_normal(shape)
+    spectrum = np.fft.rfftn(noise)
+    k = _grid_frequencies(shape)
+    amplitude = np.zeros_like(k)
+    nz = k > 0
+    mode_slope = GRF_SHELL_SLOPE + len(shape) - 1
+    amplitude[nz] = k[nz] ** (-mode_slope / 2)  # amplitude^2 = power per mode
+    field = np.fft.irfftn(spectrum * amplitude, s=shape, axes=tuple(range(len(shape))))
+    std = field.std()
+    return (field - field.mean()) / std if std > 0 else field
+
+
+def _smooth(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    coords = np.meshgrid(*[np.arange(n) / n for n in shape], indexing="ij", sparse=True)
+    field = np.zeros(shape)
+    for m in range(SMOOTH_MODES):
+        cycles = rng.integers(0, SMOOTH_MAX_CYCLES + 1, size=len(shape))
+        if not cycles.any():
+            cycles[rng.integers(len(shape))] = 1
+        phase = rng.uniform(0, 2 * np.pi)
+        amp = rng.uniform(0.5, 1.0) / (m + 1)
+        arg = sum(2 * np.pi * int(c) * x for c, x in zip(cycles, coords))
+        field = field + amp * np.cos(arg + phase)
+    field = field + SMOOTH_NOISE * field.std() * rng.standard_normal(shape)
+    return field
+
+
+def _laplacian(a: np.ndarray) -> np.ndarray:
+    """Periodic 2*ndim+1-point Laplacian."""
+    out = -2.0 * a.ndim * a
+    for axis in range(a.ndim):
+        out += np.roll(a, 1, axis=axis) + np.roll(a, -1, axis=axis)
+    return out
+
+
+def _grayscott(shape: tuple[int, ...], rng: np.random.Generator, steps: int = GS_STEPS) -> np.ndarray:
+    u = np.ones(shape)
+    v = np.zeros(shape)
+    # Seed a few square patches of V (random centres, ~1/8 of each axis wide).
+    for _ in range(int(rng.integers(3, 7))):
+        sl = []
+        for n in shape:
+            half = max(1, n // 16)
+            c = int(rng.integers(0, n))
+            sl.append(slice(max(0, c - half), min(n, c + half + 1)))
+        u[tuple(sl)] = 0.50
+        v[tuple(sl)] = 0.25
+    v += 0.01 * rng.random(shape)
+    for _ in range(steps):
+        uvv = u * v * v
+        u_next = u + GS_DU * _laplacian(u) - uvv + GS_FEED * (1.0 - u)
+        v = v + GS_DV * _laplacian(v) + uvv - (GS_FEED + GS_KILL) * v
+        u = u_next
+    return v
+
+
+_GENERATORS: dict[str, tuple[Callable[..., np.ndarray], str]] = {
+    "grf": (_grf, "Gaussian random field, Kolmogorov-like spectrum E(k) ~ k^-5/3, zero mean, unit variance"),
+    "smooth": (_smooth, f"{SMOOTH_MODES} low-frequency cosine modes plus {SMOOTH_NOISE:g}-relative noise"),
+    "grayscott": (_grayscott, f"Gray-Scott reaction-diffusion V after {GS_STEPS} steps (F={GS_FEED}, k={GS_KILL})"),
+}
+
+SYNTHETIC_KINDS: tuple[str, ...] = tuple(_GENERATORS)
+
+
+def describe_kind(kind: str) -> str:
+    return _GENERATORS[kind][1]
+
+
+def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: int = 0) -> Field:
+    """A deterministic synthetic field of ``kind`` ("grf", "smooth", "grayscott")."""
+    if kind not in _GENERATORS:
+        raise InputError(f"unknown synthetic kind {kind!r}; known: {', '.join(SYNTHETIC_KINDS)}")
+    dims = parse_shape(shape)
+    if len(dims) > MAX_SYNTHETIC_DIMS:
+        raise InputError(f"synthetic fields are 1-D to 3-D; got shape {dims}")
+    dt = parse_dtype(dtype)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    make, description = _GENERATORS[kind]
+    values = make(dims, np.random.default_rng(int(seed)))
+    arr = validate_array(values.astype(dt), what=f"synthetic {kind}")
+    tag = "f32" if dt.itemsize == 4 else "f64"
+    return Field(
+        name=f"{kind}:{shape_str(dims)}:{tag}" + (f":seed={seed}" if seed else ""),
+        array=arr,
+        source=f"synthetic:{kind}:{shape_str(dims)}:{tag}:seed={seed}",
+        description=description,
+        meta={"kind": kind, "seed": int(seed)},
+    )
+
+
+_SEED_RE = re.compile(r"^seed=(\d+)$")
+
+
+def parse_synthetic(spec: str) -> Field:
+    """Build a field from "KIND:SHAPE[:DTYPE][:seed=N]", e.g. "grf:64,64,64:f64"."""
+    parts = [p.strip() for p in str(spec).strip().split(":")]
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise InputError(
+            f"bad synthetic spec {spec!r}: expected KIND:SHAPE[:DTYPE][:seed=N], "
+            f"e.g. grf:64,64,64:f32 (kinds: {', '.join(SYNTHETIC_KINDS)})"
+        )
+    kind, shape, rest = parts[0].lower(), parts[1], parts[2:]
+    dtype: str = "f32"
+    seed = 0
+    for part in rest:
+        m = _SEED_RE.match(part.lower())
+        if m:
+            seed = int(m.group(1))
+        elif part:
+            dtype = part
+    if len(rest) > 2:
+        raise InputError(f"bad synthetic spec {spec!r}: too many ':' parts")
+    return synthetic(kind, shape, dtype=dtype, seed=seed)

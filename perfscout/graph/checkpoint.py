@@ -1,0 +1,80 @@
+"""Where checkpoints live: SQLite under PERFSCOUT_HOME, or PostgreSQL.
+
+``PERFSCOUT_CHECKPOINT_URL`` (or ``Context.checkpoint_url``) selects the store:
+empty -> ``$PERFSCOUT_HOME/checkpoints.sqlite``; ``sqlite:///PATH`` -> that file;
+``postgresql://...`` -> :class:`~langgraph.checkpoint.postgres.PostgresSaver`. Runs
+are invoked with ``durability="sync"``: each step's checkpoint is on disk before the
+next step starts, so a tool call that finished is never repeated after a crash.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from perfscout.errors import InputError
+from perfscout.graph.context import Context
+
+DURABILITY = "sync"
+
+
+def describe(ctx: Context) -> str:
+    """Where the checkpoints of ``ctx`` are (for messages; the password is hidden)."""
+    url = ctx.checkpoint_url
+    if url.startswith(("postgresql://", "postgres://")):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        return f"postgresql://{parts.username or ''}@{host}:{parts.port or 5432}{parts.path}"
+    return str(_sqlite_path(ctx))
+
+
+def _sqlite_path(ctx: Context) -> Path:
+    url = ctx.checkpoint_url
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///"):]).expanduser()
+    return ctx.home_path / "checkpoints.sqlite"
+
+
+@contextmanager
+def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
+    """A ready checkpointer (tables created) for the duration of the block."""
+    url = ctx.checkpoint_url
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+        except ImportError as exc:
+            raise InputError("PERFSCOUT_CHECKPOINT_URL is a PostgreSQL URL but the PostgreSQL "
+                             "checkpointer is not installed: pip install 'perfscout[postgres]'") from exc
+        import psycopg
+
+        try:
+            cm = PostgresSaver.from_conn_string(url)
+            saver = cm.__enter__()
+        except psycopg.OperationalError as exc:
+            raise InputError(f"cannot connect to the checkpoint database {describe(ctx)}: {exc}") from exc
+        try:
+            saver.setup()
+            yield saver
+        finally:
+            cm.__exit__(None, None, None)
+        return
+    if url and not url.startswith("sqlite:///"):
+        raise InputError(f"PERFSCOUT_CHECKPOINT_URL must be postgresql://... or sqlite:///PATH, got {url!r}")
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = _sqlite_path(ctx)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # check_same_thread=False: ToolNode and the runner use worker threads; SqliteSaver locks.
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        yield saver
+    finally:
+        conn.close()

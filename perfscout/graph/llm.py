@@ -1,0 +1,300 @@
+"""The LLM planner: an OpenAI-compatible chat model proposes a Plan; perfscout checks it.
+
+The model answers through structured output (one ``Plan`` function call). Its plan is
+*untrusted*: every task must name a tool of the fixed whitelist
+(:data:`perfscout.tools.agent_tools.TOOLS`), its arguments must validate against that
+tool's schema, codecs and datasets must exist, and an intent's explicit constraints
+(codecs, mode, bounds, datasets, devices) must be kept. A rejected or unreachable plan
+is retried once with the reasons; then the caller falls back to the deterministic
+planner and the report says so. Text that tools produced reaches the model only inside
+a ``<data>`` block, and nothing the model says can add a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field, ValidationError
+
+from perfscout.graph.context import Context
+from perfscout.state.agent import Plan, Task
+from perfscout.tools.agent_tools import TOOLS, tools_by_name
+
+MAX_TASKS = 48
+
+
+class PlannedCall(BaseModel):
+    """One tool call of the plan."""
+
+    tool: str = Field(description="Name of one of the listed tools.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Arguments for that tool.")
+    purpose: str = Field(default="", description="Why this call is needed.")
+
+
+class LLMPlan(BaseModel):
+    """The plan: the tool calls to make, in order."""
+
+    goal: str = Field(default="", description="The request in one line.")
+    tasks: list[PlannedCall] = Field(default_factory=list, description="Tool calls, in order.")
+
+
+# Structured output names the function after the class: the prompts say `Plan`.
+LLMPlan.__name__ = "Plan"
+
+
+@lru_cache(maxsize=None)
+def load_prompt(name: str) -> str:
+    return resources.files("perfscout.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
+
+
+def make_chat_model(ctx: Context) -> Any:
+    """The chat model for ``ctx``: an injected one, or ChatOpenAI at ``llm_base_url``."""
+    if ctx.chat_model is not None:
+        return ctx.chat_model
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(base_url=ctx.llm_base_url or None, model=ctx.llm_model or "gpt-4o-mini",
+                      api_key=ctx.llm_api_key or "not-needed", temperature=0,
+                      timeout=ctx.llm_timeout_s, max_retries=0, max_tokens=1024)
+
+
+def model_label(ctx: Context) -> str:
+    if ctx.chat_model is not None:
+        return type(ctx.chat_model).__name__
+    return f"{ctx.llm_model or 'default model'} at {ctx.llm_base_url or 'api.openai.com'}"
+
+
+def _tool_catalogue() -> str:
+    lines = []
+    for t in TOOLS:
+        schema = t.tool_call_schema.model_json_schema()
+        props = {k: {kk: vv for kk, vv in v.items() if kk in ("type", "enum", "anyOf", "default")}
+                 for k, v in schema.get("properties", {}).items()}
+        lines.append(f"- {t.name}: {t.description.strip()} Arguments: {json.dumps(props)}; "
+                     f"required: {schema.get('required', [])}")
+    return "\n".join(lines)
+
+
+def _system_prompt() -> str:
+    from perfscout.graph.planner import codec_infos, known_datasets
+
+    codecs = ", ".join(f"{i['id']} ({i['device']})" for i in codec_infos() if i["available"])
+    datasets = ", ".join(known_datasets()) or "none"
+    return load_prompt("planner_system").format(tools=_tool_catalogue(), codecs=codecs or "none",
+                                                datasets=datasets)
+
+
+def _platform_text(platform: dict[str, Any]) -> str:
+    cpu = platform.get("cpu") or {}
+    gpus = ", ".join(g.get("name", "") for g in platform.get("gpus") or []) or "none"
+    return (f"host {platform.get('hostname', '')}; CPU {cpu.get('model', '')} "
+            f"({cpu.get('logical_cpus', '?')} logical CPUs); GPUs: {gpus}")
+
+
+# ---- validation ------------------------------------------------------------------
+
+def _slug(task: PlannedCall, args: dict[str, Any], i: int, prefix: str) -> str:
+    from perfscout.graph.planner import _fmt_bound, _key
+
+    if task.tool == "evaluate_codec":
+        key = _key(i, args["codec"], args.get("device", "cpu"), args["mode"], _fmt_bound(args["bound"]))
+    else:
+        key = _key(i, task.tool)
+    return prefix + key[1:] if prefix else key
+
+
+def _dataset_ok(name: str) -> str:
+    from pathlib import Path
+
+    from perfscout.graph.planner import known_datasets
+
+    if name.startswith("synthetic:"):
+        return ""
+    if "/" in name:
+        return "" if Path(name).expanduser().is_file() else f"data file {name!r} does not exist"
+    names = known_datasets()
+    if not names or any(n == name or n.startswith(name) for n in names):
+        return ""
+    return f"unknown dataset {name!r} (known: {', '.join(names)})"
+
+
+def _command_error(command: list[str], request: Any) -> str:
+    """A model may only profile the very command the user wrote after "profile"."""
+    from perfscout.graph.planner import requested_command
+
+    asked = requested_command(request) if isinstance(request, str) else None
+    if not asked:
+        return "the request asks to profile no program"
+    if list(command) != asked:
+        return f"command {command!r} is not the one the request names ({asked!r})"
+    return ""
+
+
+def _constraint_errors(calls: list[dict[str, Any]], request: Any) -> list[str]:
+    """An intent's explicit codecs/mode/bounds/datasets/devices must be kept and covered."""
+    if not isinstance(request, str):
+        return []
+    from perfscout.graph.planner import intent_constraints
+
+    c = intent_constraints(request)
+    errors: list[str] = []
+    named_codecs = [x for x in c["codecs"] if x not in ("cpu", "all")]
+    named_sets = [d for d in c["datasets"] if isinstance(d, str)]
+    for n, a in enumerate(calls, 1):
+        if named_codecs and a["codec"] not in named_codecs and a.get("device") != "cuda":
+            errors.append(f"task {n}: codec {a['codec']!r} was not asked for (asked: {', '.join(named_codecs)})")
+        if c.get("mode") and a["mode"] != c["mode"]:
+            errors.append(f"task {n}: mode {a['mode']!r} but the request asks for {c['mode']!r}")
+        if c.get("bounds") and not any(math.isclose(a["bound"], b, rel_tol=1e-9) for b in c["bounds"]):
+            errors.append(f"task {n}: bound {a['bound']:g} was not asked for "
+                          f"(asked: {', '.join(f'{b:g}' for b in c['bounds'])})")
+        if named_sets and not any(a["dataset"] == d or a["dataset"].startswith(d) for d in named_sets):
+            errors.append(f"task {n}: dataset {a['dataset']!r} was not asked for (asked: {', '.join(named_sets)})")
+        if a.get("device", "cpu") not in c["devices"]:
+            errors.append(f"task {n}: device {a.get('device')!r} was not asked for")
+    for codec in named_codecs:
+        for b in c.get("bounds") or []:
+            if not any(a["codec"] == codec and math.isclose(a["bound"], b, rel_tol=1e-9) for a in calls):
+                errors.append(f"the plan has no task for {codec} at {c.get('mode', '')} {b:g}")
+    return errors
+
+
+def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
+                  allow_empty: bool = False) -> tuple[list[Task], list[str]]:
+    """Tasks from an untrusted plan, or the reasons it is rejected (never both)."""
+    from perfscout.graph.planner import codec_infos
+
+    tools = tools_by_name()
+    errors: list[str] = []
+    if not plan.tasks and not allow_empty:
+        errors.append("the plan has no tasks")
+    if len(plan.tasks) > MAX_TASKS:
+        errors.append(f"the plan has {len(plan.tasks)} tasks; at most {MAX_TASKS} are allowed")
+    codecs = {i["id"] for i in codec_infos()}
+    tasks: list[Task] = []
+    evaluations: list[dict[str, Any]] = []
+    for n, call in enumerate(plan.tasks, 1):
+        tool = tools.get(call.tool)
+        if tool is None:
+            errors.append(f"task {n}: {call.tool!r} is not a tool (allowed: {', '.join(tools)})")
+            continue
+        try:
+            parsed = tool.tool_call_schema.model_validate(call.args)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            errors.append(f"task {n}: bad arguments for {call.tool}: {problems}")
+            continue
+        args = parsed.model_dump(exclude_none=True)
+        if call.tool == "profile_command":
+            if (why := _command_error(args["command"], request)):
+                errors.append(f"task {n}: {why}")
+        if call.tool == "evaluate_codec":
+            if args["codec"] not in codecs:
+                errors.append(f"task {n}: unknown codec {args['codec']!r} (known: {', '.join(sorted(codecs))})")
+            if (why := _dataset_ok(args["dataset"])):
+                errors.append(f"task {n}: {why}")
+            evaluations.append(args)
+        tasks.append(Task(key=_slug(call, args, n, key_prefix), tool=call.tool, args=args,
+                          purpose=call.purpose[:200]))
+    if not errors:
+        errors += _constraint_errors(evaluations, request)
+    return ([], errors) if errors else (tasks, [])
+
+
+# ---- asking ----------------------------------------------------------------------
+
+def _ask(model: Any, messages: list[Any]) -> tuple[LLMPlan | None, str]:
+    """(plan, "") or (None, why there is none). Never raises for a model's failure."""
+    try:
+        structured = model.with_structured_output(LLMPlan, method="function_calling", include_raw=True)
+        out = structured.invoke(messages)
+    except Exception as exc:  # unreachable endpoint, HTTP error, unsupported feature
+        return None, f"the model could not be asked: {type(exc).__name__}: {str(exc)[:300]}"
+    if out.get("parsing_error") is not None:
+        return None, f"the reply did not parse: {str(out['parsing_error'])[:300]}"
+    parsed = out.get("parsed")
+    if parsed is None:
+        raw = out.get("raw")
+        bad = getattr(raw, "invalid_tool_calls", None) or []
+        if bad:
+            return None, f"the reply's function call was malformed: {str(bad[0].get('error') or bad[0].get('args'))[:300]}"
+        return None, "the reply had no Plan function call"
+    if isinstance(parsed, dict):  # some parsers hand back a dict
+        try:
+            parsed = LLMPlan.model_validate(parsed)
+        except ValidationError as exc:
+            return None, f"the reply did not match the Plan schema: {exc}"
+    return parsed, ""
+
+
+def _plan_loop(model: Any, messages: list[Any], request: Any, *, key_prefix: str = "",
+               allow_empty: bool = False) -> tuple[list[Task] | None, str, list[str]]:
+    """Ask, validate, repair once. (tasks, goal, reasons-for-failure)."""
+    reasons: list[str] = []
+    for attempt in (1, 2):
+        plan, why = _ask(model, messages)
+        if plan is not None:
+            tasks, errors = validate_plan(plan, request, key_prefix=key_prefix, allow_empty=allow_empty)
+            if not errors:
+                return tasks, plan.goal, reasons
+            why = "; ".join(errors[:8])
+            previous = plan.model_dump_json()[:3000]
+        else:
+            previous = "(none)"
+        reasons.append(f"attempt {attempt}: {why}")
+        if attempt == 1:
+            messages = [*messages, HumanMessage(load_prompt("planner_repair").format(
+                errors=why, previous=previous))]
+    return None, "", reasons
+
+
+def plan_with_llm(request: Any, platform: dict[str, Any], ctx: Context) -> tuple[Plan | None, list[str]]:
+    """A validated LLM plan, or (None, notes saying why the fallback is needed)."""
+    if isinstance(request, dict) and "intent" not in request:
+        return None, []  # a spec is already a plan: nothing for a model to add
+    text = request["intent"] if isinstance(request, dict) else str(request)
+    label = model_label(ctx)
+    try:
+        model = make_chat_model(ctx)
+    except Exception as exc:
+        return None, [f"LLM planner ({label}) unavailable: {type(exc).__name__}: {exc}"]
+    messages = [SystemMessage(_system_prompt()),
+                HumanMessage(load_prompt("planner_user").format(request=text,
+                                                                platform=_platform_text(platform)))]
+    tasks, goal, reasons = _plan_loop(model, messages, text)
+    if tasks is None:
+        return None, [f"LLM planner ({label}) failed: " + " | ".join(reasons)]
+    notes = [f"plan proposed by {label} and validated"]
+    if reasons:
+        notes.append("after one repair: " + " | ".join(reasons))
+    return Plan(goal=goal or text, tasks=tasks, planner="llm", notes=notes), []
+
+
+def review_with_llm(request: Any, observations: list[dict[str, Any]], ctx: Context,
+                    max_tasks: int = 4) -> tuple[list[Task], list[str]]:
+    """Ask the model once for follow-up tasks after seeing the results (validated the same way)."""
+    text = request["intent"] if isinstance(request, dict) else str(request)
+    lines = []
+    for o in observations[-24:]:
+        detail = o.get("summary", "")
+        if o.get("error"):
+            detail += f" error: {o['error']}"
+        lines.append(f"{o['task_key']} {o['tool']}: {detail[:400]}")
+    try:
+        model = make_chat_model(ctx)
+    except Exception as exc:
+        return [], [f"follow-up review skipped: {type(exc).__name__}: {exc}"]
+    messages = [SystemMessage(_system_prompt()),
+                HumanMessage(load_prompt("review_user").format(
+                    request=text, observations="\n".join(lines), max_tasks=max_tasks))]
+    tasks, _, reasons = _plan_loop(model, messages, text, key_prefix="f", allow_empty=True)
+    if tasks is None:
+        return [], ["the model's follow-up was rejected: " + " | ".join(reasons)]
+    if len(tasks) > max_tasks:
+        return [], [f"the model's follow-up was rejected: {len(tasks)} tasks, at most {max_tasks}"]
+    return tasks, ([f"follow-up from the model: {', '.join(t.key for t in tasks)}"] if tasks else [])

@@ -1,0 +1,205 @@
+"""The graph's nodes: snapshot, plan, act (a ToolNode), observe, reflect, report.
+
+Each node takes the state and ``runtime: Runtime[Context]`` and returns an update.
+Side effects live where a crash cannot repeat them: tool calls run in ``act`` and are
+checkpointed as soon as it finishes (``durability="sync"``); observe writes results
+under names fixed by the call id, so re-running it rewrites the same file.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
+
+from perfscout.graph import reflect as R
+from perfscout.graph.context import Context, context_from
+from perfscout.graph.planner import PlanningError, plan_request
+from perfscout.graph.rundir import ledger, stored_observations, write_json
+from perfscout.graph.state import AgentState
+from perfscout.state.agent import Note, Observation, Plan, Task
+from perfscout.tools.agent_tools import TOOLS, tool_names
+
+# ---- helpers ---------------------------------------------------------------------
+
+
+def _ctx(runtime: Runtime[Context] | None) -> Context:
+    return context_from(runtime.context if runtime is not None else None)
+
+
+def dispatch(task: Task | None) -> dict[str, Any]:
+    """State update that puts ``task``'s tool call in flight (or ends the work)."""
+    if task is None:
+        return {"current": None}
+    call = {"name": task.tool, "args": dict(task.args), "id": task.call_id, "type": "tool_call"}
+    return {"current": task.model_dump(),
+            "messages": [AIMessage(content="", tool_calls=[call], id=f"ai-{task.call_id}")]}
+
+
+@functools.lru_cache(maxsize=1)
+def _platform_once() -> dict[str, Any]:
+    """The machine does not change during a process: probe it once."""
+    from perfscout.tools.snapshot import take_snapshot
+
+    return take_snapshot().model_dump(mode="json")
+
+
+# ---- nodes -----------------------------------------------------------------------
+
+
+def snapshot(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Name the run, create its directory, record the request and the platform."""
+    ctx = _ctx(runtime)
+    run_id = state.get("run_id") or (config.get("configurable") or {}).get("thread_id") or uuid.uuid4().hex
+    run_dir = (ctx.runs_dir / str(run_id)).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "request.json", {"request": state["request"]})
+    try:
+        platform = _platform_once()
+    except Exception as exc:  # a run without a snapshot still measures; it says why
+        platform = {"platform_id": "", "error": f"snapshot failed: {type(exc).__name__}: {exc}"}
+    write_json(run_dir / "platform.json", platform)
+    return {"run_id": str(run_id), "run_dir": str(run_dir), "started_at": time.time(),
+            "platform": platform, "steps": 0, "status": "running"}
+
+
+def plan(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Make the plan (LLM first when configured, deterministic otherwise or on failure)."""
+    ctx = _ctx(runtime)
+    request = state["request"]
+    llm_notes: list[str] = []
+    result: Plan | None = None
+    if ctx.wants_llm():
+        from perfscout.graph.llm import plan_with_llm
+
+        result, llm_notes = plan_with_llm(request, state.get("platform") or {}, ctx)
+    if result is None:
+        try:
+            result = plan_request(request)
+        except PlanningError as exc:
+            write_json(Path(state["run_dir"]) / "plan.json", {"error": str(exc), "notes": llm_notes})
+            return {"plan": Plan(planner="llm-fallback" if llm_notes else "deterministic",
+                                 notes=llm_notes).model_dump(),
+                    "plan_error": str(exc), "queue": [], "current": None}
+        if llm_notes:
+            result = result.model_copy(update={"planner": "llm-fallback",
+                                               "notes": llm_notes + result.notes})
+    write_json(Path(state["run_dir"]) / "plan.json", result.model_dump())
+    first, *rest = result.tasks
+    return {"plan": result.model_dump(), "queue": [t.model_dump() for t in rest], **dispatch(first)}
+
+
+def _tool_error_text(exc: Exception) -> str:
+    """Any exception a tool lets escape becomes an error reply, never a crash."""
+    return f"Error: {type(exc).__name__}: {exc}"
+
+
+def _ledgered_call(request: Any, execute: Any) -> Any:
+    """Wrap every tool call: ledger line before and after, raw reply saved."""
+    state = request.state or {}
+    run_dir = state.get("run_dir") if isinstance(state, dict) else None
+    call = request.tool_call
+    if run_dir:
+        ledger(run_dir, "start", call["id"], call["name"])
+    reply = execute(request)
+    if run_dir and isinstance(reply, ToolMessage):
+        write_json(Path(run_dir) / "raw" / f"{call['id']}.json",
+                   {"tool": call["name"], "args": call["args"], "status": reply.status,
+                    "content": reply.content, "artifact": reply.artifact})
+        ledger(run_dir, "done", call["id"], call["name"])
+    return reply
+
+
+def make_act_node() -> ToolNode:
+    """The ToolNode that executes calls: only :data:`TOOLS` exist for it."""
+    return ToolNode(list(TOOLS), name="act", handle_tool_errors=_tool_error_text,
+                    wrap_tool_call=_ledgered_call)
+
+
+def _observation(msg: ToolMessage, call: dict[str, Any], task: dict[str, Any]) -> Observation:
+    art = msg.artifact if isinstance(msg.artifact, dict) else None
+    base = {"task_key": task.get("key", call["id"]), "call_id": call["id"], "tool": call["name"],
+            "args": dict(call.get("args") or {}), "summary": str(msg.content)[:2000],
+            "artifact": f"raw/{call['id']}.json"}
+    if msg.status == "error" or art is None:
+        text = str(msg.content)
+        # unknown tool or arguments that fail the tool's schema: the call never ran
+        refused = (call["name"] not in tool_names() or "ToolInvocationError" in text
+                   or "Error invoking tool" in text or "validation error" in text.lower())
+        kind = "refused" if refused else "error"
+        return Observation(kind=kind, error=text, **base)
+    return Observation(kind=art.get("kind", "result"), data=art.get("data"), error=art.get("error", ""),
+                       transient=bool(art.get("transient")), needs=art.get("needs") or {}, **base)
+
+
+def observe(state: AgentState) -> dict[str, Any]:
+    """Parse the tool reply into an Observation and store it in the run directory."""
+    messages = state.get("messages") or []
+    ai = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
+    if ai is None:
+        return {}
+    replies = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    seq = len(state.get("observations") or [])
+    new = []
+    for call in ai.tool_calls:
+        reply = replies.get(call["id"])
+        if reply is None:
+            continue
+        seq += 1
+        obs = _observation(reply, call, state.get("current") or {})
+        obs.seq = seq
+        write_json(Path(state["run_dir"]) / "results" / f"{seq:03d}-{obs.call_id}.json", obs.model_dump())
+        new.append(obs.model_dump())
+    return {"observations": new, "steps": int(state.get("steps", 0)) + len(new)}
+
+
+def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Decide the next call from the last observation (see :mod:`perfscout.graph.reflect`)."""
+    ctx = _ctx(runtime)
+    decision = R.decide(dict(state), ctx)
+    update: dict[str, Any] = {}
+    plan_doc = state.get("plan") or {}
+    budget_hit = any(n.kind == "budget_exhausted" for n in decision.notes)
+    if (decision.next_task is None and not budget_hit and not state.get("reviewed")
+            and plan_doc.get("planner") == "llm" and ctx.wants_llm()):
+        # One look back by the model at what was measured; its follow-up is validated
+        # exactly like a plan, so tool output it read cannot widen what it may call.
+        from perfscout.graph.llm import review_with_llm
+
+        follow_up, review_notes = review_with_llm(state["request"], list(state.get("observations") or []), ctx)
+        decision.notes += [Note(kind="llm_review", message=m) for m in review_notes]
+        update["reviewed"] = True
+        if follow_up:
+            decision.next_task, decision.queue = follow_up[0], follow_up[1:]
+            update["plan"] = {**plan_doc, "tasks": [*plan_doc.get("tasks", []),
+                                                    *(t.model_dump() for t in follow_up)]}
+    update.update({"queue": [t.model_dump() for t in decision.queue],
+                   "notes": [n.model_dump() for n in decision.notes], **dispatch(decision.next_task)})
+    return update
+
+
+def report(state: AgentState) -> dict[str, Any]:
+    """Write report.md and results.json from the stored results."""
+    from perfscout.graph.report import write_report
+
+    run_dir = Path(state["run_dir"])
+    path = write_report(run_dir, stored_observations(run_dir), state)
+    return {"report_path": str(path), "status": "done", "current": None}
+
+
+# ---- routing ---------------------------------------------------------------------
+
+
+def route_after_plan(state: AgentState) -> str:
+    return "act" if state.get("current") else "report"
+
+
+def route_after_reflect(state: AgentState) -> str:
+    return "act" if state.get("current") else "report"

@@ -1,0 +1,230 @@
+"""Reflect: read the last observation and decide what happens next.
+
+Rules, in order (each leaves a :class:`~perfscout.state.agent.Note` saying why):
+
+* input missing or ambiguous (raw file without shape, unknown or ambiguous dataset)
+  -> ``interrupt()`` with a question naming exactly the fields needed; the answer is
+  applied to this task and to queued tasks with the same data;
+* transient tool failure -> retry the task, up to ``max_retries``;
+* GPU missing or out of memory -> the same task on the CPU (if the codec has a CPU
+  implementation), with the reason;
+* bound violated -> recorded, the run goes on;
+* timing noisy -> repeat with twice the repeats, up to ``max_repeats``;
+* then the next queued task, while the step and time budgets last.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from langgraph.types import interrupt
+
+from perfscout.graph.context import Context
+from perfscout.state.agent import Note, Observation, Task
+
+#: GPU codec -> a CPU codec that implements the same format, where one is registered
+#: separately (szp-gpu needs none: it runs its own NumPy reference without a GPU).
+CPU_FALLBACK: dict[str, str] = {}
+
+_SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
+MAX_QUESTIONS = 3  # a task whose answers keep failing validation is skipped
+
+
+class Decision:
+    """What reflect decided: the next task (or none), the queue after it, the notes."""
+
+    def __init__(self, next_task: Task | None, queue: list[Task], notes: list[Note]) -> None:
+        self.next_task, self.queue, self.notes = next_task, queue, notes
+
+
+def question_for(task: Task, obs: Observation, problem: str = "") -> dict[str, Any]:
+    """The interrupt payload: what is missing, for which task, in which form."""
+    fields = "; ".join(f"{k}: {v}" for k, v in obs.needs.items())
+    text = f"Task {task.key} ({task.args.get('dataset', task.tool)}) needs {fields}."
+    if problem:
+        text = f"{problem} {text}"
+    return {
+        "question": text + " Answer with a JSON object with those keys, or {\"skip\": true}.",
+        "task": task.key,
+        "needs": dict(obs.needs),
+        "args": dict(task.args),
+    }
+
+
+def validate_answer(needs: dict[str, str], answer: Any) -> tuple[dict[str, Any] | None, str]:
+    """(argument updates, "") for a good answer, (None, "") for skip, (None, problem) otherwise."""
+    if isinstance(answer, str):
+        import json
+
+        try:
+            answer = json.loads(answer)
+        except ValueError:
+            return None, f"the answer {answer!r} is not a JSON object."
+    if not isinstance(answer, dict):
+        return None, f"the answer must be a JSON object, got {type(answer).__name__}."
+    if answer.get("skip") is True:
+        return None, ""
+    updates: dict[str, Any] = {}
+    for key in needs:
+        value = answer.get(key)
+        if value is None:
+            return None, f"the answer has no {key!r}."
+        if key == "shape":
+            value = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+            if not _SHAPE.match(value):
+                return None, f"shape {value!r} is not a list of positive integers."
+            value = re.sub(r"\s*[x,]\s*", ",", value.strip())
+            updates["shape"] = value
+        elif key == "dtype":
+            if value not in ("f32", "f64"):
+                return None, f"dtype must be 'f32' or 'f64', got {value!r}."
+            updates["dtype"] = value
+        elif key in ("dataset", "path"):
+            updates["dataset"] = str(value)
+        else:
+            updates[key] = value
+    return updates, ""
+
+
+def _same_data(a: Task, b: Task) -> bool:
+    return a.tool == b.tool and a.args.get("dataset") == b.args.get("dataset")
+
+
+def _covered(args: dict[str, Any], tasks: list[Task]) -> Task | None:
+    return next((t for t in tasks if t.tool == "evaluate_codec" and t.args == args), None)
+
+
+#: A codec failure whose message names one of these was transient (busy, not wrong).
+_TRANSIENT_TEXT = re.compile(r"\b(TimeoutError|ConnectionError|BlockingIOError|InterruptedError|"
+                             r"Resource temporarily unavailable)\b")
+
+#: GPU codecs that can stream an array through the GPU in slabs (``chunk_mb``).
+CHUNKABLE = {"szp-gpu"}
+CHUNK_MB = 256
+
+
+def _gpu_fallback(task: Task, rec: dict[str, Any], status: str, planned: list[Task],
+                  notes: list[Note], again: Any) -> Task | None:
+    """GPU missing or out of memory: chunk, or use a CPU implementation, and say which."""
+    codec, why = task.args["codec"], rec.get("error", "")
+    if rec.get("ratio") is not None:
+        # the codec itself fell back (e.g. szp-gpu runs its NumPy reference): the figures
+        # are real but are CPU figures, and the record's device says so
+        notes.append(Note(task_key=task.key, kind=status,
+                          message=f"{why}; the figures were measured on {rec.get('device', 'cpu')}"))
+        return None
+    if status == "gpu_out_of_memory" and codec in CHUNKABLE and not task.args.get("chunk_mb"):
+        notes.append(Note(task_key=task.key, kind=status,
+                          message=f"{why}; retrying in {CHUNK_MB} MiB slabs"))
+        return again(f"{status}: chunked to {CHUNK_MB} MiB", chunk_mb=CHUNK_MB)
+    cpu_codec = CPU_FALLBACK.get(codec, codec)
+    args = {**task.args, "codec": cpu_codec, "device": "cpu"}
+    args.pop("chunk_mb", None)
+    twin = _covered(args, planned)
+    from perfscout.graph.planner import codec_infos
+
+    cpu_ok = any(i["id"] == cpu_codec and i["available"] and i["device"] == "cpu" for i in codec_infos())
+    if twin is not None:
+        notes.append(Note(task_key=task.key, kind=status, message=f"{why}; the CPU run is already task {twin.key}"))
+        return None
+    if not cpu_ok:
+        notes.append(Note(task_key=task.key, kind=status, message=f"{why}; no usable CPU implementation of {codec}"))
+        return None
+    notes.append(Note(task_key=task.key, kind=status, message=f"{why}; falling back to {cpu_codec} on the CPU"))
+    return again(f"{status}: fell back to the CPU", codec=cpu_codec, device="cpu")
+
+
+def _max_cv(data: dict[str, Any]) -> float | None:
+    cvs = [t["cv"] for t in (data.get("timing") or {}).values() if t and t.get("cv") is not None]
+    return max(cvs) if cvs else None
+
+
+def decide(state: dict[str, Any], ctx: Context) -> Decision:
+    """Apply the rules above to the state after an observation."""
+    obs = Observation(**state["observations"][-1])
+    task = Task(**state["current"])
+    queue = [Task(**t) for t in state.get("queue") or []]
+    done = [Task(**t) for t in (state.get("plan") or {}).get("tasks", [])]
+    notes: list[Note] = []
+    retry: Task | None = None
+
+    def again(reason: str, **arg_updates: Any) -> Task:
+        return task.model_copy(update={"args": {**task.args, **arg_updates},
+                                       "attempt": task.attempt + 1, "reason": reason})
+
+    if obs.kind == "needs_input":
+        problem = ""
+        updates = None
+        for _ in range(MAX_QUESTIONS):
+            answer = interrupt(question_for(task, obs, problem))
+            updates, problem = validate_answer(obs.needs, answer)
+            if updates is not None or not problem:
+                break
+        if updates is None:
+            why = f"skipped: {problem}" if problem else "skipped at the user's request"
+            notes.append(Note(task_key=task.key, kind="data_missing", message=f"{obs.error}; {why}"))
+        else:
+            given = ", ".join(f"{k}={v}" for k, v in updates.items())
+            retry = again(f"user supplied {given}", **updates)
+            notes.append(Note(task_key=task.key, kind="data_supplied",
+                              message=f"{obs.error}; the user supplied {given}"))
+            queue = [t.model_copy(update={"args": {**t.args, **updates}}) if _same_data(t, task) else t
+                     for t in queue]
+    elif obs.kind == "error" and obs.transient:
+        if task.attempt <= ctx.max_retries:
+            retry = again(f"retry after a transient failure: {obs.error}")
+            notes.append(Note(task_key=task.key, kind="retry",
+                              message=f"attempt {task.attempt} failed transiently ({obs.error}); retrying"))
+        else:
+            notes.append(Note(task_key=task.key, kind="gave_up",
+                              message=f"failed transiently {task.attempt} times; last: {obs.error}"))
+    elif obs.kind in ("error", "refused"):
+        notes.append(Note(task_key=task.key, kind="codec_crashed" if obs.kind == "error" else "refused",
+                          message=obs.error or obs.summary))
+    elif obs.kind == "result" and task.tool == "evaluate_codec" and isinstance(obs.data, dict):
+        rec = obs.data.get("record") or {}
+        status = rec.get("status")
+        if status in ("gpu_unavailable", "gpu_out_of_memory") and task.args.get("device") == "cuda":
+            retry = _gpu_fallback(task, rec, status, done + queue, notes, again)
+        elif status in ("error", "codec_timeout", "codec_crashed"):
+            error = rec.get("error", "")
+            if (status == "codec_timeout" or _TRANSIENT_TEXT.search(error)) and task.attempt <= ctx.max_retries:
+                retry = again(f"retry after a transient failure: {error[:200]}")
+                notes.append(Note(task_key=task.key, kind="retry",
+                                  message=f"attempt {task.attempt} failed transiently ({error[:200]}); retrying"))
+            else:
+                notes.append(Note(task_key=task.key, kind="codec_timeout" if status == "codec_timeout"
+                                  else "codec_crashed", message=error))
+        else:
+            if rec.get("bound_ok") is False:
+                notes.append(Note(task_key=task.key, kind="bound_violated",
+                                  message=f"{rec.get('codec')} broke the {rec.get('mode')} bound "
+                                          f"{rec.get('bound')}: {rec.get('error', '')}".rstrip(": ")))
+            cv = _max_cv(obs.data)
+            repeats = int(task.args.get("repeats", 3))
+            if cv is not None and cv > ctx.noise_threshold:
+                if repeats < ctx.max_repeats:
+                    more = min(2 * repeats, ctx.max_repeats)
+                    retry = again(f"timing noisy (cv {cv:.0%}): {more} repeats", repeats=more)
+                    notes.append(Note(task_key=task.key, kind="timing_noisy",
+                                      message=f"timing spread {cv:.0%} > {ctx.noise_threshold:.0%}; "
+                                              f"repeating with {more} repeats"))
+                else:
+                    notes.append(Note(task_key=task.key, kind="timing_noisy",
+                                      message=f"timing spread {cv:.0%} even at the cap of {repeats} repeats"))
+
+    next_task = retry or (queue.pop(0) if queue else None)
+    if next_task is not None:
+        steps = int(state.get("steps", 0))
+        elapsed = time.time() - float(state.get("started_at") or time.time())
+        over = ("step budget" if steps >= ctx.max_steps else
+                "time budget" if elapsed > ctx.time_budget_s else "")
+        if over:
+            left = [next_task.key] + [t.key for t in queue]
+            notes.append(Note(kind="budget_exhausted",
+                              message=f"{over} exhausted after {steps} calls, {elapsed:.0f} s; "
+                                      f"not run: {', '.join(left)}"))
+            next_task, queue = None, []
+    return Decision(next_task, queue, notes)

@@ -1,0 +1,130 @@
+"""The report node's writer: Markdown + JSON from the stored results only.
+
+Every figure comes from ``results/*.json`` in the run directory (what observe stored),
+never from the model or from memory. For each task only its last attempt is a result;
+earlier attempts (retries, GPU fallbacks, noisy timings) appear in the notes.
+Timings sit in their own last columns, so two runs of the same plan differ only there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfscout.graph.rundir import write_json, write_text
+
+PLANNER_LINES = {
+    "deterministic": "deterministic planner (embedded, no model)",
+    "llm": "LLM plan, validated against the tool whitelist and argument schemas",
+    "llm-fallback": "LLM plan rejected or unavailable; deterministic planner used instead",
+}
+
+
+def _fmt(v: Any, spec: str = ".4g") -> str:
+    if v is None or v == "":
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def final_observations(observations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last attempt of each task, in first-seen task order."""
+    last: dict[str, dict[str, Any]] = {}
+    for obs in observations:
+        last[obs["task_key"]] = obs
+    return list(last.values())
+
+
+def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any]) -> Path:
+    plan = state.get("plan") or {}
+    planner = plan.get("planner", "deterministic")
+    finals = final_observations(observations)
+    records = [o["data"]["record"] for o in finals
+               if o["kind"] == "result" and isinstance(o.get("data"), dict) and "record" in o["data"]]
+    others = [o for o in finals if not (o["kind"] == "result" and isinstance(o.get("data"), dict)
+                                        and "record" in o["data"])]
+    platform = state.get("platform") or {}
+    cpu = (platform.get("cpu") or {}).get("model", "")
+    gpus = ", ".join(g.get("name", "") for g in platform.get("gpus") or []) or "none"
+
+    lines = [f"# perfscout report: {plan.get('goal') or _request_text(state.get('request'))}", ""]
+    lines += [f"- Run: `{state.get('run_id', '')}`",
+              f"- Planner: **{planner}**: {PLANNER_LINES.get(planner, planner)}",
+              f"- Platform: `{platform.get('platform_id', '')}` ({cpu}; GPUs: {gpus})",
+              f"- Tool calls: {len(observations)} for {len(finals)} task(s)", ""]
+    if state.get("plan_error"):
+        lines += ["## No plan", "", f"The request could not be planned: {state['plan_error']}", ""]
+    if plan.get("notes"):
+        lines += ["## Planning notes", ""] + [f"- {n}" for n in plan["notes"]] + [""]
+    if plan.get("tasks"):
+        lines += ["## Plan", "", "| task | tool | purpose |", "|---|---|---|"]
+        lines += [f"| {t['key']} | {t['tool']} | {t.get('purpose', '')} |" for t in plan["tasks"]]
+        lines.append("")
+    if records:
+        lines += ["## Compression results", "",
+                  "| task | dataset | codec | device | mode | bound | ratio | bitrate | max abs err "
+                  "| PSNR dB | bound ok | status | compress MB/s | decompress MB/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in records:
+            lines.append(
+                f"| {r['task_key']} | {r['dataset']} | {r['codec']} | {r['device']} | {r['mode']} "
+                f"| {_fmt(r['bound'])} | {_fmt(r['ratio'])} | {_fmt(r['bitrate'])} "
+                f"| {_fmt(r['max_abs_err'])} | {_fmt(r['psnr'])} | {_fmt(r['bound_ok'])} "
+                f"| {r['status']} | {_fmt(r['compress_MBps'], '.1f')} | {_fmt(r['decompress_MBps'], '.1f')} |")
+        lines.append("")
+    profiles = [o for o in finals if o["tool"] == "profile_command" and isinstance(o.get("data"), dict)]
+    if profiles:
+        lines += ["## Profiles", ""]
+        for o in profiles:
+            d = o["data"]
+            lines += [f"### {o['task_key']}: `{' '.join(d.get('command', []))}`", "",
+                      f"- Profiler: {d.get('tool')} ({d.get('reason', '')})",
+                      f"- Program: {d.get('status')} (exit {(d.get('exit') or {}).get('returncode')})",
+                      f"- Raw output: `{d.get('run_dir', '')}`"]
+            for k in (d.get("digest") or [])[:10]:
+                lines.append(f"- kernel: {json_line(k)}")
+            for f in d.get("findings") or []:
+                lines.append(f"- finding `{f['id']}`: {f.get('title', '')}")
+            if d.get("perf"):
+                events = d["perf"].get("events") or {}
+                lines.append("- perf stat: " + ", ".join(
+                    f"{name}={ev.get('value')}{(' ' + ev['unit']) if ev.get('unit') else ''}"
+                    for name, ev in list(events.items())[:12]))
+            lines.append("")
+        others = [o for o in others if o not in profiles]
+    if others:
+        lines += ["## Other tool results", ""]
+        for o in others:
+            detail = o.get("error") or o.get("summary", "")
+            lines.append(f"- {o['task_key']} `{o['tool']}` ({o['kind']}): {detail}")
+        lines.append("")
+    notes = state.get("notes") or []
+    if notes:
+        lines += ["## What the agent decided", ""]
+        lines += [f"- [{n['kind']}] {n['task_key'] + ': ' if n.get('task_key') else ''}{n['message']}"
+                  for n in notes]
+        lines.append("")
+    lines += ["Every figure above was measured in this run: raw tool replies are in `raw/`, "
+              "parsed observations in `results/`, all records in `results.json`.", ""]
+
+    write_json(run_dir / "results.json", {
+        "run_id": state.get("run_id", ""), "planner": planner, "plan": plan,
+        "records": records, "other": others, "notes": notes,
+        "plan_error": state.get("plan_error", ""),
+    })
+    return write_text(run_dir / "report.md", "\n".join(lines))
+
+
+def json_line(doc: Any) -> str:
+    import json
+
+    return json.dumps(doc, default=str)[:300]
+
+
+def _request_text(request: Any) -> str:
+    if isinstance(request, dict):
+        return str(request.get("goal") or request.get("intent") or "spec")
+    return str(request or "")

@@ -1,0 +1,126 @@
+"""Known hardware specs and saved platform snapshots (YAML files in this folder).
+
+- ``specs.yaml``: hand-checked peak figures of known GPUs and CPUs, each with its source.
+- ``<name>.yaml``: snapshots saved with ``perfscout snapshot --save NAME``.
+
+Where ``--save`` writes: ``$PERFSCOUT_HOME/platform_profiles/`` when PERFSCOUT_HOME is set
+(a user's own machines stay out of the package), else this folder when it is writable
+(a source checkout, where saved machines are versioned with the code), else
+``./.perfscout/platform_profiles/``. Loading looks in the PERFSCOUT_HOME folder first,
+then here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from perfscout.errors import InputError
+from perfscout.state.platform import PlatformProfile
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SPECS_FILE = PACKAGE_DIR / "specs.yaml"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class SpecFigure(BaseModel):
+    value: Any
+    source: str
+
+
+class DeviceSpec(BaseModel):
+    key: str
+    name: str
+    kind: str  # "gpu" | "cpu"
+    vendor: str
+    arch: str = ""
+    match: list[str] = Field(default_factory=list)
+    figures: dict[str, SpecFigure] = Field(default_factory=dict)
+
+    def get(self, figure: str) -> Any:
+        """The figure's value, or None when the table does not have it (never guessed)."""
+        f = self.figures.get(figure)
+        return f.value if f is not None else None
+
+
+@lru_cache(maxsize=1)
+def load_specs() -> dict[str, DeviceSpec]:
+    """The spec table, keyed by entry name. Raises InputError on a malformed table."""
+    try:
+        doc = yaml.safe_load(SPECS_FILE.read_text())
+        return {k: DeviceSpec(key=k, **v) for k, v in doc["devices"].items()}
+    except (OSError, KeyError, TypeError, yaml.YAMLError, ValidationError) as exc:
+        raise InputError(f"spec table {SPECS_FILE} is unreadable: {exc}") from exc
+
+
+def find_spec(device_name: str) -> DeviceSpec | None:
+    """The spec entry whose ``match`` substrings occur in ``device_name`` (longest match wins)."""
+    name = device_name.lower()
+    best: tuple[int, DeviceSpec] | None = None
+    for spec in load_specs().values():
+        for m in spec.match:
+            if m.lower() in name and (best is None or len(m) > best[0]):
+                best = (len(m), spec)
+    return best[1] if best else None
+
+
+def _home_dir() -> Path | None:
+    home = os.environ.get("PERFSCOUT_HOME")
+    return Path(home) / "platform_profiles" if home else None
+
+
+def snapshot_dir() -> Path:
+    """Where ``--save`` writes (see the module docstring for the rule)."""
+    home = _home_dir()
+    if home is not None:
+        return home
+    if os.access(PACKAGE_DIR, os.W_OK):
+        return PACKAGE_DIR
+    return Path(".perfscout") / "platform_profiles"
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name) or name == "specs":
+        raise InputError(f"snapshot name {name!r} must be 1-64 letters, digits, '.', '_' or '-' "
+                         "(and not 'specs')")
+    return name
+
+
+def save_snapshot(profile: PlatformProfile, name: str, directory: Path | None = None) -> Path:
+    """Write ``profile`` as ``<name>.yaml``; returns the path."""
+    target = (directory or snapshot_dir()) / f"{_check_name(name)}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    tmp.replace(target)  # atomic: a crash never leaves half a snapshot
+    return target
+
+
+def load_snapshot(name_or_path: str | Path) -> PlatformProfile:
+    """Load a saved snapshot by name (searched as described above) or by path."""
+    p = Path(name_or_path)
+    if not p.suffix:
+        dirs = [d for d in (_home_dir(), PACKAGE_DIR) if d is not None]
+        found = [d / f"{_check_name(str(name_or_path))}.yaml" for d in dirs]
+        p = next((f for f in found if f.is_file()), found[0])
+    try:
+        data = yaml.safe_load(p.read_text())
+        return PlatformProfile.model_validate(data)
+    except OSError as exc:
+        raise InputError(f"no saved snapshot at {p}: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise InputError(f"snapshot {p} is not a valid platform profile: {exc}") from exc
+
+
+def list_snapshots() -> list[str]:
+    names: set[str] = set()
+    for d in (_home_dir(), PACKAGE_DIR):
+        if d is not None and d.is_dir():
+            names.update(f.stem for f in d.glob("*.yaml") if f.stem != "specs")
+    return sorted(names)

@@ -1,0 +1,236 @@
+"""The typed tools the agent may call. This list IS the whitelist.
+
+Each tool is a plain typed function; its docstring is the description a model reads,
+and its signature is the argument schema every call is validated against (by the
+planner for LLM plans, and again by LangGraph's ``ToolNode`` for every call). Nothing
+the agent reads at run time (tool output, a model's reply, a spec) can add a tool:
+:data:`TOOLS` is fixed when this module is imported.
+
+Tools never raise for a failed measurement: they return ``(summary, artifact)`` where
+the artifact is a dict with ``kind`` (result | error | needs_input), ``data``, ``error``,
+``transient`` and ``needs``, which the observe node turns into an
+:class:`~perfscout.state.agent.Observation`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import ToolRuntime
+from pydantic import Field
+
+from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
+
+Artifact = dict[str, Any]
+
+#: Exceptions whose retry can succeed (the resource was busy, not wrong).
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    TimeoutError, ConnectionError, BlockingIOError, InterruptedError,
+)
+
+_SHAPE_RE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
+
+
+def _artifact(kind: str, *, data: Any = None, error: str = "", transient: bool = False,
+              needs: dict[str, str] | None = None) -> Artifact:
+    return {"kind": kind, "data": data, "error": error, "transient": transient,
+            "needs": needs or {}}
+
+
+def _failure(exc: BaseException) -> tuple[str, Artifact]:
+    transient = isinstance(exc, TRANSIENT_ERRORS)
+    msg = f"{type(exc).__name__}: {exc}"
+    return f"failed: {msg}", _artifact("error", error=msg, transient=transient)
+
+
+def _run_info(runtime: ToolRuntime | None) -> dict[str, str]:
+    """run_id, task_key and platform_id for result records, read from the graph state."""
+    state = (runtime.state if runtime is not None else None) or {}
+    call_id = (runtime.tool_call_id if runtime is not None else "") or ""
+    platform = state.get("platform") or {}
+    return {
+        "run_id": str(state.get("run_id", "")),
+        "task_key": call_id.rsplit(".a", 1)[0] if call_id else "",
+        "platform_id": str(platform.get("platform_id", "")),
+    }
+
+
+# ---- data resolution ---------------------------------------------------------------
+
+def _datasets():
+    return importlib.import_module("perfscout.datasets")
+
+
+def resolve_data(dataset: str, shape: str | None, dtype: str | None) -> tuple[Any, Artifact | None]:
+    """Turn a dataset argument into data, or say exactly what input is missing.
+
+    ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``)
+    or a path to a raw little-endian file, which also needs ``shape`` and ``dtype``.
+    """
+    ds = _datasets()
+    if dataset.startswith("synthetic:"):
+        return ds.parse_synthetic(dataset.split(":", 1)[1]), None
+    looks_like_path = "/" in dataset or dataset.startswith((".", "~")) or dataset.endswith(
+        (".raw", ".bin", ".dat", ".f32", ".f64"))
+    if not looks_like_path:
+        return _named_dataset(ds, dataset)
+    path = Path(dataset).expanduser()
+    if not path.is_file():
+        return None, _artifact(
+            "needs_input", error=f"data file {dataset!r} does not exist",
+            needs={"path": f"an existing file to use instead of {dataset!r} (or skip: true)"})
+    needs: dict[str, str] = {}
+    if not shape or not _SHAPE_RE.match(shape):
+        needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
+                          f"e.g. '512,512' ({path.stat().st_size} bytes on disk)")
+    if dtype not in ("f32", "f64"):
+        needs["dtype"] = "the element type: 'f32' or 'f64' (little-endian)"
+    if needs:
+        return None, _artifact("needs_input", error=f"raw file {path.name} needs " + " and ".join(needs),
+                               needs=needs)
+    dims = tuple(int(s) for s in re.split(r"\s*[,x]\s*", shape.strip()))
+    return ds.load_raw(str(path), dims, dtype), None
+
+
+def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
+    """A named dataset; a unique prefix selects it, an ambiguous or unknown one asks."""
+    try:
+        return ds.get_dataset(name), None
+    except Exception as exc:  # unknown name or data absent: ask, do not guess
+        problem = f"{type(exc).__name__}: {exc}"
+    from perfscout.graph.planner import known_datasets
+
+    names = known_datasets()
+    matches = [n for n in names if n.startswith(name)]
+    if len(matches) == 1:
+        return ds.get_dataset(matches[0]), None
+    if len(matches) > 1:
+        return None, _artifact("needs_input", error=f"dataset {name!r} is ambiguous",
+                               needs={"dataset": "one of: " + ", ".join(matches)})
+    return None, _artifact(
+        "needs_input", error=f"dataset {name!r} is not available ({problem})",
+        needs={"dataset": "a dataset name (known: " + (", ".join(names) or "none")
+               + "), synthetic:KIND:SHAPE (e.g. synthetic:grf:256,256), or a raw file path"})
+
+
+# ---- the tools -------------------------------------------------------------------
+
+@tool(response_format="content_and_artifact")
+def evaluate_codec(
+    dataset: Annotated[str, Field(description="Dataset name (e.g. 'vorticity.512_512'), "
+                                  "'synthetic:grf:64,64', or a path to a raw file.")],
+    codec: Annotated[str, Field(description="Codec id, e.g. 'sz3', 'zfp', 'sz2', 'szp-gpu'.")],
+    mode: Literal["abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"],
+    bound: Annotated[float, Field(gt=0, description="Error bound in the unit of `mode`.")],
+    device: Literal["cpu", "cuda"] = "cpu",
+    repeats: Annotated[int, Field(ge=1, le=50)] = 3,
+    shape: Annotated[str | None, Field(description="Raw files only: 'Z,Y,X'.")] = None,
+    dtype: Annotated[Literal["f32", "f64"] | None, Field(description="Raw files only.")] = None,
+    chunk_mb: Annotated[int | None, Field(ge=1, description="GPU codecs that stream: slab size "
+                                          "in MiB (to fit GPU memory).")] = None,
+    runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
+) -> tuple[str, Artifact]:
+    """Compress and decompress one dataset with one error-bounded codec, verify the bound
+    element by element, and measure ratio, error metrics and throughput (medians over
+    `repeats` after a warm-up)."""
+    try:
+        data, missing = resolve_data(dataset, shape, dtype)
+        if missing is not None:
+            return f"needs input: {missing['error']}", missing
+        evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
+        info = _run_info(runtime)
+        options = {"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else None
+        ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats,
+                           dataset=dataset, options=options, **info)
+    except (CodecUnavailable, InputError) as exc:
+        return f"refused: {exc}", _artifact("error", error=str(exc))
+    except PerfscoutError as exc:
+        return f"failed: {exc}", _artifact("error", error=str(exc))
+    except Exception as exc:  # a tool reports failures; reflect decides what they mean
+        return _failure(exc)
+    row = ev.result.row()
+    timing = {name: _timing(getattr(ev, f"{name}_timing", None)) for name in ("compress", "decompress")}
+    summary = (f"{codec} on {dataset} ({device}) {mode} {bound:g}: status={row['status']} "
+               f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
+               + (f" error={row['error'][:300]}" if row.get("error") else ""))
+    return summary, _artifact("result", data={"record": row, "timing": timing, "notes": list(ev.notes)})
+
+
+def _timing(stats: Any) -> dict[str, Any] | None:
+    """The spread of the timed repeats (None when the codec timed itself)."""
+    if stats is None:
+        return None
+    return {"cv": float(stats.cv), "noisy": bool(stats.noisy), "too_small": bool(stats.too_small),
+            "repeats": int(stats.repeats), "samples_s": [float(x) for x in stats.samples_s]}
+
+
+@tool(response_format="content_and_artifact")
+def list_codecs() -> tuple[str, Artifact]:
+    """List every codec perfscout knows, whether it is usable here, and its modes."""
+    try:
+        from perfscout.codecs.registry import list_codecs as _list
+
+        infos = [i.model_dump() for i in _list()]
+    except Exception as exc:
+        return _failure(exc)
+    usable = [i["id"] for i in infos if i["available"]]
+    return f"usable codecs: {', '.join(usable) or 'none'}", _artifact("result", data=infos)
+
+
+@tool(response_format="content_and_artifact")
+def platform_snapshot(gpus: bool = True) -> tuple[str, Artifact]:
+    """Describe this machine: CPU, memory, GPUs, compilers, perf availability."""
+    try:
+        from perfscout.tools.snapshot import take_snapshot
+
+        prof = take_snapshot(gpus=gpus)
+    except Exception as exc:
+        return _failure(exc)
+    data = prof.model_dump(mode="json")
+    gpus_ = ", ".join(g["name"] for g in data.get("gpus", [])) or "none"
+    return (f"platform {data.get('platform_id', '')}: {data.get('cpu', {}).get('model', '')}; "
+            f"GPUs: {gpus_}"), _artifact("result", data=data)
+
+
+@tool("profile_command", response_format="content_and_artifact")
+def profile_program(
+    command: Annotated[list[str], Field(min_length=1, description="The program and its arguments, "
+                                        "exactly as the user gave them (no shell).")],
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
+) -> tuple[str, Artifact]:
+    """Run the user's program once under a profiler (Nsight Compute for a CUDA program on a
+    machine with a GPU and ncu, perf stat otherwise) in the sandbox, and return the measured
+    counters, the kernel digest and the findings."""
+    try:
+        from perfscout.tools.profile import profile_command
+
+        outcome = profile_command(command, timeout_s=timeout_s)
+    except PerfscoutError as exc:
+        return f"refused: {exc}", _artifact("error", error=str(exc))
+    except Exception as exc:
+        return _failure(exc)
+    data = outcome.model_dump(mode="json")
+    finding_ids = ", ".join(f["id"] for f in data.get("findings", [])) or "none"
+    summary = (f"{outcome.tool} on {' '.join(command)[:200]}: status={outcome.status} "
+               f"({outcome.reason}); findings: {finding_ids}; raw output in {outcome.run_dir}")
+    if outcome.status not in ("ok", "exit_nonzero"):
+        return summary, _artifact("error", data=data, error=f"profiled command {outcome.status}: "
+                                  f"{outcome.exit.get('reason', '')}",
+                                  transient=outcome.status == "timed_out")
+    return summary, _artifact("result", data=data)
+
+
+#: The whitelist, in the order a model sees it. Extend only here.
+TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program)
+
+
+def tool_names() -> list[str]:
+    return [t.name for t in TOOLS]
+
+
+def tools_by_name() -> dict[str, BaseTool]:
+    return {t.name: t for t in TOOLS}

@@ -1,0 +1,383 @@
+"""Error-bound modes, their resolution to what a codec enforces, and the bound contract.
+
+Modes (``bound`` is what the user asks for; ``abs_bound`` what every element is checked
+against):
+
+``abs``
+    ``|x - x'| <= bound`` for every element.
+``rel``
+    Value-range relative, as in SZ and qcat: ``abs_bound = bound * R`` with
+    ``R = max - min`` over the finite values. A backend with a native ``rel`` mode runs
+    it; others run ``abs`` with the resolved bound. **Constant field** (``R = 0``):
+    ``rel`` is taken relative to the constant's magnitude, ``abs_bound = bound * |c|``;
+    for an **all-zero** field it is read as absolute, ``abs_bound = bound``. Either way
+    the codec runs in ``abs`` mode and the record's ``abs_bound`` says what was enforced.
+``pw_rel``
+    Point-wise relative: ``|x - x'| <= bound * |x|`` for every element (so zeros must
+    come back exactly). Native backends only (sz2); there is no ``abs_bound``.
+``psnr``
+    A target PSNR in dB. From the uniform-error model (errors uniform on
+    ``[-e, e]`` give ``MSE = e^2/3``): ``e = R * sqrt(3) * 10^(-target/20)``. The result is
+    decompressed and its PSNR measured; if it falls short, ``e`` is tightened by the
+    shortfall and the codec re-run, up to ``PSNR_TRIES`` times. Missing the target is
+    reported as ``bound_violated``.
+``ratio``
+    A target compression ratio, found FRaZ-style: bisection of the absolute bound in
+    log space between ``R * 1e-9`` and ``R``, stopping when the ratio is within
+    ``RATIO_TOLERANCE`` (relative) of the target or after ``RATIO_MAX_ITER`` trials. The
+    closest trial wins; the record's ``abs_bound`` is that trial's bound (verified like
+    any other), and a missed target is noted in ``error`` (the run itself is valid).
+``fixed_rate``
+    zfp's bits per value. Not an error bound: ``bound_ok`` is ``None``.
+
+Verification statuses. Every result is decompressed and compared element by element,
+in float64, with the bound. An element's *rounding slack* is two units in the last
+place of the data type at its magnitude (``max(|x|, |x'|)``) plus ``4 * eps * bound``
+(the bound's own representation in the codec's arithmetic):
+
+* ``ok``: every element within the bound (``bound_ok=True``);
+* ``bound_overshoot``: some elements beyond the bound, none by more than their
+  rounding slack: a reconstruction-rounding artefact, not a broken codec
+  (``bound_ok=False``, reported, never hidden);
+* ``bound_violated``: at least one element beyond the bound by more than its rounding
+  slack (``bound_ok=False``).
+
+Non-finite input (NaN, +-Inf): refused by default with :class:`NonfiniteInputError`
+(which names the count and the first position). With ``nonfinite="passthrough"`` the
+non-finite positions (a bitmap) and their exact bit patterns are stored beside the
+codec stream (zlib-packed, counted in the compressed size), the codec sees them
+replaced by the mean of the finite values, and decoding puts them back bit for bit.
+Bounds, ``R`` and metrics then refer to the finite values only.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfscout.codecs.base import ALL_MODES, Compressed
+from perfscout.errors import InputError
+
+PSNR_TRIES = 5
+RATIO_TOLERANCE = 0.05
+RATIO_MAX_ITER = 24
+NONFINITE_POLICIES = ("refuse", "passthrough")
+
+
+class NonfiniteInputError(InputError):
+    """The input holds NaN/Inf and the policy is ``refuse`` (status ``nonfinite_input``)."""
+
+    def __init__(self, message: str, count: int, first_index: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.count = count
+        self.first_index = first_index
+
+
+# -- bound validation and resolution ------------------------------------------------------
+def check_mode_bound(mode: str, bound: float) -> float:
+    """The bound as a float, or InputError for an unknown mode or an impossible bound."""
+    if mode not in ALL_MODES:
+        raise InputError(f"unknown mode {mode!r}; modes: {', '.join(ALL_MODES)}")
+    try:
+        value = float(bound)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"bound must be a number, got {bound!r}") from exc
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"bound must be a finite number > 0, got {bound!r}")
+    if mode == "ratio" and value < 1:
+        raise InputError(f"a target compression ratio must be >= 1, got {value}")
+    if mode == "fixed_rate" and value > 64:
+        raise InputError(f"fixed_rate is bits per value and must be <= 64, got {value}")
+    return value
+
+
+def value_range(array: np.ndarray) -> float:
+    """R = max - min, from the shared metrics module."""
+    from perfscout.analysis.metrics import value_range as _value_range
+
+    return float(_value_range(array))
+
+
+def rel_reference(array: np.ndarray) -> tuple[float, str]:
+    """What a ``rel`` bound multiplies: R, or |c| for a constant field, or 1 when all zero."""
+    r = value_range(array)
+    if r > 0:
+        return r, ""
+    magnitude = float(np.max(np.abs(array)))
+    if magnitude > 0:
+        return magnitude, f"constant field (R = 0): rel bound taken relative to |value| = {magnitude:.6g}"
+    return 1.0, "all-zero field (R = 0): rel bound taken as absolute"
+
+
+# -- verification ------------------------------------------------------------------------
+@dataclass
+class BoundCheck:
+    """Verdict of the element-wise check."""
+
+    status: str  # "ok" | "bound_overshoot" | "bound_violated"
+    bound_ok: bool | None
+    max_abs_err: float
+    max_abs_err_index: tuple[int, ...]
+    n_beyond: int = 0  # elements beyond the bound (overshoot or violation)
+    n_violations: int = 0  # elements beyond the bound by more than rounding slack
+    worst_excess: float = 0.0  # largest (error - allowed) over all elements, when > 0
+    worst_index: tuple[int, ...] = ()
+    message: str = ""
+
+
+def rounding_slack(original: np.ndarray, reconstructed: np.ndarray, bound: float) -> np.ndarray:
+    """Per-element float-rounding allowance in the data type (see module docstring)."""
+    dtype = np.dtype(original.dtype) if np.issubdtype(original.dtype, np.floating) else np.dtype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        magnitude = np.maximum(np.abs(original), np.abs(reconstructed)).astype(dtype)
+        ulp = np.spacing(magnitude).astype(np.float64)
+    ulp = np.where(np.isfinite(ulp), ulp, 0.0)  # no slack for a NaN/Inf reconstruction
+    return 2.0 * ulp + 4.0 * float(np.finfo(dtype).eps) * bound
+
+
+def verify_bound(
+    original: np.ndarray,
+    reconstructed: np.ndarray,
+    *,
+    abs_bound: float | None = None,
+    pw_rel_bound: float | None = None,
+) -> BoundCheck:
+    """Check every element against ``abs_bound`` or ``bound * |x|`` (``pw_rel_bound``).
+
+    With neither bound (fixed_rate) only the error is measured and ``bound_ok`` is None.
+    """
+    if original.shape != reconstructed.shape:
+        raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
+    x = original.astype(np.float64, copy=False)
+    y = reconstructed.astype(np.float64, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.abs(x - y)
+    err = np.where(np.isnan(err), np.inf, err)  # a NaN out of a codec is an unbounded error
+    flat_max = int(np.argmax(err))
+    index = tuple(int(i) for i in np.unravel_index(flat_max, err.shape))
+    max_err = float(err.flat[flat_max])
+    if abs_bound is None and pw_rel_bound is None:
+        return BoundCheck("ok", None, max_err, index)
+    if pw_rel_bound is not None:
+        allowed = pw_rel_bound * np.abs(x)
+        slack = rounding_slack(original, reconstructed, pw_rel_bound * float(np.max(np.abs(x))))
+        what = f"point-wise relative bound {pw_rel_bound:g}"
+    else:
+        allowed = np.float64(abs_bound)
+        slack = rounding_slack(original, reconstructed, float(abs_bound))
+        what = f"abs bound {abs_bound:.6g}"
+    with np.errstate(invalid="ignore"):
+        excess = err - allowed
+    beyond = excess > 0
+    n_beyond = int(np.count_nonzero(beyond))
+    if n_beyond == 0:
+        return BoundCheck("ok", True, max_err, index)
+    n_viol = int(np.count_nonzero(excess > slack))
+    worst_flat = int(np.argmax(excess))
+    worst_index = tuple(int(i) for i in np.unravel_index(worst_flat, err.shape))
+    worst = float(excess.flat[worst_flat])
+    status = "bound_violated" if n_viol else "bound_overshoot"
+    detail = (
+        f"{n_viol} of them beyond float rounding" if n_viol
+        else f"all within float rounding of {np.dtype(original.dtype).name}"
+    )
+    message = (
+        f"{status}: {n_beyond} element(s) exceed the {what}, {detail}; worst excess "
+        f"{worst:.3g} at index {worst_index} (error {float(err.flat[worst_flat]):.6g}, value "
+        f"{float(x.flat[worst_flat]):.6g}); max error {max_err:.6g} at {index}"
+    )
+    return BoundCheck(status, False, max_err, index, n_beyond, n_viol, worst, worst_index, message)
+
+
+# -- non-finite pass-through ---------------------------------------------------------------
+@dataclass
+class NonfiniteSplit:
+    """A finite stand-in for the codec plus what restores the non-finite values exactly."""
+
+    filled: np.ndarray
+    mask: np.ndarray  # bool, True where the original is NaN/Inf
+    values: np.ndarray  # the original non-finite values, in order (raw bit patterns kept)
+    fill_value: float
+
+    @property
+    def count(self) -> int:
+        return int(self.values.size)
+
+    def sections(self) -> dict[str, bytes]:
+        """The side data as stored beside the codec stream (zlib-packed)."""
+        return {
+            "nonfinite_mask": zlib.compress(np.packbits(self.mask.reshape(-1)).tobytes(), 6),
+            "nonfinite_values": zlib.compress(self.values.tobytes(), 6),
+        }
+
+    @property
+    def side_nbytes(self) -> int:
+        return sum(len(b) for b in self.sections().values()) if self.count else 0
+
+
+def find_nonfinite(array: np.ndarray) -> tuple[int, tuple[int, ...]]:
+    """(count, first index) of the non-finite elements."""
+    bad = ~np.isfinite(array)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return 0, ()
+    first = int(np.argmax(bad.reshape(-1)))
+    return count, tuple(int(i) for i in np.unravel_index(first, array.shape))
+
+
+def refuse_nonfinite(array: np.ndarray) -> None:
+    count, first = find_nonfinite(array)
+    if count:
+        raise NonfiniteInputError(
+            f"input holds {count} non-finite value(s) (NaN/Inf), first at index {first}; "
+            "clean the data or pass nonfinite='passthrough' (CLI: --nonfinite passthrough) "
+            "to store them losslessly beside the codec stream",
+            count, first,
+        )
+
+
+def split_nonfinite(array: np.ndarray) -> NonfiniteSplit:
+    mask = ~np.isfinite(array)
+    finite = array[~mask]
+    fill = float(np.mean(finite, dtype=np.float64)) if finite.size else 0.0
+    filled = array.copy()
+    filled[mask] = fill
+    return NonfiniteSplit(filled=filled, mask=mask, values=array[mask].copy(), fill_value=fill)
+
+
+def restore_nonfinite(reconstructed: np.ndarray, split: NonfiniteSplit) -> np.ndarray:
+    out = np.array(reconstructed, copy=True)
+    out[split.mask] = split.values
+    return out
+
+
+def unpack_nonfinite(sections: dict[str, bytes], shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mask, values) from stored sections, or None when there are none."""
+    if "nonfinite_mask" not in sections:
+        return None
+    from perfscout.errors import CodecError
+
+    n = int(np.prod(shape))
+    try:
+        bits = np.frombuffer(zlib.decompress(sections["nonfinite_mask"]), dtype=np.uint8)
+        mask = np.unpackbits(bits)[:n].astype(bool).reshape(shape)
+        values = np.frombuffer(zlib.decompress(sections["nonfinite_values"]), dtype=dtype)
+    except (zlib.error, ValueError, KeyError) as exc:
+        raise CodecError(f"non-finite side data is corrupt: {exc}") from exc
+    if int(mask.sum()) != values.size:
+        raise CodecError("non-finite side data is corrupt: mask and values disagree")
+    return mask, values
+
+
+# -- searched modes --------------------------------------------------------------------------
+def psnr_of(original: np.ndarray, reconstructed: np.ndarray, value_range_: float) -> float:
+    """PSNR (dB) used as the search objective; the record's PSNR comes from analysis.metrics."""
+    diff = original.astype(np.float64) - reconstructed.astype(np.float64)
+    mse = float(np.mean(diff * diff))
+    if mse == 0:
+        return math.inf
+    return 20 * math.log10(value_range_) - 10 * math.log10(mse)
+
+
+def psnr_initial_bound(target_db: float, value_range_: float) -> float:
+    """Absolute bound whose uniform error would give ``target_db``."""
+    return value_range_ * math.sqrt(3.0) * 10 ** (-target_db / 20)
+
+
+@dataclass
+class SearchOutcome:
+    """What a psnr/ratio search settled on."""
+
+    abs_bound: float
+    achieved: float  # PSNR (dB) or compression ratio of the chosen trial
+    target: float
+    iterations: int
+    reached: bool
+    trials: list[tuple[float, float]] = field(default_factory=list)  # (abs_bound, achieved)
+    compressed: Compressed | None = None
+    reconstructed: np.ndarray | None = None
+
+    def note(self, what: str) -> str:
+        if self.reached:
+            return ""
+        return (
+            f"{what} target {self.target:g} not reached after {self.iterations} trial(s); "
+            f"closest {self.achieved:.6g} at abs bound {self.abs_bound:.6g}"
+        )
+
+
+def search_psnr(
+    array: np.ndarray,
+    target_db: float,
+    compress: Callable[[float], Compressed],
+    decompress: Callable[[Compressed], np.ndarray],
+    *,
+    tries: int = PSNR_TRIES,
+) -> SearchOutcome:
+    """Start from the uniform-error bound, tighten by the shortfall until PSNR >= target."""
+    r = value_range(array)
+    if r <= 0:
+        raise InputError("psnr mode needs a non-constant field: the value range R is 0, so PSNR is undefined")
+    eb = psnr_initial_bound(target_db, r)
+    trials: list[tuple[float, float]] = []
+    best: SearchOutcome | None = None
+    for i in range(1, tries + 1):
+        packed = compress(eb)
+        recon = decompress(packed)
+        got = psnr_of(array, recon, r)
+        trials.append((eb, got))
+        best = SearchOutcome(eb, got, target_db, i, got >= target_db, trials, packed, recon)
+        if got >= target_db:
+            break
+        # Shortfall of d dB means the RMS error is 10^(d/20) too large; 10% margin.
+        eb *= 10 ** ((got - target_db) / 20) * 0.9
+    assert best is not None
+    return best
+
+
+def search_ratio(
+    array: np.ndarray,
+    target_ratio: float,
+    compress: Callable[[float], Compressed],
+    *,
+    side_nbytes: int = 0,
+    tolerance: float = RATIO_TOLERANCE,
+    max_iter: int = RATIO_MAX_ITER,
+) -> SearchOutcome:
+    """FRaZ-style log-space bisection of the absolute bound for a target ratio."""
+    ref, _ = rel_reference(array)
+    lo, hi = ref * 1e-9, ref
+    trials: list[tuple[float, float]] = []
+    kept: dict[float, Compressed] = {}
+
+    def ratio_at(eb: float) -> float:
+        packed = compress(eb)
+        got = array.nbytes / (packed.nbytes + side_nbytes)
+        trials.append((eb, got))
+        kept[eb] = packed
+        return got
+
+    def close(got: float) -> bool:
+        return abs(got - target_ratio) <= tolerance * target_ratio
+
+    r_hi = ratio_at(hi)
+    if r_hi >= target_ratio and not close(r_hi):
+        r_lo = ratio_at(lo)
+        if r_lo < target_ratio and not close(r_lo):
+            # Stop when the bracket has collapsed: zfp's accuracy mode, for one, changes
+            # only at powers of two, so its ratio is a staircase the target may fall between.
+            while len(trials) < max_iter and hi / lo > 1.001:
+                mid = math.sqrt(lo * hi)
+                got = ratio_at(mid)
+                if close(got):
+                    break
+                if got < target_ratio:
+                    lo = mid
+                else:
+                    hi = mid
+    eb, got = min(trials, key=lambda t: abs(math.log(t[1] / target_ratio)))
+    return SearchOutcome(eb, got, target_ratio, len(trials), close(got), trials, kept[eb], None)

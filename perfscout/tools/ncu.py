@@ -1,0 +1,142 @@
+"""Nsight Compute (``ncu``) through the sandbox: profile a command or import a report.
+
+Defaults follow what works on shared and virtualised GPUs: ``--set full``,
+``--clock-control none`` (locking clocks needs privileges and distorts what users see),
+``--print-units base``. With ``details=True`` the program is profiled once into a
+``.ncu-rep`` in the run directory, then imported twice (``--page raw`` for metrics,
+``--page details`` for ncu's own rule messages), so the kernels are replayed only once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from perfscout.errors import InputError, ToolRefused
+from perfscout.tools.ncu_parse import NcuReport, NcuRule, attach_rules, parse_details_csv, parse_raw_csv
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+
+#: ncu prints the whole table at once; a 1,000-kernel raw page is ~16 MB.
+_NCU_OUTPUT_CAP = 512 * 2**20
+
+
+class NcuOptions(BaseModel):
+    section_set: str = "full"
+    clock_control: str = "none"
+    kernel_regex: str | None = None  # -k regex:...
+    launch_skip: int | None = None  # -s
+    launch_count: int | None = None  # -c
+    details: bool = True  # also collect ncu's rule messages (--page details)
+    timeout_s: float = 600.0
+
+
+class NcuRun(BaseModel):
+    """The outcome of one profiling (or import) run."""
+
+    report: NcuReport | None = None
+    rules: list[NcuRule] = Field(default_factory=list)
+    raw_csv: str = ""  # paths in the run directory
+    details_csv: str = ""
+    ncu_rep: str = ""
+    results: list[SandboxResult] = Field(default_factory=list)
+    error: str = ""
+
+
+def filter_args(opts: NcuOptions) -> list[str]:
+    args: list[str] = []
+    if opts.kernel_regex:
+        args += ["-k", f"regex:{opts.kernel_regex}"]
+    if opts.launch_skip is not None:
+        args += ["-s", str(int(opts.launch_skip))]
+    if opts.launch_count is not None:
+        args += ["-c", str(int(opts.launch_count))]
+    return args
+
+
+def profile_args(opts: NcuOptions) -> list[str]:
+    """ncu's own arguments (before the profiled command)."""
+    return ["ncu", "--set", opts.section_set, "--clock-control", opts.clock_control,
+            "--print-units", "base", *filter_args(opts)]
+
+
+def _limits(opts: NcuOptions) -> SandboxLimits:
+    return SandboxLimits(timeout_s=opts.timeout_s, output_cap_bytes=_NCU_OUTPUT_CAP)
+
+
+def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = None) -> NcuRun:
+    """Profile ``command`` with ncu; raw outputs are written into the run directory."""
+    opts = opts or NcuOptions()
+    run = NcuRun()
+    rd = sandbox.run_dir
+    if opts.details:
+        rep = rd / "ncu_profile.ncu-rep"
+        res = sandbox.run(list(command), wrap=[*profile_args(opts), "-f", "-o", str(rd / "ncu_profile")],
+                          limits=_limits(opts))
+        run.results.append(res)
+        (rd / "ncu_profile.log").write_text(res.stdout + res.stderr)
+        if not rep.exists():
+            run.error = f"ncu produced no report ({res.status}: {res.reason}); see ncu_profile.log"
+            return run
+        run.ncu_rep = str(rep)
+        imported = import_report(sandbox, rep, details=True, timeout_s=opts.timeout_s)
+        imported.results[:0] = run.results
+        return imported
+    res = sandbox.run(list(command), wrap=[*profile_args(opts), "--csv", "--page", "raw"],
+                      limits=_limits(opts))
+    run.results.append(res)
+    raw = rd / "ncu_raw.csv"
+    raw.write_text(res.stdout)
+    run.raw_csv = str(raw)
+    if res.stderr:
+        (rd / "ncu_raw.stderr").write_text(res.stderr)
+    run.report, run.error = _parse_raw(res, str(raw))
+    return run
+
+
+def import_report(sandbox: Sandbox, rep: str | Path, *, details: bool = True,
+                  timeout_s: float = 600.0) -> NcuRun:
+    """Convert an existing ``.ncu-rep`` with ``ncu --import`` and parse it."""
+    rep = Path(rep).resolve()
+    if not rep.is_file():
+        raise InputError(f"ncu report {rep} does not exist")
+    try:
+        sandbox.resolve_executable("ncu")
+    except ToolRefused as exc:
+        raise InputError(f"reading {rep.name} needs Nsight Compute's ncu, which is not available "
+                         f"here ({exc}); export a CSV where ncu exists: "
+                         f"ncu --import {rep.name} --csv --page raw > {rep.stem}_raw.csv") from exc
+    sandbox.declare_input(rep)
+    run = NcuRun(ncu_rep=str(rep))
+    lim = SandboxLimits(timeout_s=timeout_s, output_cap_bytes=_NCU_OUTPUT_CAP)
+    res = sandbox.run(["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
+                      limits=lim)
+    run.results.append(res)
+    raw = sandbox.run_dir / f"{rep.stem}_raw.csv"
+    raw.write_text(res.stdout)
+    run.raw_csv = str(raw)
+    run.report, run.error = _parse_raw(res, str(raw))
+    if details and run.report is not None:
+        res = sandbox.run(["ncu", "--import", str(rep), "--csv", "--page", "details",
+                           "--print-units", "base"], limits=lim)
+        run.results.append(res)
+        det = sandbox.run_dir / f"{rep.stem}_details.csv"
+        det.write_text(res.stdout)
+        run.details_csv = str(det)
+        try:
+            run.rules = parse_details_csv(res.stdout, source=str(det))
+            attach_rules(run.report.kernels, run.rules)
+        except InputError as exc:  # metrics are still good without the rule messages
+            run.error = f"details page unusable: {exc}"
+    return run
+
+
+def _parse_raw(res: SandboxResult, source: str) -> tuple[NcuReport | None, str]:
+    if res.stdout_truncated:
+        return None, f"ncu output exceeded {_NCU_OUTPUT_CAP} bytes and was truncated"
+    try:
+        return parse_raw_csv(res.stdout, source=source), ""
+    except InputError as exc:
+        tail = (res.stderr or res.stdout)[-800:].strip()
+        return None, f"{exc} (ncu {res.status}: {res.reason}; last output: {tail})"

@@ -1,0 +1,360 @@
+"""Parse Nsight Compute CSV output into typed :class:`KernelProfile`s.
+
+Handles what ``ncu --csv --page raw`` really prints:
+
+- banner and program-output lines (``==PROF==``, ``==WARNING==``, the profiled program's
+  own stdout) before the header, and stray lines after it;
+- a units row right after the header (its ``ID`` cell is empty);
+- numbers with thousands separators (``"1,980,000"``);
+- empty cells (PM-sampling and other metrics not collected for a launch): such a metric
+  is simply absent from that kernel, never invented as zero;
+- many kernels and many launches of one kernel, one row each.
+
+Metric objects are shared between launches whose cell text is identical (same column,
+same text): treat a parsed :class:`Metric` as immutable.
+
+Units are normalised to base SI units (``byte``, ``s``, ``hz``, ``byte/s``, ...), the
+original unit and text kept beside them. ``--page details`` output yields Nsight
+Compute's own rule messages (OPT/INF/WRN) as "ncu says" evidence.
+"""
+
+from __future__ import annotations
+
+import csv
+import gc
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from perfscout.errors import InputError
+from perfscout.state.profiles import KernelProfile, Metric
+
+#: Columns that describe a launch rather than measure it (raw and details pages).
+IDENTITY_COLUMNS = (
+    "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Function Name",
+    "Demangled Name", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC",
+)
+
+#: Kernel duration, first present wins (names differ between ncu versions).
+DURATION_METRICS = ("gpu__time_duration.sum", "gpu__time_duration.avg", "Duration")
+
+#: ncu rules known to fire on workloads where following them gains nothing.
+LOW_VALUE_RULES = {
+    "MemoryL2Compression": (
+        "fires on ordinary buffers: L2 compression only applies to memory allocated as "
+        "compressible through the CUDA driver API, which plain cudaMalloc/CuPy/PyTorch "
+        "buffers are not"
+    ),
+}
+
+_SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_TIME = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
+         "msecond": 1e-3, "s": 1.0, "second": 1.0}
+_PREFIXED = re.compile(r"^([KMGTP]?)(byte|hz|Hz)$")
+
+
+class UnitRule(BaseModel):
+    """How to turn one column's values into base units."""
+
+    unit: str  # the normalised unit
+    scale: float = 1.0
+
+
+def normalise_unit(unit: str) -> UnitRule:
+    """``"Gbyte/s"`` -> byte/s ×1e9, ``"ns"`` -> s ×1e-9, ``"sector/us"`` -> sector/s ×1e6.
+
+    Units perfscout does not know are kept unchanged with scale 1 (never guessed).
+    """
+    u = unit.strip()
+    if not u:
+        return UnitRule(unit="")
+    if u in _TIME:
+        return UnitRule(unit="s", scale=_TIME[u])
+    num, _, den = u.partition("/")
+    scale = 1.0
+    m = _PREFIXED.match(num)
+    if m:
+        scale *= _SI[m.group(1)]
+        num = m.group(2).lower()
+    if den:
+        if den in _TIME:
+            scale /= _TIME[den]
+            den = "s"
+        else:
+            md = _PREFIXED.match(den)
+            if md:
+                scale /= _SI[md.group(1)]
+                den = md.group(2).lower()
+        return UnitRule(unit=f"{num}/{den}", scale=scale)
+    return UnitRule(unit=num, scale=scale)
+
+
+def parse_number(text: str) -> float | None:
+    """``"1,980,000"`` -> 1980000.0; None when the text is not a number."""
+    t = text.strip().replace(",", "")
+    if not t:
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _triple(text: str) -> tuple[int, int, int] | None:
+    nums = re.findall(r"\d+", text or "")
+    if len(nums) != 3:
+        return None
+    return (int(nums[0]), int(nums[1]), int(nums[2]))
+
+
+class NcuRule(BaseModel):
+    """One Nsight Compute rule message from ``--page details`` ("ncu says")."""
+
+    kernel_id: int | None = None
+    kernel_name: str = ""
+    section: str = ""
+    rule: str
+    type: str = ""  # OPT | INF | WRN | ERROR
+    message: str = ""
+    speedup_type: str = ""  # "local" | "global"
+    estimated_speedup_pct: float | None = None
+    low_value: bool = False
+    low_value_reason: str = ""
+
+
+class NcuReport(BaseModel):
+    """Everything one ncu CSV held."""
+
+    source: str = ""
+    kernels: list[KernelProfile] = Field(default_factory=list)
+    banner: list[str] = Field(default_factory=list)  # lines outside the CSV table
+    warnings: list[str] = Field(default_factory=list)  # ==WARNING== / ==ERROR== lines
+    columns: list[str] = Field(default_factory=list)
+    units: dict[str, str] = Field(default_factory=dict)  # column -> unit as ncu printed it
+
+    def digest(self, top: int = 10) -> list[dict[str, Any]]:
+        return duration_digest(self.kernels, top=top)
+
+
+def _split_table(text: str) -> tuple[list[str], list[str], list[str]]:
+    """(banner lines, CSV table lines, stray lines after the table)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID",')), None)
+    if start is None:
+        raise InputError(
+            "no ncu CSV header (a line starting with \"ID\",) found: is this the output of "
+            "ncu --csv --page raw (or --page details)?"
+        )
+    banner = lines[:start]
+    table, stray = [lines[start]], []
+    for ln in lines[start + 1:]:
+        # Table rows start with a quoted ID (or "" for the units row); anything else is
+        # text that landed in the same stream (e.g. ==PROF== lines from a child process).
+        (table if ln.startswith('"') else stray).append(ln)
+    return banner, table, stray
+
+
+def _warnings(lines: Iterable[str]) -> list[str]:
+    return [ln for ln in lines if ln.startswith(("==WARNING==", "==ERROR==", "==WARN=="))]
+
+
+def parse_raw_csv(text: str, source: str = "") -> NcuReport:
+    """Parse ``ncu --csv --page raw`` output (one row per kernel launch)."""
+    banner, table, stray = _split_table(text)
+    rows = list(csv.reader(table))
+    header = rows[0]
+    while header and header[-1] == "":
+        header.pop()  # some versions end every line with a comma
+    body = rows[1:]
+    units_row: list[str] = []
+    if body and body[0] and body[0][0] == "":
+        units_row = body.pop(0)
+    col = {name: i for i, name in enumerate(header)}
+    if "Kernel Name" not in col and "Function Name" not in col:
+        raise InputError(f"{source or 'ncu CSV'}: header has no 'Kernel Name' column; not a raw page")
+    units = {h: (units_row[i] if i < len(units_row) else "") for i, h in enumerate(header)}
+    ident = set(IDENTITY_COLUMNS)
+    metric_cols = [(i, h, r.scale, r.unit, units[h]) for i, h in enumerate(header)
+                   if h not in ident for r in (normalise_unit(units[h]),)]
+    name_i = col.get("Kernel Name", col.get("Function Name"))
+    kernels = []
+    # Millions of small objects: generational GC passes over the growing heap would
+    # dominate the parse time, and nothing here makes reference cycles.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _parse_rows(body, header, col, name_i, metric_cols, kernels)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    report = NcuReport(source=source, kernels=kernels, banner=banner + stray,
+                       warnings=_warnings(banner + stray), columns=header,
+                       units={h: u for h, u in units.items() if u})
+    if not kernels:
+        raise InputError(f"{source or 'ncu CSV'}: header found but no kernel rows "
+                         "(did the kernel filter match nothing?)")
+    return report
+
+
+def _parse_rows(body: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
+                metric_cols: list[tuple[int, str, float, str, str]], out: list[KernelProfile]) -> None:
+    seen: dict[tuple[int, str], Metric] = {}  # (column, text) -> Metric, shared between launches
+    for row in body:
+        if len(row) < len(header) // 2 or not row[0].strip():
+            continue  # a truncated or foreign line: not a launch
+        out.append(_kernel_from_row(row, col, name_i, metric_cols, seen))
+
+
+_METRIC_FIELDS = frozenset(Metric.model_fields)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
+                     metric_cols: list[tuple[int, str, float, str, str]],
+                     seen: dict[tuple[int, str], Metric]) -> KernelProfile:
+    def cell(name: str) -> str:
+        i = col.get(name)
+        return row[i] if i is not None and i < len(row) else ""
+
+    metrics: dict[str, Metric] = {}
+    n = len(row)
+    # The body of a Metric constructor inlined: this loop runs once per cell (2 million
+    # times for a 1,000-kernel file). A cell whose text was already seen in the same
+    # column reuses that Metric: in real profiles most cells repeat between launches
+    # (device attributes, launch configuration, the many zero counters).
+    new, setattr_, fields_set = _new, _set, _METRIC_FIELDS
+    for i, name, scale, norm_unit, raw_unit in metric_cols:
+        if i >= n:
+            continue
+        raw = row[i]
+        if raw == "":
+            continue  # not collected for this launch: absent, not zero
+        key = (i, raw)
+        m = seen.get(key)
+        if m is None:
+            try:
+                value: float | str = float(raw.replace(",", "") if "," in raw else raw) * scale
+                unit = norm_unit
+            except ValueError:
+                value, unit = raw, raw_unit  # text metrics (names, enums) stay as printed
+            m = new(Metric)
+            setattr_(m, "__dict__", {"name": name, "value": value, "unit": unit, "raw": raw,
+                                     "raw_unit": raw_unit})
+            setattr_(m, "__pydantic_fields_set__", fields_set)
+            setattr_(m, "__pydantic_extra__", None)
+            setattr_(m, "__pydantic_private__", None)
+            seen[key] = m
+        metrics[name] = m
+    kid = parse_number(cell("ID"))
+    dev_i = parse_number(cell("Device"))
+    display = metrics.get("device__attribute_display_name")
+    return KernelProfile(
+        name=row[name_i],
+        id=int(kid) if kid is not None else None,
+        grid=_triple(cell("Grid Size")),
+        block=_triple(cell("Block Size")),
+        device=str(display.value) if display is not None else cell("Device"),
+        device_index=int(dev_i) if dev_i is not None else None,
+        compute_capability=cell("CC"),
+        process=cell("Process Name"),
+        stream=cell("Stream"),
+        metrics=metrics,
+    )
+
+
+def parse_details_csv(text: str, source: str = "") -> list[NcuRule]:
+    """Rule messages from ``ncu --csv --page details`` (rows with a Rule Name)."""
+    _, table, _ = _split_table(text)
+    rows = csv.DictReader(io.StringIO("\n".join(table)))
+    if rows.fieldnames is None or "Rule Name" not in rows.fieldnames:
+        raise InputError(f"{source or 'ncu CSV'}: no 'Rule Name' column: not a details page "
+                         "(use ncu --csv --page details)")
+    rules = []
+    for r in rows:
+        name = (r.get("Rule Name") or "").strip()
+        if not name:
+            continue
+        kid = parse_number(r.get("ID") or "")
+        low = LOW_VALUE_RULES.get(name, "")
+        rules.append(NcuRule(
+            kernel_id=int(kid) if kid is not None else None,
+            kernel_name=r.get("Kernel Name") or r.get("Function Name") or "",
+            section=r.get("Section Name") or "",
+            rule=name,
+            type=(r.get("Rule Type") or "").strip(),
+            message=(r.get("Rule Description") or "").strip(),
+            speedup_type=(r.get("Estimated Speedup Type") or "").strip(),
+            estimated_speedup_pct=parse_number(r.get("Estimated Speedup") or ""),
+            low_value=bool(low),
+            low_value_reason=low,
+        ))
+    return rules
+
+
+def attach_rules(kernels: list[KernelProfile], rules: list[NcuRule]) -> int:
+    """Attach rule messages to kernels with the same launch ID *and* name; returns count.
+
+    Raw and details pages may come from different runs: a mismatched name means the IDs
+    refer to different launches, and the message is not attached rather than misattributed.
+    """
+    by_id = {k.id: k for k in kernels}
+    attached = 0
+    for rule in rules:
+        k = by_id.get(rule.kernel_id)
+        if k is not None and k.name == rule.kernel_name:
+            k.ncu_rules.append(rule.model_dump())
+            attached += 1
+    return attached
+
+
+def kernel_duration_s(k: KernelProfile) -> float | None:
+    """The launch's duration in seconds, from whichever duration metric is present."""
+    for name in DURATION_METRICS:
+        m = k.metrics.get(name)
+        if m is not None and isinstance(m.value, float) and m.unit == "s":
+            return m.value
+    return None
+
+
+def duration_digest(kernels: list[KernelProfile], top: int = 10) -> list[dict[str, Any]]:
+    """Kernels grouped by name, ranked by total duration: what dominates the GPU time."""
+    groups: dict[str, dict[str, Any]] = {}
+    total = 0.0
+    for k in kernels:
+        d = kernel_duration_s(k)
+        g = groups.setdefault(k.name, {"name": k.name, "launches": 0, "timed_launches": 0,
+                                       "total_s": 0.0, "ids": []})
+        g["launches"] += 1
+        g["ids"].append(k.id)
+        if d is not None:
+            g["timed_launches"] += 1
+            g["total_s"] += d
+            total += d
+    ranked = sorted(groups.values(), key=lambda g: g["total_s"], reverse=True)
+    for g in ranked:
+        g["mean_s"] = g["total_s"] / g["timed_launches"] if g["timed_launches"] else None
+        g["share_pct"] = 100.0 * g["total_s"] / total if total > 0 else None
+    return ranked[:top]
+
+
+def load_raw_csv(path: str | Path) -> NcuReport:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read ncu CSV {p}: {exc.strerror or exc}") from exc
+    return parse_raw_csv(text, source=str(p))
+
+
+def load_details_csv(path: str | Path) -> list[NcuRule]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read ncu details CSV {p}: {exc.strerror or exc}") from exc
+    return parse_details_csv(text, source=str(p))

@@ -1,0 +1,238 @@
+"""``perf stat`` through the sandbox, and parsers for its CSV (``-x,``) and JSON (``-j``) output.
+
+perf writes its counts to a file in the run directory (``-o``) so they never mix with
+the program's own stderr. ``<not supported>`` / ``<not counted>`` become explicit
+``unavailable`` entries. When no hardware event counted (no PMU: VMs, containers,
+locked-down kernels) the profile says so, keeps the software events perf could count
+(task-clock, context-switches, cpu-migrations, page-faults) and adds the child's own
+``getrusage`` figures, naming exactly what was used instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfscout.errors import InputError
+from perfscout.state.profiles import Metric, PerfProfile
+from perfscout.state.records import Evidence, Finding
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+
+HARDWARE_EVENTS = ("cycles", "instructions", "branches", "branch-misses",
+                   "cache-references", "cache-misses")
+SOFTWARE_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults")
+DEFAULT_EVENTS = HARDWARE_EVENTS + SOFTWARE_EVENTS
+
+_UNIT_SCALE = {"msec": ("s", 1e-3), "usec": ("s", 1e-6), "nsec": ("s", 1e-9), "sec": ("s", 1.0)}
+
+
+def _event_name(event: str) -> str:
+    # perf appends modifiers (":u") and, on hybrid CPUs, the PMU ("cpu_core/cycles/").
+    return event.strip()
+
+
+def _value(text: str, unit: str) -> tuple[float | None, str]:
+    try:
+        v = float(text.replace(",", ""))
+    except ValueError:
+        return None, unit
+    norm, scale = _UNIT_SCALE.get(unit, (unit, 1.0))
+    return v * scale, norm
+
+
+def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
+    """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit."""
+    prof = PerfProfile(command=list(command))
+    seen = False
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        f = line.split(",")
+        if len(f) < 3:
+            continue
+        raw, unit, event = f[0].strip(), f[1].strip(), _event_name(f[2])
+        if not event:
+            continue
+        seen = True
+        rest = f[3:]
+        if rest and rest[0].endswith("%"):  # -r N adds the run-to-run variance here
+            rest = rest[1:]
+        pct = _float(rest[1]) if len(rest) > 1 else None
+        _record(prof, event, raw, unit, pct)
+    if not seen:
+        raise InputError("no perf stat counter lines found (expected the output of perf stat -x,)")
+    _settle(prof)
+    return prof
+
+
+def parse_perf_json(text: str, command: Sequence[str] = ()) -> PerfProfile:
+    """Parse ``perf stat -j`` output: one JSON object per line."""
+    prof = PerfProfile(command=list(command))
+    seen = False
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        event = _event_name(str(obj.get("event", "")))
+        if not event or "counter-value" not in obj:
+            continue
+        seen = True
+        pct = obj.get("pcnt-running")
+        _record(prof, event, str(obj["counter-value"]), str(obj.get("unit", "")),
+                float(pct) if pct is not None else None)
+    if not seen:
+        raise InputError("no perf stat JSON counter objects found (expected perf stat -j output)")
+    _settle(prof)
+    return prof
+
+
+def _record(prof: PerfProfile, event: str, raw: str, unit: str, pct: float | None) -> None:
+    if raw.startswith("<"):  # "<not supported>", "<not counted>"
+        prof.unavailable[event] = raw
+        return
+    value, norm = _value(raw, unit)
+    if value is None:
+        prof.unavailable[event] = f"unparsable value {raw!r}"
+        return
+    prof.events[event] = Metric(name=event, value=value, unit=norm, raw=raw, raw_unit=unit)
+    if pct is not None:
+        prof.multiplexing[event] = pct
+
+
+def _settle(prof: PerfProfile) -> None:
+    hw = [e for e in prof.events if _base(e) in HARDWARE_EVENTS]
+    prof.hardware_counters = bool(hw)
+    if not prof.hardware_counters and prof.fallback == "":
+        counted = [e for e in prof.events if _base(e) in SOFTWARE_EVENTS]
+        prof.fallback = ("no hardware counters: software events only ("
+                         + (", ".join(counted) or "none counted") + ")")
+    multiplexed = {e: p for e, p in prof.multiplexing.items() if p < 100.0}
+    if multiplexed:
+        prof.notes.append("multiplexed (counted part of the time, scaled by perf): "
+                          + ", ".join(f"{e} {p:.1f}%" for e, p in multiplexed.items()))
+
+
+def _base(event: str) -> str:
+    e = event.split(":")[0]
+    if "/" in e:  # cpu_core/cycles/ -> cycles
+        parts = [p for p in e.split("/") if p]
+        e = parts[-1] if parts else e
+    return e
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except (ValueError, AttributeError):
+        return None
+
+
+def counters_unavailable_finding(prof: PerfProfile) -> Finding | None:
+    """The DESIGN.md finding ``cpu_counters_unavailable`` when no hardware event counted."""
+    if prof.hardware_counters:
+        return None
+    evidence = [Evidence(metric=e, value=why, threshold="a count")
+                for e, why in prof.unavailable.items() if _base(e) in HARDWARE_EVENTS]
+    if not evidence:
+        evidence = [Evidence(metric="perf", value=prof.fallback or "perf stat unavailable")]
+    return Finding(
+        id="cpu_counters_unavailable",
+        title="CPU hardware performance counters are not available here",
+        confidence=1.0,
+        evidence=evidence,
+        recommendation=("Profile on bare metal or a VM with a virtual PMU (e.g. KVM with "
+                        "'-cpu host,pmu=on'), and check /proc/sys/kernel/perf_event_paranoid. "
+                        "Until then only software events and getrusage are reported."),
+        verify="perf stat -e instructions true prints a count instead of <not supported>",
+        not_when="the program is GPU-bound: profile it with ncu instead",
+        arch="any",
+        extra={"fallback": prof.fallback},
+    )
+
+
+_JSON_SUPPORT: dict[str, bool] = {}
+
+
+def perf_supports_json(sandbox: Sandbox) -> bool:
+    """Does this perf accept ``-j``? (perf 6.2+ and some 6.1 backports.) Cached per binary."""
+    try:
+        exe = str(sandbox.resolve_executable("perf"))
+    except Exception:
+        return False
+    if exe not in _JSON_SUPPORT:
+        res = sandbox.run(["perf", "stat", "-j", "-e", "task-clock", "true"],
+                          limits=SandboxLimits(timeout_s=20))
+        _JSON_SUPPORT[exe] = res.ok and '"counter-value"' in res.stderr
+    return _JSON_SUPPORT[exe]
+
+
+def run_perf_stat(
+    sandbox: Sandbox,
+    command: Sequence[str],
+    *,
+    events: Sequence[str] = DEFAULT_EVENTS,
+    repeats: int = 1,
+    use_json: bool | None = None,
+    limits: SandboxLimits | None = None,
+    out_name: str = "perf_stat",
+) -> tuple[PerfProfile, SandboxResult]:
+    """Run ``command`` under ``perf stat`` in ``sandbox``; raw output saved in the run dir.
+
+    Without perf the command still runs (through the sandbox) and the profile carries
+    the child's getrusage figures and says that perf was missing.
+    """
+    cmd = list(command)
+    try:
+        sandbox.resolve_executable("perf")
+        have_perf = True
+    except Exception:
+        have_perf = False
+    if not have_perf:
+        res = sandbox.run(cmd, limits=limits)
+        prof = PerfProfile(command=cmd, hardware_counters=False,
+                           fallback="perf not installed: getrusage of the child only")
+        _add_rusage(prof, res)
+        return prof, res
+    if use_json is None:
+        use_json = perf_supports_json(sandbox)
+    out_file = sandbox.run_dir / f"{out_name}.{'jsonl' if use_json else 'csv'}"
+    fmt = ["-j"] if use_json else ["-x", ","]
+    wrap = ["perf", "stat", *fmt, "-o", str(out_file), "-e", ",".join(events)]
+    if repeats > 1:
+        wrap += ["-r", str(repeats)]
+    wrap.append("--")
+    res = sandbox.run(cmd, wrap=wrap, limits=limits)
+    if res.status == "refused" or not out_file.exists():
+        prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")
+        _add_rusage(prof, res)
+        return prof, res
+    text = out_file.read_text(errors="replace")
+    prof = parse_perf_json(text, cmd) if use_json else parse_perf_csv(text, cmd)
+    prof.elapsed_s = res.wall_s
+    if not prof.hardware_counters:
+        prof.fallback += " + getrusage of the child (perf's own process included)"
+    _add_rusage(prof, res)
+    return prof, res
+
+
+def _add_rusage(prof: PerfProfile, res: SandboxResult) -> None:
+    prof.rusage = dict(res.rusage)
+    if prof.elapsed_s is None and res.wall_s:
+        prof.elapsed_s = res.wall_s
+
+
+def load_perf_file(path: str | Path) -> PerfProfile:
+    """Parse a saved ``perf stat -x,`` or ``-j`` output file (format detected)."""
+    p = Path(path)
+    try:
+        text = p.read_text(errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read perf output {p}: {exc.strerror or exc}") from exc
+    if any(ln.lstrip().startswith("{") for ln in text.splitlines()):
+        return parse_perf_json(text)
+    return parse_perf_csv(text)

@@ -1,0 +1,261 @@
+"""``profile``: run a command under the right profiler; ``load_profiles``: read saved ones.
+
+The choice is evidence-based and recorded: ncu when this machine has an NVIDIA GPU *and*
+ncu *and* the command looks like a CUDA program (an executable that links the CUDA
+runtime or carries a fat binary, or a Python script that imports a CUDA library);
+perf stat otherwise. Every run gets a directory ``$PERFSCOUT_HOME/runs/<id>/`` holding the
+command, the platform snapshot, the profiler's raw output and the parsed JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from perfscout.errors import InputError, ToolRefused
+from perfscout.platform_profiles import find_spec
+from perfscout.state.platform import PlatformProfile
+from perfscout.state.profiles import KernelProfile, PerfProfile
+from perfscout.state.records import Finding
+from perfscout.tools.ncu import NcuOptions, import_report, run_ncu
+from perfscout.tools.ncu_parse import NcuRule, attach_rules, duration_digest, load_details_csv, load_raw_csv
+from perfscout.tools.perf_stat import counters_unavailable_finding, load_perf_file, run_perf_stat
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+from perfscout.tools.snapshot import take_snapshot
+
+Tool = Literal["ncu", "perf"]
+
+#: Byte strings whose presence in an executable means it runs CUDA code.
+_CUDA_BINARY_MARKERS = (b"libcudart", b"libcuda.so", b".nv_fatbin", b"__cudaRegisterFatBinary")
+#: Imports that make a Python script a CUDA program (when it actually uses the GPU).
+_CUDA_PY_IMPORTS = ("cupy", "torch", "numba.cuda", "from numba import cuda", "jax", "triton",
+                    "pycuda", "cuda.core", "cuda.bindings")
+
+
+def perfscout_home() -> Path:
+    return Path(os.environ.get("PERFSCOUT_HOME", ".perfscout"))
+
+
+def new_run_dir(kind: str = "profile") -> tuple[str, Path]:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    run_id = f"{kind}-{stamp}-{secrets.token_hex(3)}"
+    path = perfscout_home() / "runs" / run_id
+    path.mkdir(parents=True, exist_ok=False)
+    return run_id, path
+
+
+def looks_like_cuda_program(command: Sequence[str], resolve: Any = None) -> tuple[bool, str]:
+    """(is it a CUDA program?, why we think so). Reads files; runs nothing."""
+    exe = command[0]
+    exe_path = Path(resolve(exe)) if resolve else Path(exe)
+    scripts = [Path(a) for a in command[1:] if a.endswith(".py") and Path(a).is_file()]
+    if exe_path.name.startswith("python") and scripts:
+        text = scripts[0].read_text(errors="replace")
+        for mod in _CUDA_PY_IMPORTS:
+            if f"import {mod}" in text or f"from {mod}" in text or (mod.startswith("from") and mod in text):
+                return True, f"{scripts[0].name} imports {mod.replace('from ', '').split()[0]}"
+        return False, f"{scripts[0].name} imports no CUDA library"
+    try:
+        with open(exe_path, "rb") as f:
+            blob = f.read(64 * 2**20)  # markers sit in the dynamic section / fatbin header
+    except OSError as exc:
+        return False, f"cannot read {exe_path}: {exc.strerror}"
+    for marker in _CUDA_BINARY_MARKERS:
+        if marker in blob:
+            return True, f"{exe_path.name} contains {marker.decode()}"
+    return False, f"{exe_path.name} links no CUDA runtime"
+
+
+class ProfileOutcome(BaseModel):
+    """What ``perfscout profile`` prints with --json and stores as profile.json."""
+
+    run_id: str
+    run_dir: str
+    tool: Tool
+    reason: str  # why this tool was chosen
+    command: list[str]
+    status: str  # the profiled command's sandbox status
+    exit: dict[str, Any] = Field(default_factory=dict)
+    platform_id: str = ""
+    perf: PerfProfile | None = None
+    kernels: list[dict[str, Any]] = Field(default_factory=list)  # digest rows + identity
+    digest: list[dict[str, Any]] = Field(default_factory=list)
+    ncu_error: str = ""
+    findings: list[Finding] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+
+def choose_tool(command: Sequence[str], platform: PlatformProfile, sandbox: Sandbox) -> tuple[Tool, str]:
+    if not platform.gpus:
+        return "perf", "no NVIDIA GPU on this machine (" + platform.probes.get("gpus", _NoProbe).detail + ")"
+    if not platform.ncu.version:
+        return "perf", f"GPU present but ncu unavailable ({platform.ncu.error})"
+    cuda, why = looks_like_cuda_program(command, resolve=sandbox.resolve_executable)
+    if not cuda:
+        return "perf", f"not a CUDA program: {why}"
+    return "ncu", f"{platform.gpus[0].name} and ncu present; {why}"
+
+
+class _NoProbe:
+    detail = "no probe ran"
+
+
+def profile_command(
+    command: Sequence[str],
+    *,
+    tool: Tool | None = None,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    ncu_options: NcuOptions | None = None,
+    timeout_s: float = 600.0,
+    platform: PlatformProfile | None = None,
+) -> ProfileOutcome:
+    """Profile ``command`` (the user's own: its executable is registered explicitly).
+
+    The command runs in the current directory, which is declared as an input, as are
+    ``inputs``; the profiler's raw output goes to the run directory.
+    """
+    if not command:
+        raise InputError("nothing to profile: give a command after --")
+    run_id, run_dir = new_run_dir("profile")
+    sandbox = Sandbox(run_dir, inputs=[Path.cwd(), *inputs], cwd=Path.cwd())
+    try:
+        sandbox.register(command[0])
+    except ToolRefused as exc:
+        raise InputError(str(exc)) from exc
+    (run_dir / "command.json").write_text(json.dumps(list(command)))
+    platform = platform or take_snapshot(sandbox)
+    (run_dir / "platform.json").write_text(platform.model_dump_json(indent=2))
+    if tool is None:
+        tool, reason = choose_tool(command, platform, sandbox)
+    else:
+        reason = f"requested with --tool {tool}"
+    out = ProfileOutcome(run_id=run_id, run_dir=str(run_dir), tool=tool, reason=reason,
+                         command=list(command), status="", platform_id=platform.platform_id)
+    limits = SandboxLimits(timeout_s=timeout_s)
+    if tool == "ncu":
+        opts = ncu_options or NcuOptions()
+        opts = opts.model_copy(update={"timeout_s": timeout_s})
+        run = run_ncu(sandbox, [str(a) for a in command], opts)
+        res = run.results[0] if run.results else None
+        out.ncu_error = run.error
+        if run.report is not None:
+            out.kernels = [kernel_json(k) for k in run.report.kernels]
+            out.digest = run.report.digest()
+    else:
+        prof, res = run_perf_stat(sandbox, [str(a) for a in command], limits=limits)
+        out.perf = prof
+        finding = counters_unavailable_finding(prof) if res.status != "refused" else None
+        if finding is not None:
+            out.findings.append(finding)
+    if res is not None:
+        out.status = res.status
+        out.exit = _exit_summary(res)
+        if res.status == "refused" and "outside the run directory" in res.reason:
+            out.exit["hint"] = "declare files outside the current directory with --input PATH"
+        (run_dir / "program.stdout").write_text(res.stdout)
+        (run_dir / "program.stderr").write_text(res.stderr)
+    out.files = sorted(p.name for p in run_dir.iterdir()) + ["profile.json"]
+    (run_dir / "profile.json").write_text(out.model_dump_json(indent=2))
+    return out
+
+
+def _exit_summary(res: SandboxResult) -> dict[str, Any]:
+    return {"status": res.status, "returncode": res.returncode, "signal": res.signal,
+            "reason": res.reason, "wall_s": res.wall_s, "argv": res.argv,
+            "stdout_truncated": res.stdout_truncated, "stderr_truncated": res.stderr_truncated}
+
+
+def kernel_json(k: KernelProfile, *, metrics: bool = False) -> dict[str, Any]:
+    """A kernel in the DESIGN.md ``diagnose`` shape (findings filled in by the diagnosis)."""
+    doc: dict[str, Any] = {
+        "name": k.name, "id": k.id, "grid": k.grid, "block": k.block, "device": k.device,
+        "compute_capability": k.compute_capability, "primary": None, "findings": [],
+        "ncu_says": k.ncu_rules,
+    }
+    if metrics:
+        doc["metrics"] = {n: {"value": m.value, "unit": m.unit} for n, m in k.metrics.items()}
+    return doc
+
+
+class LoadedProfiles(BaseModel):
+    """What ``load_profiles`` read: kernels (ncu) and/or a perf profile, plus provenance."""
+
+    kernels: list[KernelProfile] = Field(default_factory=list)
+    perf: PerfProfile | None = None
+    rules: list[NcuRule] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)  # ncu's ==WARNING== lines etc.
+    platform: dict[str, Any] = Field(default_factory=dict)
+
+    def digest(self, top: int = 10) -> list[dict[str, Any]]:
+        return duration_digest(self.kernels, top=top)
+
+
+def load_profiles(
+    *,
+    ncu_csv: str | os.PathLike[str] | None = None,
+    ncu_rep: str | os.PathLike[str] | None = None,
+    perf_csv: str | os.PathLike[str] | None = None,
+    ncu_details: str | os.PathLike[str] | None = None,
+) -> LoadedProfiles:
+    """Read saved profiler output into typed profiles (used by ``perfscout diagnose``).
+
+    ``ncu_csv``: ``ncu --csv --page raw`` output. ``ncu_rep``: a report, converted with
+    ``ncu --import`` (needs ncu here). ``ncu_details``: optional ``--page details`` CSV
+    whose rule messages are attached to the matching launches. ``perf_csv``: ``perf stat
+    -x,`` or ``-j`` output. Bad files raise :class:`InputError` with a clear message.
+    """
+    if not any((ncu_csv, ncu_rep, perf_csv)):
+        raise InputError("give at least one of --ncu-csv, --ncu-rep or --perf-csv")
+    if ncu_csv and ncu_rep:
+        raise InputError("give --ncu-csv or --ncu-rep, not both")
+    out = LoadedProfiles()
+    if ncu_csv:
+        report = load_raw_csv(ncu_csv)
+        out.kernels, out.warnings = report.kernels, report.warnings
+        out.sources.append(str(ncu_csv))
+    if ncu_rep:
+        _, run_dir = new_run_dir("import")
+        run = import_report(Sandbox(run_dir), ncu_rep, details=True)
+        if run.report is None:
+            raise InputError(f"could not read {ncu_rep}: {run.error}")
+        out.kernels, out.warnings, out.rules = run.report.kernels, run.report.warnings, run.rules
+        out.sources.append(str(ncu_rep))
+    if ncu_details:
+        if not out.kernels:
+            raise InputError("--ncu-details needs --ncu-csv or --ncu-rep")
+        out.rules = load_details_csv(ncu_details)
+        attached = attach_rules(out.kernels, out.rules)
+        if attached < len(out.rules):
+            out.warnings.append(f"{len(out.rules) - attached} of {len(out.rules)} ncu rule messages "
+                                "matched no launch (ID and kernel name must both match)")
+        out.sources.append(str(ncu_details))
+    if perf_csv:
+        out.perf = load_perf_file(perf_csv)
+        out.sources.append(str(perf_csv))
+    out.platform = profiled_platform(out.kernels)
+    return out
+
+
+def profiled_platform(kernels: Sequence[KernelProfile]) -> dict[str, Any]:
+    """The devices the profile was taken on, with their spec-table entries when known."""
+    devices: dict[tuple[str, str], dict[str, Any]] = {}
+    for k in kernels:
+        key = (k.device, k.compute_capability)
+        if key in devices:
+            continue
+        spec = find_spec(k.device) if k.device else None
+        devices[key] = {
+            "name": k.device, "compute_capability": k.compute_capability,
+            "spec": spec.key if spec else None,
+            "spec_figures": {n: {"value": f.value, "source": f.source}
+                             for n, f in spec.figures.items()} if spec else {},
+        }
+    return {"source": "profile", "devices": list(devices.values())}

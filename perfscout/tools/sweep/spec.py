@@ -1,0 +1,519 @@
+"""Sweep specifications: a YAML grid, validated with line-numbered errors, expanded into tasks.
+
+A spec names datasets, codecs, devices, modes and bounds; their cartesian product is the
+grid. ``experiments`` (optional) are several grids in one spec, each inheriting what it does
+not set from the top level, so one file can hold a bound scan, a codec comparison and a
+CPU-vs-GPU comparison. Every task gets a stable ``task_key``: a hash of its resolved
+configuration and of the *identity* of its data (file content hash, or the generator and
+seed of a synthetic field), never of where the run is written or when.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from perfscout.codecs.base import ALL_MODES
+from perfscout.errors import InputError
+
+#: Bump when the meaning of a task key changes (old run directories then re-run everything).
+TASK_KEY_VERSION = 1
+
+DTYPES = {"f32": "float32", "f64": "float64", "float32": "float32", "float64": "float64"}
+
+
+class SpecError(InputError):
+    """A sweep spec that cannot be read or is invalid; the message names file and line."""
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class DatasetSpec(BaseModel):
+    """One input field: a registry name, a raw file, or a synthetic generator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None  # perfscout.datasets registry name
+    path: str | None = None  # raw little-endian binary file
+    synthetic: str | None = None  # "KIND:SHAPE", e.g. "grf:64,64,64"
+    shape: list[int] | None = None  # for path (C order, slowest first)
+    dtype: str = "f32"
+    seed: int = 0  # for synthetic
+    label: str | None = None  # what the `dataset` column shows
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPES:
+            raise ValueError(f"dtype must be one of f32, f64 (got {v!r})")
+        return "f32" if DTYPES[v] == "float32" else "f64"
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (not v or any(s <= 0 for s in v)):
+            raise ValueError(f"shape must be a non-empty list of positive sizes (got {v})")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        sources = [s for s in ("name", "path", "synthetic") if getattr(self, s)]
+        if len(sources) != 1:
+            raise ValueError("a dataset needs exactly one of 'name', 'path' or 'synthetic'"
+                             + (f" (got {', '.join(sources)})" if sources else ""))
+        if self.path and not self.shape:
+            raise ValueError("a dataset given by 'path' needs its 'shape' (C order, slowest axis first)")
+        if self.synthetic and ":" not in self.synthetic:
+            raise ValueError(f"synthetic must look like 'KIND:SHAPE', e.g. 'grf:64,64,64' (got {self.synthetic!r})")
+        return self
+
+
+class CodecSpec(BaseModel):
+    """A codec id plus backend options (e.g. ``{id: sz3, options: {algorithm: interp}}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+def _check_device(d: str) -> str:
+    if d != "cpu" and d != "cuda" and not (d.startswith("cuda:") and d[5:].isdigit()):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (got {d!r})")
+    return d
+
+
+def _check_mode(m: str) -> str:
+    if m not in ALL_MODES:
+        raise ValueError(f"unknown mode {m!r}; modes: {', '.join(ALL_MODES)}")
+    return m
+
+
+def _check_bound(b: float) -> float:
+    if not math.isfinite(b) or b <= 0:
+        raise ValueError(f"bounds must be finite and > 0 (got {b})")
+    return b
+
+
+# Element-level types: a bad item is reported at its own line, not at its list's.
+Device = Annotated[str, AfterValidator(_check_device)]
+Mode = Annotated[str, AfterValidator(_check_mode)]
+Bound = Annotated[float, AfterValidator(_check_bound)]
+
+
+class GridFields(BaseModel):
+    """The fields that span a grid; unset ones are inherited from the spec's top level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    datasets: list[DatasetSpec] | None = None
+    codecs: list[CodecSpec | str] | None = None
+    devices: list[Device] | None = None
+    modes: list[Mode] | None = None
+    bounds: list[Bound] | dict[Mode, list[Bound]] | None = None
+    repeats: int | None = Field(default=None, ge=1)
+
+
+class Experiment(GridFields):
+    name: str
+
+
+class ReportOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    psnr_min: float = 60.0  # goal "fastest with PSNR >= X"
+
+
+class SweepSpec(GridFields):
+    """A whole sweep. Top-level grid fields are the defaults for every experiment."""
+
+    name: str = "sweep"
+    description: str = ""
+    timeout_s: float = Field(default=300.0, gt=0)  # per task, child process wall time
+    memory_limit_mb: int = Field(default=4096, ge=64)  # per task (address space / resident)
+    max_memory_mb: int | None = Field(default=None, ge=64)  # all running tasks together
+    jobs: int | None = Field(default=None, ge=1)
+    nonfinite: Literal["refuse", "passthrough"] = "refuse"  # see perfscout.tools.bounds
+    plugins: list[str] = Field(default_factory=list)  # modules imported first (register codecs)
+    output: str | None = None
+    experiments: list[Experiment] | None = None
+    report: ReportOptions = Field(default_factory=ReportOptions)
+    #: Directory the spec came from: relative dataset paths resolve against it.
+    _base_dir: str = PrivateAttr(default="")
+
+    @property
+    def base_dir(self) -> str:
+        return self._base_dir
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _node_lines(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map each key path (('datasets', 0, 'shape')) to the 1-based line its value starts on."""
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            out[path + (key,)] = key_node.start_mark.line + 1
+            _node_lines(value_node, path + (key,), out)
+            out[path + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _node_lines(item, path + (i,), out)
+    return out
+
+
+def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
+    """Deepest line known along a pydantic error location (union tags are skipped)."""
+    path: tuple = ()
+    line = lines.get(())
+    for part in loc:
+        if path + (part,) in lines:
+            path = path + (part,)
+            line = lines[path]
+    return line
+
+
+def _clean_loc(loc: tuple | list) -> tuple:
+    """A pydantic location without union-branch tags ('list[...]', 'CodecSpec', 'str')."""
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("str", "CodecSpec"))))
+
+
+def _format_errors(exc: ValidationError, source: str, lines: dict[tuple, int]) -> str:
+    seen: set[tuple[int | None, str]] = set()
+    msgs = []
+    errors = exc.errors()
+
+    def _is_other_branch(e: dict) -> bool:
+        # A union reports "not a list" for the branch the user did not mean when the
+        # other branch has a precise, deeper complaint: keep only the precise one.
+        loc = _clean_loc(e["loc"])
+        return e["type"].endswith("_type") and any(
+            len(_clean_loc(o["loc"])) > len(loc) and _clean_loc(o["loc"])[: len(loc)] == loc
+            for o in errors if o is not e
+        )
+
+    for err in [e for e in errors if not _is_other_branch(e)]:
+        loc = tuple(err["loc"])
+        line = _line_for(loc, lines)
+        where = ".".join(str(p) for p in _clean_loc(loc))
+        msg = err["msg"].removeprefix("Value error, ")
+        if (line, msg) in seen:
+            continue
+        seen.add((line, msg))
+        prefix = f"{source}:{line}" if line else source
+        msgs.append(f"{prefix}: {where or '(top level)'}: {msg}")
+    return "invalid sweep spec:\n  " + "\n  ".join(msgs)
+
+
+def load_spec(spec: str | Path | dict | SweepSpec) -> SweepSpec:
+    """Read and validate a spec from a YAML file, a YAML string, a dict or a model.
+
+    Errors raise :class:`SpecError` naming file and line of each problem.
+    """
+    if isinstance(spec, SweepSpec):
+        return spec
+    if isinstance(spec, dict):
+        return _validate(spec, "<dict>", {}, base_dir=os.getcwd())
+    text: str
+    if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
+        path = Path(spec)
+        if not path.is_file():
+            raise SpecError(f"sweep spec not found: {path}")
+        text, source, base = path.read_text(), str(path), str(path.resolve().parent)
+    else:
+        text, source, base = str(spec), "<spec>", os.getcwd()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise SpecError(f"{where}: YAML syntax error: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: YAML error: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:1: a sweep spec is a YAML mapping (got {type(data).__name__})")
+    return _validate(data, source, _node_lines(root) if root is not None else {}, base_dir=base)
+
+
+def _validate(data: dict, source: str, lines: dict, base_dir: str) -> SweepSpec:
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, source, lines)) from None
+    spec._base_dir = base_dir
+    _check_semantics(spec, source, lines)
+    return spec
+
+
+def _check_semantics(spec: SweepSpec, source: str, lines: dict) -> None:
+    """What pydantic cannot see: unknown codecs (after plug-ins), empty grids."""
+    import_plugins(spec.plugins, spec.base_dir)
+    from perfscout.codecs.registry import codec_ids
+
+    known = codec_ids()
+    problems = []
+    grids = spec.experiments or [None]
+    for gi, exp in enumerate(grids):
+        prefix = ("experiments", gi) if exp is not None else ()
+        grid = resolve_grid(spec, exp)
+        for field in ("datasets", "codecs"):
+            if not grid[field]:
+                line = _line_for(prefix, lines)
+                problems.append(f"{source}:{line or 1}: {'.'.join(map(str, prefix + (field,)))}: no {field} given")
+        codecs_loc = prefix + ("codecs",) if exp is not None and exp.codecs is not None else ("codecs",)
+        for ci, c in enumerate(grid["codecs"]):
+            if c.id not in known:
+                line = _line_for(codecs_loc + (ci,), lines)
+                problems.append(f"{source}:{line or 1}: unknown codec {c.id!r}; known: {', '.join(known)}")
+    if problems:
+        raise SpecError("invalid sweep spec:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def import_plugins(plugins: list[str], base_dir: str = "") -> None:
+    """Import plug-in modules (they register codecs on import): module names or .py files."""
+    for plugin in plugins:
+        try:
+            if plugin.endswith(".py"):
+                path = Path(plugin)
+                if not path.is_absolute():
+                    path = Path(base_dir or ".") / path
+                name = "perfscout_plugin_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+                if name in sys.modules:
+                    continue
+                s = importlib.util.spec_from_file_location(name, path)
+                if s is None or s.loader is None or not path.is_file():
+                    raise FileNotFoundError(str(path))
+                module = importlib.util.module_from_spec(s)
+                sys.modules[name] = module
+                s.loader.exec_module(module)
+            else:
+                importlib.import_module(plugin)
+        except Exception as exc:
+            raise SpecError(f"plug-in {plugin!r} could not be imported: {type(exc).__name__}: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+class DataRef(BaseModel):
+    """A dataset resolved enough to name it, size it and hash its identity."""
+
+    label: str
+    source: Literal["name", "path", "synthetic"]
+    name: str | None = None
+    path: str | None = None
+    synthetic: str | None = None
+    seed: int = 0
+    shape: list[int]
+    dtype: str  # "f32" | "f64"
+    identity: dict[str, Any]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * (4 if self.dtype == "f32" else 8)
+
+    @property
+    def shape_str(self) -> str:
+        return ",".join(str(s) for s in self.shape)
+
+
+class Task(BaseModel):
+    """One evaluation: everything a child process needs, and its stable key."""
+
+    task_key: str
+    experiments: list[str]
+    data: DataRef
+    codec: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    device: str
+    mode: str
+    bound: float
+    repeats: int
+    nonfinite: str
+    timeout_s: float
+    memory_limit_mb: int
+    plugins: list[str] = Field(default_factory=list)
+    base_dir: str = ""
+
+    @property
+    def est_memory_mb(self) -> float:
+        """A budget guess: input, reconstruction, stream and codec scratch, plus the interpreter."""
+        return 6 * self.data.nbytes / 2**20 + 150
+
+
+class Skipped(BaseModel):
+    """A grid point that is not a task (mode or device the codec cannot do)."""
+
+    experiment: str
+    codec: str
+    device: str
+    mode: str
+    reason: str
+
+
+def resolve_grid(spec: SweepSpec, exp: Experiment | None) -> dict[str, Any]:
+    def pick(field: str, default: Any) -> Any:
+        v = getattr(exp, field) if exp is not None else None
+        if v is None:
+            v = getattr(spec, field)
+        return default if v is None else v
+
+    codecs = [CodecSpec(id=c) if isinstance(c, str) else c for c in pick("codecs", [])]
+    bounds = pick("bounds", [1e-3])
+    modes = pick("modes", list(bounds) if isinstance(bounds, dict) else ["abs"])
+    return {
+        "name": exp.name if exp is not None else "main",
+        "datasets": pick("datasets", []),
+        "codecs": codecs,
+        "devices": pick("devices", ["cpu"]),
+        "modes": modes,
+        "bounds": bounds,
+        "repeats": pick("repeats", 3),
+    }
+
+
+@lru_cache(maxsize=64)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_identity(path: Path) -> str:
+    st = path.stat()
+    return _file_sha256(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
+    """Shape, dtype and identity of a dataset, without loading it when avoidable."""
+    if ds.synthetic:
+        kind, _, shape_txt = ds.synthetic.partition(":")
+        try:
+            shape = [int(s) for s in shape_txt.replace("x", ",").split(",") if s.strip()]
+        except ValueError:
+            raise SpecError(f"synthetic shape must be comma-separated integers: {ds.synthetic!r}") from None
+        if not shape or any(s <= 0 for s in shape):
+            raise SpecError(f"synthetic shape must be positive sizes: {ds.synthetic!r}")
+        label = ds.label or f"{kind}:{'x'.join(map(str, shape))}" + (f"#{ds.seed}" if ds.seed else "")
+        ident = {"source": "synthetic", "kind": kind, "shape": shape, "dtype": ds.dtype, "seed": ds.seed}
+        return DataRef(label=label, source="synthetic", synthetic=f"{kind}:{','.join(map(str, shape))}",
+                       seed=ds.seed, shape=shape, dtype=ds.dtype, identity=ident)
+    if ds.path:
+        path = Path(ds.path).expanduser()
+        if not path.is_absolute():
+            path = Path(base_dir or ".") / path
+        if not path.is_file():
+            raise SpecError(f"dataset file not found: {path}")
+        shape = list(ds.shape or [])
+        expected = math.prod(shape) * (4 if ds.dtype == "f32" else 8)
+        if path.stat().st_size != expected:
+            raise SpecError(f"dataset {path} holds {path.stat().st_size} bytes; shape {shape} {ds.dtype} "
+                            f"needs {expected}")
+        ident = {"source": "file", "sha256": file_identity(path), "shape": shape, "dtype": ds.dtype}
+        return DataRef(label=ds.label or path.name, source="path", path=str(path.resolve()), shape=shape,
+                       dtype=ds.dtype, identity=ident)
+    # Registry name: ask perfscout.datasets what it is.
+    from perfscout import datasets
+
+    try:
+        field = datasets.get_dataset(ds.name)
+    except Exception as exc:
+        raise SpecError(f"dataset {ds.name!r}: {exc}") from None
+    arr = getattr(field, "array", field)
+    shape = list(getattr(field, "shape", None) or arr.shape)
+    dtype = "f64" if str(getattr(arr, "dtype", "float32")) == "float64" else "f32"
+    src_path = getattr(field, "path", None)
+    if src_path and Path(src_path).is_file():
+        ident: dict[str, Any] = {"source": "file", "sha256": file_identity(Path(src_path))}
+    else:
+        ident = {"source": "registry", "sha256": hashlib.sha256(memoryview(arr).cast("B")).hexdigest()
+                 if hasattr(arr, "dtype") else ds.name}
+    ident.update(shape=shape, dtype=dtype)
+    return DataRef(label=ds.label or ds.name, source="name", name=ds.name, shape=shape, dtype=dtype,
+                   identity=ident)
+
+
+def make_task_key(data: DataRef, codec: CodecSpec, device: str, mode: str, bound: float, repeats: int,
+                  nonfinite: str) -> str:
+    doc = {
+        "v": TASK_KEY_VERSION, "data": data.identity, "codec": codec.id, "options": codec.options,
+        "device": device, "mode": mode, "bound": repr(float(bound)), "repeats": repeats, "nonfinite": nonfinite,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _codec_capabilities(codec_id: str) -> tuple[str, tuple[str, ...]] | None:
+    """(device kind, evaluable modes) of a codec, or None when it cannot be loaded here."""
+    from perfscout.codecs.registry import _load, evaluable_modes
+
+    try:
+        cls = _load(codec_id)
+    except Exception:
+        return None
+    return cls.device, evaluable_modes(cls)
+
+
+def expand(spec: SweepSpec) -> tuple[list[Task], list[Skipped]]:
+    """All tasks of a spec in a stable order (a task shared by two experiments runs once)."""
+    import_plugins(spec.plugins, spec.base_dir)
+    tasks: dict[str, Task] = {}
+    skipped: list[Skipped] = []
+    data_cache: dict[str, DataRef] = {}
+    for exp in spec.experiments or [None]:
+        grid = resolve_grid(spec, exp)
+        refs = []
+        for ds in grid["datasets"]:
+            k = ds.model_dump_json()
+            if k not in data_cache:
+                data_cache[k] = resolve_data(ds, spec.base_dir)
+            refs.append(data_cache[k])
+        bounds = grid["bounds"]
+        for data in refs:
+            for codec in grid["codecs"]:
+                caps = _codec_capabilities(codec.id)
+                for device in grid["devices"]:
+                    dev_kind = device.split(":")[0]
+                    if caps is not None and caps[0] != dev_kind:
+                        skipped.append(Skipped(experiment=grid["name"], codec=codec.id, device=device, mode="*",
+                                               reason=f"{codec.id} runs on {caps[0]}, not {dev_kind}"))
+                        continue
+                    for mode in grid["modes"]:
+                        if caps is not None and mode not in caps[1]:
+                            skipped.append(Skipped(experiment=grid["name"], codec=codec.id, device=device,
+                                                   mode=mode, reason=f"{codec.id} has no {mode!r} mode"))
+                            continue
+                        mode_bounds = bounds.get(mode, []) if isinstance(bounds, dict) else bounds
+                        for bound in mode_bounds:
+                            key = make_task_key(data, codec, device, mode, bound, grid["repeats"], spec.nonfinite)
+                            if key in tasks:
+                                if grid["name"] not in tasks[key].experiments:
+                                    tasks[key].experiments.append(grid["name"])
+                                continue
+                            tasks[key] = Task(
+                                task_key=key, experiments=[grid["name"]], data=data, codec=codec.id,
+                                options=codec.options, device=device, mode=mode, bound=float(bound),
+                                repeats=grid["repeats"], nonfinite=spec.nonfinite, timeout_s=spec.timeout_s,
+                                memory_limit_mb=spec.memory_limit_mb, plugins=spec.plugins,
+                                base_dir=spec.base_dir,
+                            )
+    # Dedupe identical skip notes (same codec/device/mode across datasets).
+    uniq = list({(s.experiment, s.codec, s.device, s.mode): s for s in skipped}.values())
+    return list(tasks.values()), uniq

@@ -1,0 +1,209 @@
+"""The results store of a run directory: SQLite in WAL mode, one transaction per result.
+
+Only the parent process of a sweep writes. A result row is committed (``synchronous=FULL``)
+before the sweep moves on, so a run killed at any instant keeps every finished task; a task
+that was running when it died has no row and is re-run on ``--resume``. Besides the
+DESIGN.md result columns the store keeps the task list (config JSON, experiments) and an
+attempt log (which session started and finished what), which is how a resume proves that no
+finished task ran twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfscout.errors import InputError
+from perfscout.state.records import RESULT_COLUMNS, CompressionResult
+
+STORE_NAME = "results.sqlite"
+SCHEMA_VERSION = 1
+
+_INT_COLUMNS = {"nbytes", "repeats"}
+_TEXT_COLUMNS = {"run_id", "task_key", "dataset", "shape", "dtype", "codec", "codec_version", "device",
+                 "device_name", "mode", "status", "error", "started_at", "platform_id"}
+
+
+def _sql_type(column: str) -> str:
+    if column in _TEXT_COLUMNS:
+        return "TEXT"
+    if column in _INT_COLUMNS or column == "bound_ok":
+        return "INTEGER"
+    return "REAL"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class StoreError(InputError):
+    """The results store cannot be opened or does not belong to this kind of run."""
+
+
+class ResultStore:
+    """Results of one run directory. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per result.
+            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self._create()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open results store {self.path}: {exc}") from None
+
+    # -- schema ------------------------------------------------------------------
+    def _create(self) -> None:
+        cols = ",\n  ".join(
+            f'"{c}" {_sql_type(c)}' + (" PRIMARY KEY" if c == "task_key" else "") for c in RESULT_COLUMNS
+        )
+        with self._tx():
+            self.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS results (\n  {cols}\n)")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS tasks (task_key TEXT PRIMARY KEY, seq INTEGER, "
+                "experiments TEXT, config TEXT)"
+            )
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, task_key TEXT, "
+                "session INTEGER, started_at TEXT, finished_at TEXT, outcome TEXT)"
+            )
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        version = self.get_meta("schema_version")
+        if version != str(SCHEMA_VERSION):
+            raise StoreError(f"{self.path} has store schema {version}; this perfscout writes {SCHEMA_VERSION}")
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self.conn)
+
+    # -- meta --------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx():
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def new_session(self) -> int:
+        """Number this process's pass over the run (1 for the first, +1 per resume)."""
+        with self._tx():
+            n = int(self.get_meta("sessions", "0") or 0) + 1
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('sessions', ?)", (str(n),))
+        return n
+
+    # -- tasks -------------------------------------------------------------------
+    def add_tasks(self, tasks: Iterable[Any]) -> None:
+        """Remember the task list (idempotent: a resume with the same spec adds nothing)."""
+        with self._tx():
+            start = self.conn.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM tasks").fetchone()[0]
+            for i, t in enumerate(tasks):
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?)",
+                    (t.task_key, start + i, json.dumps(t.experiments), t.model_dump_json()),
+                )
+
+    def task_experiments(self) -> dict[str, list[str]]:
+        return {k: json.loads(e) for k, e in self.conn.execute("SELECT task_key, experiments FROM tasks")}
+
+    def task_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+
+    # -- attempts ----------------------------------------------------------------
+    def start_attempt(self, task_key: str, session: int) -> int:
+        with self._tx():
+            cur = self.conn.execute(
+                "INSERT INTO attempts (task_key, session, started_at) VALUES (?, ?, ?)", (task_key, session, _now())
+            )
+        return int(cur.lastrowid)
+
+    def attempts(self) -> pd.DataFrame:
+        return pd.read_sql_query("SELECT * FROM attempts ORDER BY id", self.conn)
+
+    # -- results -----------------------------------------------------------------
+    def put_result(self, record: CompressionResult, attempt_id: int | None = None) -> None:
+        """Store one result and close its attempt, atomically (one transaction)."""
+        row = record.row()
+        if row["bound_ok"] is not None:
+            row["bound_ok"] = int(row["bound_ok"])
+        names = ", ".join(f'"{c}"' for c in RESULT_COLUMNS)
+        marks = ", ".join("?" for _ in RESULT_COLUMNS)
+        with self._tx():
+            try:
+                self.conn.execute(f"INSERT INTO results ({names}) VALUES ({marks})", [row[c] for c in RESULT_COLUMNS])
+            except sqlite3.IntegrityError:
+                raise StoreError(f"task {record.task_key} already has a result in {self.path}") from None
+            if attempt_id is not None:
+                self.conn.execute(
+                    "UPDATE attempts SET finished_at=?, outcome=? WHERE id=?", (_now(), record.status, attempt_id)
+                )
+
+    def finished_keys(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT task_key FROM results")}
+
+    def results(self) -> pd.DataFrame:
+        """All results, typed, in the stable column order, sorted by task order then key."""
+        df = pd.read_sql_query(
+            "SELECT r.* FROM results r LEFT JOIN tasks t USING (task_key) ORDER BY t.seq, r.task_key", self.conn
+        )
+        df = df.reindex(columns=list(RESULT_COLUMNS))
+        df["bound_ok"] = df["bound_ok"].astype("boolean")
+        for c in RESULT_COLUMNS:
+            if _sql_type(c) == "REAL":
+                df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+            elif c in _INT_COLUMNS:
+                df[c] = df[c].astype("Int64")
+        return df
+
+    # -- export ------------------------------------------------------------------
+    def export(self, out_dir: str | Path) -> dict[str, Path]:
+        """Write results.parquet and results.csv next to the store."""
+        out = Path(out_dir)
+        df = self.results()
+        paths = {"parquet": out / "results.parquet", "csv": out / "results.csv"}
+        tmp = {k: p.with_suffix(p.suffix + ".tmp") for k, p in paths.items()}
+        df.to_parquet(tmp["parquet"], index=False)
+        df.to_csv(tmp["csv"], index=False)
+        for k, p in paths.items():
+            tmp[k].replace(p)  # atomic: a reader never sees half a file
+        return paths
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def open_results(run_dir: str | Path) -> pd.DataFrame:
+    """The results table of a run directory (read-only use)."""
+    path = Path(run_dir) / STORE_NAME
+    if not path.is_file():
+        raise StoreError(f"{run_dir} is not a sweep run directory (no {STORE_NAME})")
+    with ResultStore(path) as store:
+        return store.results()

@@ -1,0 +1,115 @@
+"""The child process of a sweep: run one task, write its record, exit.
+
+``python -m perfscout.tools.sweep.worker TASK.json RESULT.json``. It sets its own memory
+limit first (so a runaway codec fails here, not in the parent), loads the data, calls
+:func:`perfscout.tools.evaluate.evaluate` and writes the record atomically. If the codec
+kills the process (segfault, abort) or hangs, RESULT.json never appears and the parent
+records ``codec_crashed`` / ``codec_timeout`` from the outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+
+def _limit_memory(limit_mb: int, device: str) -> None:
+    # Address-space limits break CUDA (it reserves huge virtual ranges); GPU tasks are
+    # watched by the parent's resident-memory check instead.
+    if device == "cpu" and limit_mb > 0:
+        limit = limit_mb * 2**20
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def load_array(task: object):  # -> np.ndarray | datasets.Field
+    """The task's data, from its source (registry name, raw file, or seeded generator)."""
+    from perfscout import datasets
+
+    data = task.data  # type: ignore[attr-defined]
+    dtype = "float32" if data.dtype == "f32" else "float64"
+    if data.source == "synthetic":
+        kind = data.synthetic.split(":", 1)[0]
+        return datasets.synthetic(kind, tuple(data.shape), dtype, data.seed)
+    if data.source == "path":
+        return datasets.load_raw(data.path, tuple(data.shape), dtype, allow_nonfinite=True)
+    return datasets.get_dataset(data.name)
+
+
+def run_task(task_path: Path, result_path: Path) -> int:
+    from perfscout.tools.sweep.spec import Task, import_plugins
+
+    task = Task.model_validate_json(task_path.read_text())
+    meta = json.loads(task_path.with_name("run.json").read_text()) if task_path.with_name("run.json").is_file() else {}
+    _limit_memory(task.memory_limit_mb, task.device.split(":")[0])
+    import_plugins(task.plugins, task.base_dir)
+
+    from perfscout.errors import PerfscoutError
+    from perfscout.state.records import CompressionResult
+    from perfscout.tools.evaluate import evaluate
+
+    base = dict(
+        run_id=meta.get("run_id", ""), task_key=task.task_key, dataset=task.data.label, shape=task.data.shape_str,
+        dtype=task.data.dtype, nbytes=task.data.nbytes, codec=task.codec, device=task.device, mode=task.mode,
+        bound=task.bound, repeats=task.repeats, platform_id=meta.get("platform_id", ""),
+    )
+    try:
+        data = load_array(task)
+        record = evaluate(
+            data, task.codec, task.mode, task.bound, device=task.device.split(":")[0], repeats=task.repeats,
+            dataset=task.data.label, nonfinite=task.nonfinite, options=task.options, run_id=base["run_id"],
+            task_key=task.task_key, platform_id=base["platform_id"],
+        )
+        record.device = task.device  # keep "cuda:1": CUDA_VISIBLE_DEVICES made it "cuda" in here
+        if "MemoryError" in record.error and task.device == "cpu":
+            record.error += f" (the task's address space is limited to {task.memory_limit_mb} MiB)"
+    except MemoryError:
+        traceback.print_exc()
+        record = CompressionResult(**base, status="error",
+                                   error=f"MemoryError: the task exceeded its memory limit of {task.memory_limit_mb} MiB")
+    except PerfscoutError as exc:
+        status = "nonfinite_input" if type(exc).__name__ == "NonfiniteInputError" else "error"
+        record = CompressionResult(**base, status=status, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's record
+        traceback.print_exc()
+        record = CompressionResult(**base, status="error", error=f"{type(exc).__name__}: {exc}")
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(record.model_dump_json(indent=1))
+    os.replace(tmp, result_path)  # the parent only ever sees a whole record
+    return 0
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL us when the sweep process dies (even by SIGKILL), so that no
+    orphan keeps running a hung codec or races a resumed sweep for the same task."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's timeout still applies
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(3)
+
+
+def main() -> int:
+    # The parent owns Ctrl-C: it stops children itself, in order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if len(sys.argv) != 3:
+        print("usage: python -m perfscout.tools.sweep.worker TASK.json RESULT.json", file=sys.stderr)
+        return 2
+    return run_task(Path(sys.argv[1]), Path(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

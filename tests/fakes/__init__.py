@@ -1,0 +1,1 @@
+"""Deliberately misbehaving components, registered only by the tests that use them."""

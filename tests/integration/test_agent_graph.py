@@ -1,0 +1,176 @@
+"""The agent end to end on real codecs, with SQLite checkpoints (deterministic planner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfscout import agent
+from perfscout.codecs.base import Codec, Compressed
+from perfscout.graph.context import Context
+from perfscout.graph.rundir import read_ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ctx(home: Path, **kw) -> Context:
+    # timing noise on a shared CI box would add re-runs; its rule has its own unit test
+    return Context(home=str(home), planner="deterministic", noise_threshold=1e9, **kw)
+
+
+def test_exported_graph_is_named_has_the_six_nodes_and_no_checkpointer():
+    from perfscout.graph.graph import graph
+
+    assert graph.name == "perfscout"
+    assert graph.checkpointer is None
+    assert {"snapshot", "plan", "act", "observe", "reflect", "report"} <= set(graph.nodes)
+    spec = json.loads((ROOT / "langgraph.json").read_text())
+    assert spec["graphs"]["perfscout"] == "./perfscout/graph/graph.py:graph"
+
+
+def test_spec_on_real_field_runs_to_a_report_from_stored_results(shared_data, perfscout_home):
+    spec = {"goal": "sz3 vs zfp", "datasets": ["vorticity.512_512"], "codecs": ["sz3", "zfp"],
+            "mode": "rel", "bounds": [1e-3], "repeats": 2}
+    out = agent.run(spec, thread_id="real1", context=_ctx(perfscout_home))
+    assert out.status == "done" and out.planner == "deterministic"
+    run_dir = Path(out.run_dir)
+    doc = json.loads((run_dir / "results.json").read_text())
+    recs = {r["codec"]: r for r in doc["records"]}
+    assert set(recs) == {"sz3", "zfp"}
+    for r in recs.values():
+        assert r["bound_ok"] is True and r["status"] == "ok" and r["ratio"] > 1
+        assert r["shape"] == "512,512" and r["run_id"] == "real1" and r["platform_id"]
+        assert r["max_rel_err"] <= 1e-3 * (1 + 1e-6)
+    # the report cites exactly the stored figures
+    report = out.report
+    assert "deterministic planner" in report
+    for r in recs.values():
+        assert f"{r['ratio']:.4g}" in report
+    stored = sorted(p.name for p in (run_dir / "results").glob("*.json"))
+    assert stored == ["001-t01-sz3-cpu-rel-1e-3.a1.json", "002-t02-zfp-cpu-rel-1e-3.a1.json"]
+    starts = [c for e, c, _ in read_ledger(run_dir) if e == "start"]
+    assert starts == ["t01-sz3-cpu-rel-1e-3.a1", "t02-zfp-cpu-rel-1e-3.a1"]
+    assert (run_dir / "platform.json").is_file() and (run_dir / "plan.json").is_file()
+    runs = agent.list_runs(context=_ctx(perfscout_home))
+    assert [(r.thread_id, r.status) for r in runs] == [("real1", "done")]
+
+
+def test_raw_file_without_shape_interrupts_and_resumes(tmp_path, perfscout_home):
+    field = np.cumsum(np.random.default_rng(1).standard_normal((48, 40)), axis=1).astype("<f4")
+    raw = tmp_path / "field.raw"
+    field.tofile(raw)
+    ctx = _ctx(perfscout_home)
+    out = agent.run(f"evaluate sz3 at abs 1e-2 on {raw}", thread_id="ask1", context=ctx)
+    assert out.status == "interrupted"
+    assert set(out.question["needs"]) == {"shape", "dtype"}
+    assert "field.raw" in out.question["question"] and str(field.nbytes) in out.question["question"]
+    # a bad answer is refused with the reason, and asked again
+    out = agent.resume("ask1", {"shape": "48,zz", "dtype": "f32"}, context=ctx)
+    assert out.status == "interrupted" and "not a list of positive integers" in out.question["question"]
+    out = agent.resume("ask1", {"shape": [48, 40], "dtype": "f32"}, context=ctx)
+    assert out.status == "done"
+    rec = json.loads((Path(out.run_dir) / "results.json").read_text())["records"][0]
+    assert rec["shape"] == "48,40" and rec["bound_ok"] is True and rec["max_abs_err"] <= 1e-2
+    assert "user supplied shape=48,40, dtype=f32" in out.report
+
+
+def test_ambiguous_dataset_asks_which_one_and_skip_is_honoured(perfscout_home):
+    ctx = _ctx(perfscout_home)
+    out = agent.run("compare sz3 at rel 1e-2 on vorticity", thread_id="amb", context=ctx)
+    assert out.status == "interrupted"
+    assert "vorticity.512_512" in out.question["needs"]["dataset"]
+    out = agent.resume("amb", {"skip": True}, context=ctx)
+    assert out.status == "done" and "skipped at the user's request" in out.report
+
+
+def test_unknown_tools_and_bad_arguments_become_observations_not_crashes(perfscout_home):
+    spec = {"tasks": [{"tool": "run_shell", "args": {"cmd": "id"}},
+                      {"tool": "evaluate_codec", "args": {"dataset": "synthetic:grf:8,8", "codec": "sz3",
+                                                          "mode": "rel", "bound": "small"}},
+                      {"tool": "list_codecs", "args": {}}]}
+    out = agent.run(spec, thread_id="bad", context=_ctx(perfscout_home))
+    assert out.status == "done"
+    obs = {o["task_key"]: o for o in out.values["observations"]}
+    assert obs["t01-run_shell"]["kind"] == "refused" and "not a valid tool" in obs["t01-run_shell"]["error"]
+    assert obs["t02-evaluate_codec"]["kind"] == "refused" and "bound" in obs["t02-evaluate_codec"]["error"]
+    assert obs["t03-list_codecs"]["kind"] == "result"
+    assert "run_shell" in out.report and "refused" in out.report
+
+
+def test_unplannable_request_ends_with_a_report_that_says_why(perfscout_home):
+    out = agent.run("make it faster", thread_id="np", context=_ctx(perfscout_home))
+    assert out.status == "done" and "accepted forms" in out.plan_error
+    assert "could not be planned" in out.report
+
+
+def test_time_travel_fork_a_past_state_and_continue(perfscout_home):
+    ctx = _ctx(perfscout_home)
+    spec = {"datasets": ["synthetic:grf:16,16"], "codecs": ["sz3"], "mode": "abs",
+            "bounds": [1e-1, 1e-2, 1e-3], "repeats": 1}
+    out = agent.run(spec, thread_id="tt", context=ctx)
+    assert len(out.values["observations"]) == 3
+    hist = agent.history("tt", context=ctx)
+    after_plan = next(s for s in reversed(hist) if s.next == ("act",))
+    assert len(after_plan.values["queue"]) == 2
+    fork_id = agent.fork("tt", after_plan.config["configurable"]["checkpoint_id"], {"queue": []}, context=ctx)
+    assert fork_id != after_plan.config["configurable"]["checkpoint_id"]
+    forked = agent.resume("tt", context=ctx)
+    assert forked.status == "done"
+    assert [o["task_key"] for o in forked.values["observations"]] == ["t01-sz3-cpu-abs-0.1"]
+
+
+def test_profile_intent_runs_the_program_under_a_profiler(perfscout_home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the profiled program's working directory
+    out = agent.run("why is my kernel slow: profile python3 -c 'print(sum(range(300000)))'",
+                    thread_id="prof", context=_ctx(perfscout_home))
+    assert out.status == "done"
+    obs = out.values["observations"][0]
+    assert obs["tool"] == "profile_command" and obs["kind"] == "result"
+    data = obs["data"]
+    assert data["status"] == "ok" and data["exit"]["returncode"] == 0
+    assert data["tool"] in ("perf", "ncu") and data["reason"]
+    assert "## Profiles" in out.report and "Profiler:" in out.report
+
+
+class OnceTimingOutCodec(Codec):
+    """A real codec (lossless copy) whose first compress times out, as a busy device would."""
+
+    codec_id = "flaky"
+    family = "test"
+    device = "cpu"
+    native_modes = ("abs",)
+    counter: Path | None = None
+
+    @classmethod
+    def version(cls) -> str:
+        return "1"
+
+    def compress(self, array: np.ndarray) -> Compressed:
+        calls = int(self.counter.read_text()) if self.counter.exists() else 0
+        self.counter.write_text(str(calls + 1))
+        if calls == 0:
+            raise TimeoutError("device busy")
+        return Compressed(data=array.tobytes(), shape=array.shape, dtype=array.dtype.name,
+                          codec_id=self.codec_id, mode=self.mode, bound=self.bound)
+
+    def decompress(self, compressed: Compressed) -> np.ndarray:
+        return np.frombuffer(compressed.data, dtype=compressed.dtype).reshape(compressed.shape)
+
+
+def test_transient_codec_failure_is_retried(perfscout_home, tmp_path, monkeypatch):
+    from perfscout.codecs import registry
+
+    monkeypatch.setitem(registry._KNOWN, "flaky", f"{__name__}:OnceTimingOutCodec")
+    monkeypatch.setattr(OnceTimingOutCodec, "counter", tmp_path / "calls")
+    out = agent.run({"datasets": ["synthetic:grf:8,8"], "codecs": ["flaky"], "mode": "abs",
+                     "bounds": [1e-3], "repeats": 1}, thread_id="flaky", context=_ctx(perfscout_home))
+    assert out.status == "done"
+    kinds = [n["kind"] for n in out.values["notes"]]
+    assert kinds == ["retry"] and "TimeoutError" in out.values["notes"][0]["message"]
+    rec = json.loads((Path(out.run_dir) / "results.json").read_text())["records"][0]
+    assert rec["status"] == "ok" and rec["bound_ok"] is True and rec["task_key"] == "t01-flaky-cpu-abs-1e-3"
+    assert [c for e, c, _ in read_ledger(out.run_dir) if e == "start"] == [
+        "t01-flaky-cpu-abs-1e-3.a1", "t01-flaky-cpu-abs-1e-3.a2"]

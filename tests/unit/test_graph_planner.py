@@ -1,0 +1,117 @@
+"""The deterministic planner and the validation of untrusted (LLM) plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfscout.graph.llm import LLMPlan, PlannedCall, validate_plan
+from perfscout.graph.planner import DEMO_SPEC, PlanningError, plan_request
+
+
+def _args(plan):
+    return [(t.tool, t.args.get("codec"), t.args.get("device"), t.args.get("bound")) for t in plan.tasks]
+
+
+def test_compare_intent_expands_codecs_bounds_and_devices():
+    plan = plan_request("compare sz3 and zfp at rel 1e-3, 1e-4 on vorticity.512_512")
+    assert _args(plan) == [("evaluate_codec", "sz3", "cpu", 1e-3), ("evaluate_codec", "sz3", "cpu", 1e-4),
+                           ("evaluate_codec", "zfp", "cpu", 1e-3), ("evaluate_codec", "zfp", "cpu", 1e-4)]
+    assert {t.args["dataset"] for t in plan.tasks} == {"vorticity.512_512"}
+    assert len({t.key for t in plan.tasks}) == 4  # keys are unique
+    assert plan.planner == "deterministic"
+
+
+def test_gpu_request_uses_the_gpu_codec_and_says_why_cpu_codecs_stay_on_cpu():
+    plan = plan_request("compare sz3 and zfp at rel 1e-3 on vorticity on cpu and gpu")
+    devices = {(t.args["codec"], t.args["device"]) for t in plan.tasks}
+    assert ("sz3", "cpu") in devices and ("zfp", "cpu") in devices
+    assert ("sz3", "cuda") not in devices
+    assert any("runs on cpu only" in n for n in plan.notes)
+    # the family name stays as written: the tool will ask which field is meant
+    assert {t.args["dataset"] for t in plan.tasks} == {"vorticity"}
+
+
+def test_sz3_h5_is_not_mistaken_for_sz3():
+    plan = plan_request("compare sz3-h5 at abs 1e-2 on synthetic:grf:16,16")
+    assert [t.args["codec"] for t in plan.tasks] == ["sz3-h5"]
+
+
+def test_raw_file_intent_keeps_shape_and_dtype():
+    plan = plan_request("evaluate sz3 at rel 1e-2 on /tmp/field.raw shape 64x32 f64")
+    assert plan.tasks[0].args | {} == {**plan.tasks[0].args, "dataset": "/tmp/field.raw",
+                                       "shape": "64,32", "dtype": "f64"}
+
+
+def test_demo_spec_plans_every_installed_cpu_codec_at_three_bounds():
+    from perfscout.codecs.registry import list_codecs
+
+    cpu = [i.id for i in list_codecs() if i.available and i.device == "cpu"]
+    plan = plan_request(DEMO_SPEC)
+    assert len(plan.tasks) == 3 * len(cpu)
+    assert {t.args["codec"] for t in plan.tasks} == set(cpu)
+    assert sorted({t.args["bound"] for t in plan.tasks}) == [1e-4, 1e-3, 1e-2]
+
+
+def test_spec_with_explicit_tasks_and_unknown_keys():
+    plan = plan_request({"tasks": [{"tool": "list_codecs"}]})
+    assert [t.tool for t in plan.tasks] == ["list_codecs"]
+    with pytest.raises(PlanningError, match="unknown spec keys: colour"):
+        plan_request({"colour": "blue"})
+
+
+@pytest.mark.parametrize("text", ["", "hello there", "compare sz3 on vorticity.512_512"])
+def test_unplannable_intents_say_what_is_accepted(text):
+    with pytest.raises(PlanningError, match="accepted forms|empty request"):
+        plan_request(text)
+
+
+# ---- validation of untrusted plans -----------------------------------------------
+
+REQUEST = "compare sz3 and zfp at rel 1e-3 on vorticity.512_512"
+
+
+def _call(**args):
+    base = {"dataset": "vorticity.512_512", "codec": "sz3", "mode": "rel", "bound": 1e-3}
+    return PlannedCall(tool="evaluate_codec", args={**base, **args})
+
+
+def test_a_correct_plan_validates():
+    tasks, errors = validate_plan(LLMPlan(tasks=[_call(), _call(codec="zfp")]), REQUEST)
+    assert errors == [] and [t.args["codec"] for t in tasks] == ["sz3", "zfp"]
+
+
+@pytest.mark.parametrize("calls, fragment", [
+    ([PlannedCall(tool="run_shell", args={"cmd": "rm -rf /"})], "'run_shell' is not a tool"),
+    ([_call(bound="tiny")], "bad arguments for evaluate_codec: bound"),
+    ([_call(repeats=[3])], "bad arguments for evaluate_codec: repeats"),
+    ([_call(codec="gzip")], "unknown codec 'gzip'"),
+    ([_call(dataset="passwords")], "unknown dataset 'passwords'"),
+    ([_call()], "no task for zfp at rel 0.001"),
+    ([_call(), _call(codec="zfp", bound=0.5)], "bound 0.5 was not asked for"),
+    ([_call(), _call(codec="zfp", mode="abs")], "mode 'abs' but the request asks for 'rel'"),
+    ([], "the plan has no tasks"),
+])
+def test_invalid_plans_are_rejected_with_reasons(calls, fragment):
+    tasks, errors = validate_plan(LLMPlan(tasks=calls), REQUEST)
+    assert tasks == []
+    assert any(fragment in e for e in errors), errors
+
+
+def test_profile_intent_plans_exactly_the_named_command():
+    plan = plan_request("why is my kernel slow: profile ./app --size 4096")
+    assert [(t.tool, t.args) for t in plan.tasks] == [("profile_command", {"command": ["./app", "--size", "4096"]})]
+    with pytest.raises(PlanningError, match="nothing to profile"):
+        plan_request("profile   ")
+
+
+@pytest.mark.parametrize("command, ok", [
+    (["./app", "--size", "4096"], True),
+    (["rm", "-rf", "."], False),
+    (["./app"], False),
+])
+def test_a_model_may_profile_only_the_command_the_user_named(command, ok):
+    plan = LLMPlan(tasks=[PlannedCall(tool="profile_command", args={"command": command})])
+    tasks, errors = validate_plan(plan, "why is my kernel slow: profile ./app --size 4096")
+    assert bool(tasks) is ok and (not errors) is ok
+    _, errors = validate_plan(plan, "compare sz3 at rel 1e-3 on vorticity.512_512")
+    assert any("asks to profile no program" in e for e in errors)

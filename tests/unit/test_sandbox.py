@@ -1,0 +1,285 @@
+"""The sandbox against a corpus of hostile inputs, and its limits against real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from perfscout.errors import ToolRefused
+from perfscout.tools.sandbox import Sandbox, SandboxLimits
+
+PY = sys.executable
+
+
+@pytest.fixture()
+def run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "run"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture()
+def sentinel(tmp_path: Path) -> Path:
+    """A file outside the run directory that no refused command may touch."""
+    f = tmp_path / "outside" / "sentinel.txt"
+    f.parent.mkdir()
+    f.write_text("intact")
+    return f
+
+
+@pytest.fixture()
+def sb(run_dir: Path) -> Sandbox:
+    return Sandbox(run_dir, limits=SandboxLimits(timeout_s=20))
+
+
+def script(run_dir: Path, name: str, body: str) -> str:
+    (run_dir / name).write_text(textwrap.dedent(body))
+    return name
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie waiting for a reaper)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(p.name))
+    return members
+
+
+# ---- refusals: every hostile argument is refused before anything runs ---------------
+
+HOSTILE_ARGUMENTS = [
+    "; rm -rf {sentinel_dir}",
+    "x; rm -rf {sentinel_dir}",
+    "$(rm -rf {sentinel_dir})",
+    "`rm -rf {sentinel_dir}`",
+    "${{HOME}}",
+    "ok\nrm -rf {sentinel_dir}",
+    "ok\rrm",
+    "nul\x00byte",
+    "../../etc/passwd",
+    "../outside/sentinel.txt",
+    "/etc/passwd",
+    "{sentinel}",
+    "--output={sentinel}",
+    "--log=../../etc/shadow",
+    "~/.ssh/id_rsa",
+    "./a|b",
+    "./x&&y",
+    "./x>y",
+    "./*",
+    "./$HOME",
+]
+
+
+@pytest.mark.parametrize("template", HOSTILE_ARGUMENTS)
+def test_hostile_argument_is_refused_and_nothing_runs(sb: Sandbox, run_dir: Path, sentinel: Path,
+                                                       template: str) -> None:
+    arg = template.format(sentinel=sentinel, sentinel_dir=sentinel.parent)
+    marker = script(run_dir, "touch_marker.py", "open('ran', 'w').write('x')\n")
+    res = sb.run([PY, marker, arg])
+    assert res.status == "refused", (arg, res)
+    assert res.reason
+    assert not (run_dir / "ran").exists()
+    assert sentinel.read_text() == "intact"
+
+
+def test_symlink_escaping_the_run_dir_is_refused(sb: Sandbox, run_dir: Path, sentinel: Path) -> None:
+    (run_dir / "innocent.txt").symlink_to(sentinel)
+    res = sb.run(["true", "./innocent.txt"])
+    assert res.status == "refused"
+    assert str(sentinel) in res.reason
+
+
+@pytest.mark.parametrize("argv", [
+    "true; rm -rf /",  # a shell string, not an argv list
+    [],
+    ["bash", "-c", "id"],
+    ["/bin/sh", "-c", "id"],
+    ["rm", "-rf", "x"],
+    ["true;id"],
+    ["../../bin/true"],
+])
+def test_commands_off_the_allowlist_are_refused(sb: Sandbox, argv) -> None:
+    res = sb.run(argv)
+    assert res.status == "refused"
+
+
+def test_wrapped_command_is_validated_too(sb: Sandbox) -> None:
+    res = sb.run(["bash", "-c", "id"], wrap=["true"])
+    assert res.status == "refused" and "allowlist" in res.reason
+    res = sb.run(["true"], wrap=["true", "/etc/passwd"])
+    assert res.status == "refused"
+
+
+def test_environment_values_with_injection_are_refused(sb: Sandbox) -> None:
+    res = sb.run(["true"], env={"X": "a\nb"})
+    assert res.status == "refused"
+
+
+def test_resolve_and_register(sb: Sandbox, run_dir: Path) -> None:
+    with pytest.raises(ToolRefused):
+        sb.resolve_executable("bash")
+    with pytest.raises(ToolRefused):
+        sb.register("definitely-not-a-program-here")
+    assert Path(sb.register("bash")).is_absolute()
+    res = sb.run(["bash", "--version"])
+    assert res.status == "ok" and res.argv[0].startswith("/")
+
+
+# ---- what is allowed runs, confined ----------------------------------------------------
+
+def test_paths_inside_run_dir_and_declared_inputs_are_allowed(sb: Sandbox, run_dir: Path,
+                                                              sentinel: Path) -> None:
+    s = script(run_dir, "cat.py", "import sys; print(open(sys.argv[1]).read())\n")
+    (run_dir / "data.txt").write_text("inside")
+    res = sb.run([PY, s, "./data.txt"])
+    assert res.status == "ok" and res.stdout.strip() == "inside"
+    assert sb.run([PY, s, str(sentinel)]).status == "refused"
+    sb.declare_input(sentinel)
+    res = sb.run([PY, s, str(sentinel)])
+    assert res.status == "ok" and res.stdout.strip() == "intact"
+
+
+def test_environment_is_scrubbed(sb: Sandbox, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSCOUT_TEST_SECRET_TOKEN", "hunter2")
+    s = script(run_dir, "env.py", "import os, json; print(json.dumps(dict(os.environ)))\n")
+    res = sb.run([PY, s], env={"EXTRA_OK": "1"})
+    assert res.status == "ok"
+    import json
+
+    env = json.loads(res.stdout)
+    assert "PERFSCOUT_TEST_SECRET_TOKEN" not in env
+    assert env["LC_ALL"] == "C" and env["EXTRA_OK"] == "1" and "PATH" in env
+
+
+def test_exit_codes_and_crashes_are_typed(sb: Sandbox, run_dir: Path) -> None:
+    res = sb.run([PY, script(run_dir, "exit3.py", "import sys; sys.exit(3)\n")])
+    assert (res.status, res.returncode) == ("exit_nonzero", 3)
+    res = sb.run([PY, script(run_dir, "segv.py", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n")])
+    assert res.status == "crashed" and res.signal == "SIGSEGV"
+    res = sb.run([PY, script(run_dir, "ok.py", "print('hi')\n")])
+    assert res.ok and res.stdout == "hi\n" and res.rusage["user_s"] >= 0
+
+
+# ---- limits ------------------------------------------------------------------------------
+
+def test_sleep_forever_is_killed_with_its_grandchildren(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "sleeper.py", """
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)"])
+        open("pids", "w").write(f"{os.getpid()} {child.pid}")
+        while True:
+            time.sleep(1)
+        """)
+    t0 = time.monotonic()
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=2))
+    assert res.status == "timed_out" and "killed" in res.reason
+    assert time.monotonic() - t0 < 15
+    pids = [int(p) for p in (run_dir / "pids").read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), "a grandchild survived the timeout"
+
+
+def test_fork_bomb_is_contained(sb: Sandbox, run_dir: Path) -> None:
+    # The bomb caps itself at 150 forks so that, as root (where the kernel does not
+    # enforce RLIMIT_NPROC), a test failure can never take the shared machine down.
+    s = script(run_dir, "bomb.py", """
+        import os, time
+        made = refused = 0
+        open("pgid", "w").write(str(os.getpgid(0)))
+        for _ in range(150):
+            try:
+                if os.fork() == 0:
+                    while True:
+                        time.sleep(1)
+                made += 1
+            except OSError:
+                refused += 1
+                break
+        open("forks", "w").write(f"{made} {refused}")
+        while True:
+            time.sleep(1)
+        """)
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=3, processes=32))
+    assert res.status == "timed_out"
+    made, refused = map(int, (run_dir / "forks").read_text().split())
+    if os.geteuid() != 0:
+        assert refused == 1 and made < 32, "RLIMIT_NPROC did not stop the bomb"
+    pgid = int((run_dir / "pgid").read_text())
+    deadline = time.monotonic() + 5
+    while _group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_members(pgid) == [], "processes of the bomb's group survived"
+
+
+def test_huge_output_is_capped_keeping_the_tail(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "flood.py", """
+        import sys
+        line = "x" * 1023 + "\\n"
+        for _ in range(50 * 1024):
+            sys.stdout.write(line)
+        sys.stdout.write("THE END\\n")
+        sys.stderr.write("e" * 300000)
+        """)
+    cap = 64 * 1024
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, output_cap_bytes=cap))
+    assert res.status == "ok"
+    assert res.stdout_truncated and res.stderr_truncated
+    assert len(res.stdout.encode()) <= cap and res.stdout.endswith("THE END\n")
+    assert res.stdout_bytes == 50 * 1024 * 1024 + len("THE END\n")
+    assert res.stderr_bytes == 300000 and len(res.stderr) == cap
+
+
+def test_cpu_time_limit(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "spin.py", "while True:\n    pass\n")
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, cpu_seconds=1))
+    assert res.status == "killed_by_limit" and "CPU" in res.reason
+    assert res.signal in ("SIGXCPU", "SIGKILL")
+
+
+def test_address_space_limit(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "hog.py", "b = bytearray(4 * 1024**3)\n")
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, address_space_bytes=512 * 2**20))
+    assert res.status == "killed_by_limit" and "address space" in res.reason
+
+
+def test_file_size_limit(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "big.py", "open('big.bin', 'wb').write(b'0' * (8 * 1024 * 1024))\n")
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, file_size_bytes=1024 * 1024))
+    assert res.status == "killed_by_limit" and "file size" in res.reason
+    assert (run_dir / "big.bin").stat().st_size <= 1024 * 1024
+
+
+def test_open_files_limit(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "fds.py", "fs = [open('fds.py') for _ in range(500)]\n")
+    res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, open_files=64))
+    assert res.status == "killed_by_limit" and "open files" in res.reason
+
+
+def test_signal_names_in_results(sb: Sandbox, run_dir: Path) -> None:
+    s = script(run_dir, "term.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)\n")
+    res = sb.run([PY, s])
+    assert res.status == "crashed" and res.signal == signal.Signals.SIGTERM.name

@@ -1,0 +1,275 @@
+"""The szp format's NumPy reference: round trips, strict bounds, the bit layout pinned by
+an independent slow encoder, and corrupt/truncated streams rejected with clear errors."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from perfscout.codecs.base import Compressed
+from perfscout.codecs.szp import format as F
+from perfscout.codecs.szp_gpu import SZPGpuCodec
+from perfscout.errors import CodecError, InputError
+
+
+def _assert_within(x: np.ndarray, y: np.ndarray, stream: bytes) -> None:
+    h = F.parse_header(stream)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    finite = np.isfinite(x)
+    err = np.abs(x[finite].astype(np.float64) - y[finite].astype(np.float64))
+    assert err.size == 0 or err.max() <= h.abs_bound
+    # non-finite inputs come back bit for bit
+    assert np.array_equal(x[~finite].view(np.uint8), y[~finite].view(np.uint8))
+
+
+def _smooth(shape: tuple[int, ...], dtype: type, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    grids = np.meshgrid(*[np.linspace(0, 3, n) for n in shape], indexing="ij")
+    field = sum(np.sin((k + 1) * g) for k, g in enumerate(grids))
+    return (field + 0.01 * rng.standard_normal(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape,block_ndim",
+    [((1000,), 1), ((37, 53), 2), ((37, 53), 1), ((9, 13, 21), 3), ((9, 13, 21), 2),
+     ((3, 4, 5, 17), 3), ((1,), 1), ((31,), 1), ((33,), 1), ((4, 8), 2), ((2, 4, 4), 3)],
+)
+@pytest.mark.parametrize("mode,bound", [("abs", 1e-2), ("rel", 1e-3), ("rel", 1e-5)])
+def test_round_trip_holds_the_bound(dtype, shape, block_ndim, mode, bound) -> None:
+    x = _smooth(shape, dtype)
+    s = F.encode(x, mode, bound, block_ndim)
+    y = F.decode(s)
+    _assert_within(x, y, s)
+    h = F.parse_header(s)
+    assert (h.shape, h.mode, h.bound, h.block_ndim) == (shape, mode, bound, block_ndim)
+    if mode == "rel":
+        assert h.abs_bound == pytest.approx(bound * float(x.max() - x.min()))
+
+
+def test_smooth_fields_compress() -> None:
+    x = _smooth((64, 64, 64), np.float32)
+    for bnd in (1, 2, 3):
+        s = F.encode(x, "rel", 1e-3, bnd)
+        assert x.nbytes / len(s) > 3.0, bnd
+
+
+def test_empty_and_zero_dimensional_arrays() -> None:
+    for x in (np.zeros(0, np.float32), np.zeros((3, 0), np.float64), np.array(2.5, np.float32)):
+        s = F.encode(x, "abs", 0.1)
+        y = F.decode(s)
+        assert y.shape == x.shape
+        _assert_within(x, y, s)
+
+
+def test_nonfinite_and_huge_values_are_stored_exactly() -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-45, 0.0, -0.0, 1.0, 7.0] * 4,
+                 np.float32)
+    s = F.encode(x, "abs", 0.1)
+    y = F.decode(s)
+    _assert_within(x, y, s)
+    h = F.parse_header(s)
+    assert h.n_outliers >= 5 * 4  # NaN, +-Inf and +-3e38 at least
+
+
+def test_constant_field_in_rel_mode_is_exact_and_small() -> None:
+    x = np.full((50, 60), -3.25, np.float32)
+    s = F.encode(x, "rel", 1e-3)
+    assert np.array_equal(F.decode(s), x)
+    assert len(s) < x.nbytes / 10  # one width-1 word pair per block, no outliers
+    assert F.parse_header(s).n_outliers == 0
+
+
+def test_float_rounding_failures_become_outliers() -> None:
+    # Values huge relative to the bound: q overflows the integer range, and in between
+    # the reconstruction rounding misses the bound; each such element must be an outlier.
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-3, 9, 4096)).astype(np.float32)
+    s = F.encode(x, "abs", 1e-3)
+    _assert_within(x, F.decode(s), s)
+    assert F.parse_header(s).n_outliers > 0
+
+
+def test_bound_is_never_loosened_by_dtype_rounding() -> None:
+    # float32(0.1) > 0.1: the enforced check bound must still be <= 0.1
+    qz = F.resolve_quantizer(np.dtype(np.float32), "abs", 0.1, None)
+    assert float(qz.check) < 0.1 and float(qz.step) <= 0.2
+    qz = F.resolve_quantizer(np.dtype(np.float64), "rel", 1e-3, (-1.0, 3.0))
+    assert qz.abs_bound == pytest.approx(4e-3) and float(qz.check) < 4e-3
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_bounds_are_rejected(bad: float) -> None:
+    with pytest.raises(InputError, match="positive finite"):
+        F.encode(np.ones(10, np.float32), "abs", bad)
+
+
+def test_bad_inputs_are_rejected() -> None:
+    with pytest.raises(InputError, match="float32 and float64"):
+        F.encode(np.ones(10, np.int32), "abs", 0.1)
+    with pytest.raises(InputError, match="3-D blocks"):
+        F.encode(np.ones((4, 4), np.float32), "abs", 0.1, block_ndim=3)
+    with pytest.raises(CodecError, match="modes abs and rel"):
+        F.encode(np.ones(4, np.float32), "psnr", 0.1)
+
+
+# -- the bit layout, pinned by an independent per-element encoder ----------------------
+
+
+def _slow_payload(d_blocks: np.ndarray) -> tuple[list[int], list[int]]:
+    """Per-element transcription of FORMAT.md: widths and payload words."""
+    widths, words = [], []
+    for blk in d_blocks.tolist():
+        m = 0
+        for v in blk:
+            m |= abs(v)
+        w = m.bit_length()
+        widths.append(w)
+        if w == 0:
+            continue
+        sign = 0
+        for e, v in enumerate(blk):
+            if v < 0:
+                sign |= 1 << (8 * (e % 4) + e // 4)
+        words.append(sign)
+        for k in range(w):
+            word = 0
+            for e, v in enumerate(blk):
+                if (abs(v) >> k) & 1:
+                    word |= 1 << (8 * (e % 4) + e // 4)
+            words.append(word)
+    return widths, words
+
+
+def test_one_dimensional_block_layout_by_hand() -> None:
+    # integers with abs bound 0.5 quantise to themselves: q = 0..31, Lorenzo residuals
+    # 0, 1, 1, ..., 1 -> width 1, sign word 0, plane 0 has every bit but element 0's.
+    x = np.arange(32, dtype=np.float32)
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [1]
+    assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE]
+
+
+@pytest.mark.parametrize("block_ndim,shape", [(1, (100,)), (2, (9, 19)), (3, (5, 9, 7))])
+def test_payload_matches_the_slow_transcription(block_ndim, shape) -> None:
+    rng = np.random.default_rng(block_ndim)
+    x = np.cumsum(rng.integers(-40, 40, size=shape), axis=-1).astype(np.float64)
+    p = F.parse(F.encode(x, "abs", 0.5, block_ndim))  # integers: q == x exactly
+    view = F.view_shape(shape, block_ndim)
+    grid = F.block_grid(view, block_ndim)
+    bshape = F.BLOCK_SHAPES[block_ndim]
+    padded = np.pad(x.reshape(view), [(0, g * b - v) for g, b, v in zip(grid, bshape, view)],
+                    mode="edge").astype(np.int64)
+    blocks = F._to_blocks(padded, grid, bshape)
+    d = F._lorenzo(blocks).reshape(len(blocks), 32)
+    widths, words = _slow_payload(d)
+    assert p.widths.tolist() == widths
+    assert p.payload.tolist() == words
+
+
+# -- corrupt and truncated streams --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stream() -> bytes:
+    x = _smooth((40, 50), np.float32)
+    x[3, 4] = np.nan  # so the outlier sections are present
+    return F.encode(x, "rel", 1e-3)
+
+
+def _recrc(body: bytearray) -> bytes:
+    return bytes(body[:-4]) + struct.pack("<I", zlib.crc32(bytes(body[:-4])))
+
+
+def test_bad_magic(stream: bytes) -> None:
+    with pytest.raises(CodecError, match="bad magic"):
+        F.decode(b"XXXX" + stream[4:])
+
+
+def test_unsupported_version(stream: bytes) -> None:
+    b = bytearray(stream)
+    b[4:6] = struct.pack("<H", 99)
+    with pytest.raises(CodecError, match="unsupported szp format version 99"):
+        F.decode(bytes(b))
+
+
+def test_checksum_mismatch(stream: bytes) -> None:
+    b = bytearray(stream)
+    b[F.HEADER_LEN + 40] ^= 0x10
+    with pytest.raises(CodecError, match="checksum mismatch"):
+        F.decode(bytes(b))
+
+
+@pytest.mark.parametrize("cut", [1, 4, 100, 2000])
+def test_truncated(stream: bytes, cut: int) -> None:
+    with pytest.raises(CodecError, match="truncated"):
+        F.decode(stream[:-cut])
+
+
+def test_too_short_for_a_header() -> None:
+    with pytest.raises(CodecError, match="truncated"):
+        F.decode(b"SZPG\x01\x00")
+
+
+def test_trailing_bytes(stream: bytes) -> None:
+    with pytest.raises(CodecError, match="trailing bytes"):
+        F.decode(stream + b"\0")
+
+
+def test_crafted_stream_with_valid_crc_is_still_checked(stream: bytes) -> None:
+    lay = F.layout(F.parse_header(stream))
+    b = bytearray(stream)
+    b[lay.widths] = 60  # impossible width, checksum recomputed
+    with pytest.raises(CodecError, match="block width exceeds"):
+        F.decode(_recrc(b))
+    b = bytearray(stream)
+    b[16:24] = struct.pack("<Q", 12345)  # element count no longer matches the shape
+    with pytest.raises(CodecError, match="does not hold"):
+        F.decode(_recrc(b))
+    b = bytearray(stream)
+    b[lay.out_index : lay.out_index + 8] = struct.pack("<Q", 10**9)
+    with pytest.raises(CodecError, match="outlier indices"):
+        F.decode(_recrc(b))
+
+
+# -- the codec class without a GPU ----------------------------------------------------------
+
+
+def test_codec_falls_back_to_the_reference_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.codecs.szp import gpu as G
+
+    monkeypatch.setattr(G, "gpu_available", lambda: (False, "gpu_unavailable: test"))
+    codec = SZPGpuCodec("rel", 1e-3, block_ndim=2)
+    x = _smooth((30, 40), np.float32)
+    c = codec.compress(x)
+    assert c.meta["device"] == "cpu" and c.meta["reason"].startswith("gpu_unavailable")
+    assert c.data == F.encode(x, "rel", 1e-3, 2)
+    assert codec.timed_run(x, 3) is None
+    y = codec.decompress(c)
+    _assert_within(x, y, c.data)
+    assert c.abs_bound == F.parse_header(c.data).abs_bound
+
+
+def test_codec_rejects_foreign_streams_and_bad_options() -> None:
+    codec = SZPGpuCodec("abs", 0.1, device="cpu")
+    foreign = Compressed(b"", (1,), "float32", "zfp", "abs", 0.1)
+    with pytest.raises(CodecError, match="written by 'zfp'"):
+        codec.decompress(foreign)
+    with pytest.raises(CodecError, match="unknown options"):
+        SZPGpuCodec("abs", 0.1, level=3)
+    with pytest.raises(CodecError, match="block_ndim"):
+        SZPGpuCodec("abs", 0.1, block_ndim=4)
+    with pytest.raises(CodecError, match="does not support mode"):
+        SZPGpuCodec("psnr", 40)
+
+
+def test_real_fields(shared_fields: dict[str, np.ndarray]) -> None:
+    codec = SZPGpuCodec("rel", 1e-3, device="cpu")
+    for name, x in shared_fields.items():
+        c = codec.compress(x)
+        y = codec.decompress(c)
+        _assert_within(x, y, c.data)
+        assert c.meta["device"] == "cpu" and c.meta["reason"] == "cpu_requested", name
