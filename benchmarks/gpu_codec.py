@@ -77,6 +77,19 @@ def device_info() -> dict:
     return info
 
 
+def ftz_probe() -> dict:
+    """Does float32 code built by CuPy flush subnormals? (1e-45 * 1 and 1e-45 - 0)"""
+    src = r'''extern "C" __global__ void probe(const float* a, float* o) {
+        o[0] = __fmul_rn(a[0], a[1]); o[1] = __fsub_rn(a[0], a[2]); o[2] = a[0] * a[1]; }'''
+    out = {}
+    for opts in [(), ("--ftz=false",), ("--std=c++17", "--fmad=false", "--ftz=false")]:
+        a = cp.array([1e-45, 1.0, 0.0], cp.float32)
+        o = cp.full(3, -1.0, cp.float32)
+        cp.RawKernel(src, "probe", options=opts)((1,), (1,), (a, o))
+        out[" ".join(opts) or "(no options)"] = o.get().tolist()
+    return out
+
+
 def copy_bandwidth(nbytes: int, repeats: int) -> dict:
     src = cp.random.random(nbytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
@@ -181,6 +194,8 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_g
 def bench(args: argparse.Namespace) -> None:
     t0 = time.time()
     info = device_info()
+    info["ftz_probe_1e-45"] = ftz_probe()
+    print("ftz probe:", info["ftz_probe_1e-45"], flush=True)
     copy = copy_bandwidth(int(2 * 2**30), 20)
     print(f"device: {info.get('nvml_name', info['device'])}  driver {info.get('driver')}  "
           f"copy {copy['GBps_read_plus_write']:.0f} GB/s (read+write, 2 GiB, median of 20)", flush=True)

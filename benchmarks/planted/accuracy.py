@@ -25,61 +25,8 @@ sys.path.insert(0, str(HERE.parents[1]))
 from suite import CASES  # noqa: E402
 
 from perfscout.analysis.diagnosis import diagnose  # noqa: E402
+from perfscout.analysis.diagnosis.ncu_rules import ncu_rule_to_id  # noqa: E402
 from perfscout.tools.ncu_parse import load_details_csv, load_raw_csv  # noqa: E402
-
-
-def ncu_rule_to_id(rule: str, message: str) -> str | None:
-    """The taxonomy id an ncu rule message points at (None: it names no bottleneck)."""
-    m = message.lower()
-    if rule in ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern"):
-        return "local_memory" if "local" in m else "uncoalesced_global_access"
-    if rule in ("UncoalescedSharedAccess", "SharedMemoryConflicts"):
-        return "shared_bank_conflicts"
-    if rule == "ThreadDivergence":
-        return "warp_divergence"
-    if rule == "TheoreticalOccupancy":
-        if "register" in m:
-            return "low_occupancy_registers"
-        if "shared memory" in m:
-            return "low_occupancy_shared_memory"
-        return "low_occupancy_block_size"
-    if rule in ("AchievedOccupancy", "WorkloadImbalance"):
-        return "tail_effect"  # imbalance between SMs / the last wave: the nearest id
-    if rule == "LaunchConfiguration":
-        return "small_grid" if "less than the gpu" in m or "too small" in m else "tail_effect"
-    if rule == "SOLBottleneck":
-        if "too small" in m:
-            return "small_grid"
-        if "low compute throughput" in m:
-            return "latency_bound"
-        if "compute is more heavily" in m:
-            return "compute_bound"
-        if "memory is more heavily" in m:
-            for key, rid in (("dram", "dram_bandwidth_bound"), ("l2", "l2_bandwidth_bound"),
-                             ("l1", "l1_bandwidth_bound")):
-                if f"the {key} bottleneck" in m:
-                    return rid
-            return "memory_bound"
-        return None
-    if rule == "HighPipeUtilization":
-        return "latency_bound" if "under-utilized" in m else "compute_bound"
-    if rule == "IssueSlotUtilization":
-        return "latency_bound"
-    if rule == "CPIStall":
-        if "barrier" in m:
-            return "barrier_stalls"
-        if "mio" in m:
-            return "shared_bank_conflicts"
-        if "execution pipe" in m or "math pipe" in m:
-            return "compute_bound"
-        if "l1tex" in m or "lg)" in m or "scoreboard" in m or "after exit" in m:
-            return "latency_bound"
-        return None
-    if rule == "FPInstructions":
-        return "compute_bound"
-    if rule == "SOLFPRoofline":
-        return "fp64_bound" if "fp64" in m and "achieved 0% of this device's fp64" not in m else None
-    return None  # MemoryL2Compression, PMSamplingData, ...
 
 
 def ncu_ranked(rules, kernel_id: int) -> list[tuple[str, float, str | None]]:

@@ -188,25 +188,39 @@ def max_abs_error(original: Any, reconstructed: Any) -> tuple[float, tuple[int, 
 # -- SSIM ----------------------------------------------------------------------------
 
 
+#: Up to this window edge the box filter adds shifted slices (w - 1 contiguous adds per
+#: axis: about 2.5x faster than a cumulative sum for w = 7 and free of its running-sum
+#: rounding); wider windows use the O(1)-per-element cumulative-sum difference.
+_SHIFTED_ADDS_MAX_WINDOW = 16
+
+
+def _axis_slice(ndim: int, axis: int, start: int, stop: int | None) -> tuple[slice, ...]:
+    sl = [slice(None)] * ndim
+    sl[axis] = slice(start, stop)
+    return tuple(sl)
+
+
 def _box_sums(xp: ModuleType, a: Any, win: tuple[int, ...]) -> Any:
     """Sums over every fully contained window of shape ``win`` ("valid" windows).
 
-    Separable: one cumulative sum per axis, then the difference of two shifted slices;
-    O(n) per axis whatever the window size, and it exists identically in CuPy.
+    Separable, one axis at a time, with operations NumPy and CuPy share (no SciPy).
     """
     out = a
     for axis, w in enumerate(win):
         if w == 1:
             continue
-        c = xp.cumsum(out, axis=axis)
-        zero_shape = list(c.shape)
-        zero_shape[axis] = 1
-        c = xp.concatenate([xp.zeros(zero_shape, dtype=c.dtype), c], axis=axis)
-        hi = [slice(None)] * c.ndim
-        lo = [slice(None)] * c.ndim
-        hi[axis] = slice(w, None)
-        lo[axis] = slice(None, -w)
-        out = c[tuple(hi)] - c[tuple(lo)]
+        n = int(out.shape[axis]) - w + 1
+        if w <= _SHIFTED_ADDS_MAX_WINDOW:
+            acc = out[_axis_slice(out.ndim, axis, 0, n)].copy()
+            for j in range(1, w):
+                acc += out[_axis_slice(out.ndim, axis, j, j + n)]
+        else:
+            c = xp.cumsum(out, axis=axis)
+            zero_shape = list(c.shape)
+            zero_shape[axis] = 1
+            c = xp.concatenate([xp.zeros(zero_shape, dtype=c.dtype), c], axis=axis)
+            acc = c[_axis_slice(c.ndim, axis, w, None)] - c[_axis_slice(c.ndim, axis, 0, n)]
+        out = acc
     return out
 
 

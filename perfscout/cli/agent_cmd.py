@@ -62,7 +62,8 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         raise typer.Exit(EXIT_WAITING)
     if not as_json:
         if outcome.status == "done":
-            stdout.print(outcome.report, markup=False, highlight=False)
+            sys.stdout.write(outcome.report)  # raw Markdown: no wrapping of table rows
+            sys.stdout.flush()
         stderr.print(f"thread {outcome.thread_id}: {outcome.status}; planner: {outcome.planner}; "
                      f"report: {outcome.report_path or '-'}")
     if outcome.status != "done":

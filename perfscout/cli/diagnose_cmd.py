@@ -1,19 +1,40 @@
 """`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json]`.
 
-For now it lists what the profile holds (kernels with their parsed metrics, or the perf
-counts) in the JSON shape of DESIGN.md; the diagnosis rules fill ``primary`` and
-``findings``. Loading lives in :func:`perfscout.tools.profile.load_profiles`.
+Loads the profile (:func:`perfscout.tools.profile.load_profiles`), runs the diagnosis
+engine (:mod:`perfscout.analysis.diagnosis`) and prints the JSON shape of DESIGN.md
+(``{"kernels": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``) or its
+Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), every
+parsed metric under ``metrics``, the subset its findings rest on under ``cited_metrics``,
+and Nsight Compute's own rule messages under ``ncu_says``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
+from perfscout.analysis.diagnosis import diagnose as run_diagnosis
+from perfscout.analysis.diagnosis import diagnose_perf
+from perfscout.analysis.diagnosis.render import markdown
 from perfscout.cli.common import emit_json, stdout
-from perfscout.tools.perf_stat import counters_unavailable_finding
+from perfscout.errors import InputError
 from perfscout.tools.profile import kernel_json, load_profiles
+
+
+def _host_timing(path: Path | None) -> dict | None:
+    """Host-side launch timings (the only evidence for launch overhead), if given."""
+    if path is None:
+        return None
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read host timing JSON {path}: {exc}") from exc
+    timing = doc.get("launch_overhead", doc) if isinstance(doc, dict) else None
+    if not isinstance(timing, dict):
+        raise InputError(f"{path}: expected a JSON object mapping kernel name -> host timing")
+    return timing
 
 
 def register(app: typer.Typer) -> None:
@@ -25,23 +46,36 @@ def register(app: typer.Typer) -> None:
         perf_csv: Path = typer.Option(None, "--perf-csv", help="perf stat -x, (or -j) output."),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
         top: int = typer.Option(10, "--top", help="Kernels in the duration digest."),
+        host_timing: Path = typer.Option(
+            None, "--host-timing", help="JSON of host timings across launches (launch overhead)."
+        ),
     ) -> None:
-        """Read a saved profile and list its kernels / counters with their evidence."""
+        """Diagnose a saved profile: primary bottleneck and evidence-backed findings per kernel."""
         loaded = load_profiles(ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv, ncu_details=ncu_details)
+        result = run_diagnosis(loaded.kernels, platform=loaded.platform, host_timing=_host_timing(host_timing))
+        kernels = []
+        for k, diag in zip(loaded.kernels, result["kernels"], strict=True):
+            entry = kernel_json(k, metrics=True)
+            entry.update(primary=diag["primary"], findings=diag["findings"], cited_metrics=diag["metrics"])
+            kernels.append(entry)
         doc = {
-            "kernels": [kernel_json(k, metrics=True) for k in loaded.kernels],
-            "platform": loaded.platform,
+            "kernels": kernels,
+            "platform": result["platform"],
             "digest": loaded.digest(top),
             "sources": loaded.sources,
             "warnings": loaded.warnings,
         }
         if loaded.perf is not None:
-            finding = counters_unavailable_finding(loaded.perf)
-            doc["perf"] = {**loaded.perf.model_dump(mode="json"),
-                           "findings": [finding.model_dump(mode="json")] if finding else []}
+            perf_result = diagnose_perf(loaded.perf, platform=loaded.platform)
+            doc["programs"] = perf_result["programs"]
+            doc["perf"] = loaded.perf.model_dump(mode="json")
         if json_out:
             emit_json(doc)
             return
+        if doc["kernels"]:
+            stdout.print(markdown({"kernels": doc["kernels"], "platform": doc["platform"]}), markup=False)
+        if doc.get("programs"):
+            stdout.print(markdown({"programs": doc["programs"], "platform": doc["platform"]}), markup=False)
         for d in doc["digest"]:
             share = f"{d['share_pct']:.1f}%" if d.get("share_pct") is not None else "?"
             stdout.print(f"{share:>6s}  {d['launches']:3d}x  {d['name']}")

@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
             emit_json(out.model_dump(mode="json"))
         else:
             _print(out)
-        if out.status not in ("ok",):
+        # The profile is stored either way; a non-zero exit tells scripts it is incomplete.
+        if out.status != "ok" or out.ncu_error:
             raise typer.Exit(1)
 
 

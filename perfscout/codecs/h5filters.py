@@ -74,18 +74,26 @@ class _H5FilterCodec(Codec):
 
         return getattr(hdf5plugin, self.filter_class)(**{self.mode_keywords[self.mode]: self.bound})
 
+    def _stream_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape handed to the filter (a subclass may work around library limits)."""
+        return shape
+
     def compress(self, array: np.ndarray) -> Compressed:
         data = checked_input(self, array, self.max_ndim)
-        origin = (0,) * data.ndim
+        stream_shape = self._stream_shape(data.shape)
+        flat = data.reshape(stream_shape)
+        origin = (0,) * flat.ndim
         try:
             with _memory_file() as f:
-                dset = f.create_dataset("x", data=data, chunks=data.shape, **self._filter())
+                dset = f.create_dataset("x", data=flat, chunks=stream_shape, **self._filter())
                 filters = dset._filters  # {filter id: cd_values}, needed to decode
                 mask, chunk = dset.id.read_direct_chunk(origin)
         except (OSError, ValueError, RuntimeError) as exc:
             raise CodecError(f"{self.codec_id} compression failed: {exc}") from exc
         raw = bytes(chunk)
         meta: dict[str, Any] = {"filter_mask": int(mask), **seal(raw)}
+        if stream_shape != data.shape:
+            meta["stream_shape"] = list(stream_shape)
         meta["cd_values"] = [int(v) for v in next(iter(filters.values()))] if filters else []
         return Compressed(
             data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
@@ -95,12 +103,20 @@ class _H5FilterCodec(Codec):
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
         shape, dtype = checked_stream(self, compressed)
+        out_shape = shape
+        if "stream_shape" in compressed.meta:
+            try:
+                shape = tuple(int(s) for s in compressed.meta["stream_shape"])
+            except (TypeError, ValueError) as exc:
+                raise CodecError(f"{self.codec_id} stream metadata is malformed: {exc}") from exc
+            if int(np.prod(shape)) != int(np.prod(out_shape)) or min(shape) <= 0:
+                raise CodecError(f"{self.codec_id} stream shape {shape} does not hold {out_shape}")
         mask = int(compressed.meta.get("filter_mask", 0))
         if mask:  # the filter declined the chunk: HDF5 stored the raw values
             expected = int(np.prod(shape)) * dtype.itemsize
             if len(compressed.data) != expected:
                 raise CodecError(f"{self.codec_id} unfiltered chunk is {len(compressed.data)} bytes, expected {expected}")
-            return np.frombuffer(compressed.data, dtype=dtype).reshape(shape).copy()
+            return np.frombuffer(compressed.data, dtype=dtype).reshape(out_shape).copy()
         try:
             with _memory_file() as f:
                 dset = f.create_dataset(
@@ -108,17 +124,38 @@ class _H5FilterCodec(Codec):
                     **type(self)(compressed.mode, compressed.bound)._filter(),
                 )
                 dset.id.write_direct_chunk((0,) * len(shape), compressed.data, filter_mask=mask)
-                return dset[...]
+                return dset[...].reshape(out_shape)
         except (OSError, ValueError, RuntimeError) as exc:
             raise CodecError(f"{self.codec_id} stream could not be decoded: {exc}") from exc
 
 
 class SZ2Codec(_H5FilterCodec):
+    """SZ 2.1 filter, with guards for inputs that kill the process inside the library.
+
+    Found by fuzzing this build (hdf5plugin 7.1, SZ 2.1.12) in child processes: any
+    array of exactly 20 values makes it ``exit()``, abort or segfault (compression and
+    decompression alike), and small multi-dimensional arrays (3-D, under ~30 values)
+    abort at loose bounds. Arrays of exactly 20 values are refused with a CodecError;
+    multi-dimensional arrays under ``SMALL_FLATTEN`` values are compressed as 1-D (the
+    stream records ``stream_shape``), where this build is sound.
+    """
+
     codec_id = "sz2"
     native_modes = ("abs", "rel", "pw_rel")
     filter_class = "SZ"
     filter_key = "sz"
     mode_keywords = {"abs": "absolute", "rel": "relative", "pw_rel": "pointwise_relative"}
+    CRASHING_SIZE = 20
+    SMALL_FLATTEN = 64
+
+    def _stream_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        n = int(np.prod(shape))
+        if n == self.CRASHING_SIZE:
+            raise CodecError(
+                "sz2: SZ 2.1 in this hdf5plugin build crashes the process on arrays of exactly "
+                f"{self.CRASHING_SIZE} values; use another codec for this array"
+            )
+        return (n,) if len(shape) > 1 and n < self.SMALL_FLATTEN else shape
 
 
 class SZ3H5Codec(_H5FilterCodec):

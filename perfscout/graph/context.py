@@ -50,6 +50,13 @@ class Context:
     llm_timeout_s: float = field(
         default=120.0, metadata={"description": "Per-request timeout for the LLM endpoint."}
     )
+    llm_max_tokens: int = field(
+        default=1024, metadata={"description": "Most tokens the model may generate per reply."}
+    )
+    llm_review: bool = field(
+        default=True,
+        metadata={"description": "After an LLM plan has run, let the model propose follow-ups once."},
+    )
     checkpoint_url: str = field(
         default="",
         metadata={"description": "postgresql://... switches checkpoints to PostgreSQL."},
@@ -84,7 +91,11 @@ class Context:
             if raw:
                 kind = type(f.default)
                 try:
-                    setattr(self, f.name, kind(raw) if kind in (int, float) else raw)
+                    if kind is bool:
+                        value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
+                    else:
+                        value = kind(raw) if kind in (int, float) else raw
+                    setattr(self, f.name, value)
                 except ValueError as exc:
                     from perfscout.errors import InputError
 

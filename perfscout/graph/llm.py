@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfscout.graph.context import Context
 from perfscout.state.agent import Plan, Task
@@ -29,22 +29,83 @@ MAX_TASKS = 48
 
 
 class PlannedCall(BaseModel):
-    """One tool call of the plan."""
+    """One tool call of the plan, normalised: the tool's name and its arguments."""
 
     tool: str = Field(description="Name of one of the listed tools.")
     args: dict[str, Any] = Field(default_factory=dict, description="Arguments for that tool.")
     purpose: str = Field(default="", description="Why this call is needed.")
 
+    @classmethod
+    def from_reply(cls, item: Any) -> PlannedCall:
+        """Accept ``{"tool", "args": {...}}`` and the flat ``{"tool", ARG: VALUE, ...}`` form."""
+        if isinstance(item, PlannedCall):
+            return item
+        if not isinstance(item, dict):
+            return cls(tool=f"<not an object: {str(item)[:40]}>")
+        flat = {k: v for k, v in item.items() if k not in ("tool", "args", "purpose")}
+        nested = item.get("args") if isinstance(item.get("args"), dict) else {}
+        return cls(tool=str(item.get("tool", "")), args={**flat, **nested},
+                   purpose=str(item.get("purpose") or ""))
+
+
+def _plain(schema: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a JSON schema that grammar-constrained servers understand."""
+    if "anyOf" in schema:
+        options = [_plain(o) for o in schema["anyOf"] if o.get("type") != "null"]
+        return options[0] if len(options) == 1 else {"anyOf": options}
+    out = {k: schema[k] for k in ("type", "enum") if k in schema}
+    if "items" in schema:
+        out["items"] = _plain(schema["items"])
+    return out
+
+
+def _task_schemas() -> list[dict[str, Any]]:
+    """One object schema per whitelisted tool: its name, then its own typed arguments."""
+    items = []
+    for t in TOOLS:
+        schema = t.tool_call_schema.model_json_schema()
+        props = {"tool": {"type": "string", "enum": [t.name]}}
+        props.update({k: _plain(v) for k, v in schema.get("properties", {}).items()})
+        if "codec" in props:
+            from perfscout.graph.planner import codec_infos
+
+            props["codec"]["enum"] = [i["id"] for i in codec_infos() if i["available"]]
+        items.append({"type": "object", "properties": props,
+                      "required": ["tool", *schema.get("required", [])]})
+    return items
+
+
+def _plan_schema(min_tasks: int) -> Any:
+    def extra(schema: dict[str, Any]) -> None:
+        # The model sees typed task shapes (so a constrained server can only produce
+        # well-formed calls); parsing stays lenient so that a wrong call is *reported*.
+        schema["properties"]["tasks"] = {"type": "array", "items": {"anyOf": _task_schemas()},
+                                         "minItems": min_tasks, "description": "Tool calls, in order."}
+    return extra
+
 
 class LLMPlan(BaseModel):
     """The plan: the tool calls to make, in order."""
 
+    model_config = ConfigDict(json_schema_extra=_plan_schema(1))
+
     goal: str = Field(default="", description="The request in one line.")
-    tasks: list[PlannedCall] = Field(default_factory=list, description="Tool calls, in order.")
+    tasks: list[Any] = Field(default_factory=list)
+
+    @field_validator("tasks", mode="after")
+    @classmethod
+    def _normalise(cls, value: list[Any]) -> list[Any]:
+        return [PlannedCall.from_reply(v) for v in value]
+
+
+class LLMFollowUp(LLMPlan):
+    """Follow-up tool calls after the results (may be none)."""
+
+    model_config = ConfigDict(json_schema_extra=_plan_schema(0))
 
 
 # Structured output names the function after the class: the prompts say `Plan`.
-LLMPlan.__name__ = "Plan"
+LLMPlan.__name__ = LLMFollowUp.__name__ = "Plan"
 
 
 @lru_cache(maxsize=None)
@@ -60,7 +121,7 @@ def make_chat_model(ctx: Context) -> Any:
 
     return ChatOpenAI(base_url=ctx.llm_base_url or None, model=ctx.llm_model or "gpt-4o-mini",
                       api_key=ctx.llm_api_key or "not-needed", temperature=0,
-                      timeout=ctx.llm_timeout_s, max_retries=0, max_tokens=1024)
+                      timeout=ctx.llm_timeout_s, max_retries=0, max_tokens=ctx.llm_max_tokens)
 
 
 def model_label(ctx: Context) -> str:
@@ -70,23 +131,15 @@ def model_label(ctx: Context) -> str:
 
 
 def _tool_catalogue() -> str:
-    lines = []
-    for t in TOOLS:
-        schema = t.tool_call_schema.model_json_schema()
-        props = {k: {kk: vv for kk, vv in v.items() if kk in ("type", "enum", "anyOf", "default")}
-                 for k, v in schema.get("properties", {}).items()}
-        lines.append(f"- {t.name}: {t.description.strip()} Arguments: {json.dumps(props)}; "
-                     f"required: {schema.get('required', [])}")
-    return "\n".join(lines)
+    """Names and descriptions; the typed arguments travel in the Plan function's schema."""
+    return "\n".join(f"- {t.name}: {' '.join(t.description.split())}" for t in TOOLS)
 
 
 def _system_prompt() -> str:
-    from perfscout.graph.planner import codec_infos, known_datasets
+    from perfscout.graph.planner import codec_infos
 
     codecs = ", ".join(f"{i['id']} ({i['device']})" for i in codec_infos() if i["available"])
-    datasets = ", ".join(known_datasets()) or "none"
-    return load_prompt("planner_system").format(tools=_tool_catalogue(), codecs=codecs or "none",
-                                                datasets=datasets)
+    return load_prompt("planner_system").format(tools=_tool_catalogue(), codecs=codecs or "none")
 
 
 def _platform_text(platform: dict[str, Any]) -> str:
@@ -193,6 +246,13 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
         if call.tool == "profile_command":
             if (why := _command_error(args["command"], request)):
                 errors.append(f"task {n}: {why}")
+        if call.tool == "diagnose_profile":
+            # the model cannot know our task keys: tie it to the plan's latest profile task
+            earlier = [t.key for t in tasks if t.tool == "profile_command"]
+            if not earlier:
+                errors.append(f"task {n}: diagnose_profile needs an earlier profile_command task")
+                continue
+            args["profile_task"] = earlier[-1]
         if call.tool == "evaluate_codec":
             if args["codec"] not in codecs:
                 errors.append(f"task {n}: unknown codec {args['codec']!r} (known: {', '.join(sorted(codecs))})")
@@ -208,10 +268,10 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
 
 # ---- asking ----------------------------------------------------------------------
 
-def _ask(model: Any, messages: list[Any]) -> tuple[LLMPlan | None, str]:
+def _ask(model: Any, messages: list[Any], schema: type[LLMPlan] = LLMPlan) -> tuple[LLMPlan | None, str]:
     """(plan, "") or (None, why there is none). Never raises for a model's failure."""
     try:
-        structured = model.with_structured_output(LLMPlan, method="function_calling", include_raw=True)
+        structured = model.with_structured_output(schema, method="function_calling", include_raw=True)
         out = structured.invoke(messages)
     except Exception as exc:  # unreachable endpoint, HTTP error, unsupported feature
         return None, f"the model could not be asked: {type(exc).__name__}: {str(exc)[:300]}"
@@ -226,7 +286,7 @@ def _ask(model: Any, messages: list[Any]) -> tuple[LLMPlan | None, str]:
         return None, "the reply had no Plan function call"
     if isinstance(parsed, dict):  # some parsers hand back a dict
         try:
-            parsed = LLMPlan.model_validate(parsed)
+            parsed = schema.model_validate(parsed)
         except ValidationError as exc:
             return None, f"the reply did not match the Plan schema: {exc}"
     return parsed, ""
@@ -237,13 +297,13 @@ def _plan_loop(model: Any, messages: list[Any], request: Any, *, key_prefix: str
     """Ask, validate, repair once. (tasks, goal, reasons-for-failure)."""
     reasons: list[str] = []
     for attempt in (1, 2):
-        plan, why = _ask(model, messages)
+        plan, why = _ask(model, messages, LLMFollowUp if allow_empty else LLMPlan)
         if plan is not None:
             tasks, errors = validate_plan(plan, request, key_prefix=key_prefix, allow_empty=allow_empty)
             if not errors:
                 return tasks, plan.goal, reasons
             why = "; ".join(errors[:8])
-            previous = plan.model_dump_json()[:3000]
+            previous = plan.model_dump_json()[:600]  # enough to recognise; short to stay fast
         else:
             previous = "(none)"
         reasons.append(f"attempt {attempt}: {why}")

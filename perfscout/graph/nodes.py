@@ -168,7 +168,7 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     plan_doc = state.get("plan") or {}
     budget_hit = any(n.kind == "budget_exhausted" for n in decision.notes)
     if (decision.next_task is None and not budget_hit and not state.get("reviewed")
-            and plan_doc.get("planner") == "llm" and ctx.wants_llm()):
+            and plan_doc.get("planner") == "llm" and ctx.wants_llm() and ctx.llm_review):
         # One look back by the model at what was measured; its follow-up is validated
         # exactly like a plan, so tool output it read cannot widen what it may call.
         from perfscout.graph.llm import review_with_llm

@@ -167,6 +167,9 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
             ok, why = dataset_available(name) if name else (True, "")
             if ok:
                 checked.append(entry)
+                if name:
+                    notes.append(f"dataset {name} found: using the real field (the synthetic "
+                                 f"fallback {fallback} was not needed)")
             else:
                 notes.append(f"dataset {name} is not available here ({why}); "
                              f"using the synthetic fallback {fallback} instead")
@@ -313,7 +316,9 @@ def _profile_plan(text: str) -> Plan:
     if not argv:
         raise PlanningError("nothing to profile: write the command after 'profile', e.g. 'profile ./app --size 4096'")
     tasks = [Task(key="t01-profile", tool="profile_command", args={"command": argv},
-                  purpose=f"measure {' '.join(argv)} with ncu or perf stat")]
+                  purpose=f"measure {' '.join(argv)} with ncu or perf stat"),
+             Task(key="t02-diagnose", tool="diagnose_profile", args={"profile_task": "t01-profile"},
+                  purpose="turn the measured counters into the primary bottleneck and ranked findings")]
     return Plan(goal=text, tasks=tasks, planner="deterministic")
 
 

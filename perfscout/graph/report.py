@@ -95,6 +95,16 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
                     for name, ev in list(events.items())[:12]))
             lines.append("")
         others = [o for o in others if o not in profiles]
+    diagnoses = [o for o in finals if o["tool"] == "diagnose_profile" and o["kind"] == "result"
+                 and isinstance(o.get("data"), dict)]
+    if diagnoses:
+        from perfscout.analysis.diagnosis.render import markdown as diagnosis_markdown
+
+        for o in diagnoses:
+            # the renderer's headings sit one level below the report's sections
+            body = diagnosis_markdown(o["data"]).splitlines()
+            lines += ["#" + ln if ln.startswith("#") else ln for ln in body] + [""]
+        others = [o for o in others if o not in diagnoses]
     if others:
         lines += ["## Other tool results", ""]
         for o in others:

@@ -22,7 +22,14 @@ class Metric(BaseModel):
 
 
 class KernelProfile(BaseModel):
-    """One profiled kernel launch (one row of ``ncu --csv --page raw``)."""
+    """One profiled kernel launch (one row of ``ncu --csv --page raw``).
+
+    ``metrics`` holds every non-empty cell under its exact ncu name, in normalised units
+    (time in ``second``, sizes in ``byte``, rates per ``second``, frequencies in ``hz``;
+    ``raw``/``raw_unit`` keep what ncu printed). A cell that was empty is absent. The
+    parser shares one Metric between launches with identical cells: treat them as
+    read-only.
+    """
 
     name: str
     id: int | None = None  # ncu launch id
@@ -52,6 +59,7 @@ class PerfProfile(BaseModel):
     events: dict[str, Metric] = Field(default_factory=dict)
     unavailable: dict[str, str] = Field(default_factory=dict)  # event -> "<not supported>" etc.
     multiplexing: dict[str, float] = Field(default_factory=dict)  # event -> % of time counted
+    event_runtime_s: dict[str, float] = Field(default_factory=dict)  # event -> seconds it counted
     elapsed_s: float | None = None
     hardware_counters: bool = False
     fallback: str = ""  # e.g. "software events + getrusage": says what was used instead

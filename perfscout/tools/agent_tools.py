@@ -224,8 +224,56 @@ def profile_program(
     return summary, _artifact("result", data=data)
 
 
+def _profiled_outcome(state: dict[str, Any], profile_task: str) -> dict[str, Any] | None:
+    """The stored result of an earlier profile_command task of this run."""
+    for obs in reversed(state.get("observations") or []):
+        if (obs.get("task_key") == profile_task and obs.get("tool") == "profile_command"
+                and obs.get("kind") == "result" and isinstance(obs.get("data"), dict)):
+            return obs["data"]
+    return None
+
+
+@tool(response_format="content_and_artifact")
+def diagnose_profile(
+    profile_task: Annotated[str, Field(description="Key of an earlier profile_command task of this run.")],
+    runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
+) -> tuple[str, Artifact]:
+    """Turn what an earlier profile_command task measured (ncu kernels or perf stat counters)
+    into the primary bottleneck and ranked, evidence-backed findings."""
+    state = (runtime.state if runtime is not None else None) or {}
+    outcome = _profiled_outcome(state, profile_task)
+    if outcome is None:
+        return (f"refused: no successful profile_command task {profile_task!r} in this run",
+                _artifact("error", error=f"no successful profile_command task {profile_task!r} in this run"))
+    try:
+        from perfscout.analysis.diagnosis import diagnose, diagnose_perf
+        from perfscout.state.profiles import PerfProfile
+        from perfscout.tools.profile import load_profiles
+
+        run_dir = Path(outcome["run_dir"])
+        if outcome.get("tool") == "perf" and outcome.get("perf"):
+            doc = diagnose_perf(PerfProfile.model_validate(outcome["perf"]))
+            items = doc.get("programs", [])
+        else:
+            raws = sorted(run_dir.glob("*raw.csv"))
+            if not raws:
+                return "failed: the profile holds no ncu CSV", _artifact(
+                    "error", error=f"no ncu raw CSV in {run_dir} ({outcome.get('ncu_error', '')})")
+            details = sorted(run_dir.glob("*details.csv"))
+            loaded = load_profiles(ncu_csv=raws[0], ncu_details=details[0] if details else None)
+            doc = diagnose(loaded.kernels, loaded.platform)
+            items = doc.get("kernels", [])
+    except PerfscoutError as exc:
+        return f"failed: {exc}", _artifact("error", error=str(exc))
+    except Exception as exc:
+        return _failure(exc)
+    primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
+    return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
+
+
 #: The whitelist, in the order a model sees it. Extend only here.
-TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program)
+TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program,
+                               diagnose_profile)
 
 
 def tool_names() -> list[str]:

@@ -62,7 +62,9 @@ def profile_args(opts: NcuOptions) -> list[str]:
 
 
 def _limits(opts: NcuOptions) -> SandboxLimits:
-    return SandboxLimits(timeout_s=opts.timeout_s, output_cap_bytes=_NCU_OUTPUT_CAP)
+    # A --set full report grows with the number of launches profiled: allow big ones.
+    return SandboxLimits(timeout_s=opts.timeout_s, output_cap_bytes=_NCU_OUTPUT_CAP,
+                         file_size_bytes=16 * 2**30)
 
 
 def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = None) -> NcuRun:
@@ -77,7 +79,10 @@ def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = 
         run.results.append(res)
         (rd / "ncu_profile.log").write_text(res.stdout + res.stderr)
         if not rep.exists():
-            run.error = f"ncu produced no report ({res.status}: {res.reason}); see ncu_profile.log"
+            said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("==ERROR==")]
+            run.error = (f"ncu produced no report ({res.status}: {res.reason})"
+                         + (f"; ncu said: {' | '.join(said[-3:])}" if said else "")
+                         + "; see ncu_profile.log")
             return run
         run.ncu_rep = str(rep)
         imported = import_report(sandbox, rep, details=True, timeout_s=opts.timeout_s)

@@ -13,7 +13,7 @@ Handles what ``ncu --csv --page raw`` really prints:
 Metric objects are shared between launches whose cell text is identical (same column,
 same text): treat a parsed :class:`Metric` as immutable.
 
-Units are normalised to base SI units (``byte``, ``s``, ``hz``, ``byte/s``, ...), the
+Units are normalised to base units (``byte``, ``second``, ``hz``, ``byte/second``, ...), the
 original unit and text kept beside them. ``--page details`` output yields Nsight
 Compute's own rule messages (OPT/INF/WRN) as "ncu says" evidence.
 """
@@ -54,7 +54,9 @@ LOW_VALUE_RULES = {
 _SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _TIME = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
          "msecond": 1e-3, "s": 1.0, "second": 1.0}
-_PREFIXED = re.compile(r"^([KMGTP]?)(byte|hz|Hz)$")
+#: Units ncu's automatic scaling may prefix (Kinst, Msector, Gcycle, Mbyte, Ghz, ...).
+_PREFIXED = re.compile(r"^([KMGTP]?)(byte|hz|Hz|inst|sector|sectors|cycle|warp|thread|request|"
+                       r"block|branches|pass|sample)$")
 
 
 class UnitRule(BaseModel):
@@ -65,7 +67,8 @@ class UnitRule(BaseModel):
 
 
 def normalise_unit(unit: str) -> UnitRule:
-    """``"Gbyte/s"`` -> byte/s ×1e9, ``"ns"`` -> s ×1e-9, ``"sector/us"`` -> sector/s ×1e6.
+    """``"Gbyte/s"`` -> byte/second ×1e9, ``"ns"`` -> second ×1e-9, ``"sector/us"`` ->
+    sector/second ×1e6.
 
     Units perfscout does not know are kept unchanged with scale 1 (never guessed).
     """
@@ -73,22 +76,22 @@ def normalise_unit(unit: str) -> UnitRule:
     if not u:
         return UnitRule(unit="")
     if u in _TIME:
-        return UnitRule(unit="s", scale=_TIME[u])
+        return UnitRule(unit="second", scale=_TIME[u])
     num, _, den = u.partition("/")
     scale = 1.0
     m = _PREFIXED.match(num)
     if m:
         scale *= _SI[m.group(1)]
-        num = m.group(2).lower()
+        num = m.group(2).lower() if m.group(2) == "Hz" else m.group(2)
     if den:
         if den in _TIME:
             scale /= _TIME[den]
-            den = "s"
+            den = "second"
         else:
             md = _PREFIXED.match(den)
             if md:
                 scale /= _SI[md.group(1)]
-                den = md.group(2).lower()
+                den = md.group(2).lower() if md.group(2) == "Hz" else md.group(2)
         return UnitRule(unit=f"{num}/{den}", scale=scale)
     return UnitRule(unit=num, scale=scale)
 
@@ -151,10 +154,19 @@ def _split_table(text: str) -> tuple[list[str], list[str], list[str]]:
         )
     banner = lines[:start]
     table, stray = [lines[start]], []
+    in_quotes = False  # inside a quoted field that spans lines (a multi-line message)
     for ln in lines[start + 1:]:
-        # Table rows start with a quoted ID (or "" for the units row); anything else is
-        # text that landed in the same stream (e.g. ==PROF== lines from a child process).
-        (table if ln.startswith('"') else stray).append(ln)
+        if in_quotes:
+            table[-1] += "\n" + ln
+        elif ln.startswith('"'):
+            table.append(ln)
+        else:
+            # Table rows start with a quoted ID (or "" for the units row); anything else
+            # is text that landed in the same stream (e.g. ==PROF== lines of a child).
+            stray.append(ln)
+            continue
+        if ln.count('"') % 2 == 1:
+            in_quotes = not in_quotes
     return banner, table, stray
 
 
@@ -165,7 +177,7 @@ def _warnings(lines: Iterable[str]) -> list[str]:
 def parse_raw_csv(text: str, source: str = "") -> NcuReport:
     """Parse ``ncu --csv --page raw`` output (one row per kernel launch)."""
     banner, table, stray = _split_table(text)
-    rows = list(csv.reader(table))
+    rows = list(csv.reader(io.StringIO("\n".join(table))))
     header = rows[0]
     while header and header[-1] == "":
         header.pop()  # some versions end every line with a comma
@@ -178,7 +190,9 @@ def parse_raw_csv(text: str, source: str = "") -> NcuReport:
         raise InputError(f"{source or 'ncu CSV'}: header has no 'Kernel Name' column; not a raw page")
     units = {h: (units_row[i] if i < len(units_row) else "") for i, h in enumerate(header)}
     ident = set(IDENTITY_COLUMNS)
-    metric_cols = [(i, h, r.scale, r.unit, units[h]) for i, h in enumerate(header)
+    # One entry per metric column; the last item maps a cell's text to its Metric, so
+    # launches with identical cells share one object (see the module docstring).
+    metric_cols = [(i, h, r.scale, r.unit, units[h], {}) for i, h in enumerate(header)
                    if h not in ident for r in (normalise_unit(units[h]),)]
     name_i = col.get("Kernel Name", col.get("Function Name"))
     kernels = []
@@ -201,22 +215,25 @@ def parse_raw_csv(text: str, source: str = "") -> NcuReport:
 
 
 def _parse_rows(body: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
-                metric_cols: list[tuple[int, str, float, str, str]], out: list[KernelProfile]) -> None:
-    seen: dict[tuple[int, str], Metric] = {}  # (column, text) -> Metric, shared between launches
+                metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]],
+                out: list[KernelProfile]) -> None:
     for row in body:
-        if len(row) < len(header) // 2 or not row[0].strip():
-            continue  # a truncated or foreign line: not a launch
-        out.append(_kernel_from_row(row, col, name_i, metric_cols, seen))
+        if len(row) < len(header) // 2 or not row[0].strip() or row[0] == "ID":
+            continue  # truncated, a units row, or the header again (outputs appended): not a launch
+        out.append(_kernel_from_row(row, col, name_i, metric_cols))
 
 
-_METRIC_FIELDS = frozenset(Metric.model_fields)
+#: One set shared by every parsed Metric: it already holds every field name, so the
+#: only mutation pydantic makes (adding an assigned field's name) changes nothing, and
+#: model_copy copies it before updating. A set per Metric would cost 200 bytes each.
+_METRIC_FIELDS = set(Metric.model_fields)
 _new = object.__new__
 _set = object.__setattr__
 
 
 def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
-                     metric_cols: list[tuple[int, str, float, str, str]],
-                     seen: dict[tuple[int, str], Metric]) -> KernelProfile:
+                     metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]]
+                     ) -> KernelProfile:
     def cell(name: str) -> str:
         i = col.get(name)
         return row[i] if i is not None and i < len(row) else ""
@@ -228,14 +245,13 @@ def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
     # column reuses that Metric: in real profiles most cells repeat between launches
     # (device attributes, launch configuration, the many zero counters).
     new, setattr_, fields_set = _new, _set, _METRIC_FIELDS
-    for i, name, scale, norm_unit, raw_unit in metric_cols:
+    for i, name, scale, norm_unit, raw_unit, seen in metric_cols:
         if i >= n:
             continue
         raw = row[i]
         if raw == "":
             continue  # not collected for this launch: absent, not zero
-        key = (i, raw)
-        m = seen.get(key)
+        m = seen.get(raw)
         if m is None:
             try:
                 value: float | str = float(raw.replace(",", "") if "," in raw else raw) * scale
@@ -248,12 +264,14 @@ def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
             setattr_(m, "__pydantic_fields_set__", fields_set)
             setattr_(m, "__pydantic_extra__", None)
             setattr_(m, "__pydantic_private__", None)
-            seen[key] = m
+            seen[raw] = m
         metrics[name] = m
     kid = parse_number(cell("ID"))
     dev_i = parse_number(cell("Device"))
     display = metrics.get("device__attribute_display_name")
-    return KernelProfile(
+    # model_construct: every field is built with its declared type right here, and
+    # re-validating 2,000+ metrics per launch would cost a tenth of the parse.
+    return KernelProfile.model_construct(
         name=row[name_i],
         id=int(kid) if kid is not None else None,
         grid=_triple(cell("Grid Size")),
@@ -316,7 +334,7 @@ def kernel_duration_s(k: KernelProfile) -> float | None:
     """The launch's duration in seconds, from whichever duration metric is present."""
     for name in DURATION_METRICS:
         m = k.metrics.get(name)
-        if m is not None and isinstance(m.value, float) and m.unit == "s":
+        if m is not None and isinstance(m.value, float) and m.unit == "second":
             return m.value
     return None
 

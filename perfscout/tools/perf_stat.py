@@ -24,7 +24,9 @@ HARDWARE_EVENTS = ("cycles", "instructions", "branches", "branch-misses",
 SOFTWARE_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults")
 DEFAULT_EVENTS = HARDWARE_EVENTS + SOFTWARE_EVENTS
 
-_UNIT_SCALE = {"msec": ("s", 1e-3), "usec": ("s", 1e-6), "nsec": ("s", 1e-9), "sec": ("s", 1.0)}
+#: perf's time units -> the project's normalised unit ("second", as for ncu metrics)
+_UNIT_SCALE = {"msec": ("second", 1e-3), "usec": ("second", 1e-6), "nsec": ("second", 1e-9),
+               "sec": ("second", 1.0)}
 
 
 def _event_name(event: str) -> str:
@@ -42,7 +44,11 @@ def _value(text: str, unit: str) -> tuple[float | None, str]:
 
 
 def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
-    """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit."""
+    """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit.
+
+    ``runtime`` is how long the counter ran (ns); ``pct`` the share of the run it was
+    scheduled on a hardware counter (below 100: multiplexed, perf scaled the count).
+    """
     prof = PerfProfile(command=list(command))
     seen = False
     for line in text.splitlines():
@@ -59,7 +65,8 @@ def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
         if rest and rest[0].endswith("%"):  # -r N adds the run-to-run variance here
             rest = rest[1:]
         pct = _float(rest[1]) if len(rest) > 1 else None
-        _record(prof, event, raw, unit, pct)
+        runtime_ns = _float(rest[0]) if rest else None
+        _record(prof, event, raw, unit, pct, runtime_ns)
     if not seen:
         raise InputError("no perf stat counter lines found (expected the output of perf stat -x,)")
     _settle(prof)
@@ -83,15 +90,18 @@ def parse_perf_json(text: str, command: Sequence[str] = ()) -> PerfProfile:
             continue
         seen = True
         pct = obj.get("pcnt-running")
+        runtime_ns = obj.get("event-runtime")
         _record(prof, event, str(obj["counter-value"]), str(obj.get("unit", "")),
-                float(pct) if pct is not None else None)
+                float(pct) if pct is not None else None,
+                float(runtime_ns) if runtime_ns is not None else None)
     if not seen:
         raise InputError("no perf stat JSON counter objects found (expected perf stat -j output)")
     _settle(prof)
     return prof
 
 
-def _record(prof: PerfProfile, event: str, raw: str, unit: str, pct: float | None) -> None:
+def _record(prof: PerfProfile, event: str, raw: str, unit: str, pct: float | None,
+            runtime_ns: float | None = None) -> None:
     if raw.startswith("<"):  # "<not supported>", "<not counted>"
         prof.unavailable[event] = raw
         return
@@ -102,6 +112,8 @@ def _record(prof: PerfProfile, event: str, raw: str, unit: str, pct: float | Non
     prof.events[event] = Metric(name=event, value=value, unit=norm, raw=raw, raw_unit=unit)
     if pct is not None:
         prof.multiplexing[event] = pct
+    if runtime_ns is not None:
+        prof.event_runtime_s[event] = runtime_ns * 1e-9  # perf prints nanoseconds
 
 
 def _settle(prof: PerfProfile) -> None:

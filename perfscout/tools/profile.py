@@ -124,7 +124,12 @@ def profile_command(
     if not command:
         raise InputError("nothing to profile: give a command after --")
     run_id, run_dir = new_run_dir("profile")
-    sandbox = Sandbox(run_dir, inputs=[Path.cwd(), *inputs], cwd=Path.cwd())
+    # The current directory is the user's working area, so it is declared as an input;
+    # a server started in / would make that "everything", so there the command runs in
+    # its run directory instead and only explicit inputs are allowed.
+    cwd = Path.cwd()
+    roots = [cwd] if cwd != Path(cwd.anchor) else []
+    sandbox = Sandbox(run_dir, inputs=[*roots, *inputs], cwd=cwd if roots else run_dir)
     try:
         sandbox.register(command[0])
     except ToolRefused as exc:
@@ -222,6 +227,9 @@ def load_profiles(
         out.kernels, out.warnings = report.kernels, report.warnings
         out.sources.append(str(ncu_csv))
     if ncu_rep:
+        if not Path(ncu_rep).is_file():
+            raise InputError(f"ncu report {ncu_rep} does not exist")
+        # the conversion's CSV output is kept for audit in a run directory of its own
         _, run_dir = new_run_dir("import")
         run = import_report(Sandbox(run_dir), ncu_rep, details=True)
         if run.report is None:

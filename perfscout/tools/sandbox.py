@@ -161,7 +161,9 @@ class Sandbox:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         #: where commands run unless ``run(cwd=...)`` says otherwise; must be allowed
         self.cwd = Path(cwd).resolve() if cwd else self.run_dir
-        self.inputs: list[Path] = [Path(p).expanduser().resolve() for p in inputs]
+        self.inputs: list[Path] = []
+        for p in inputs:
+            self.declare_input(p)
         self.limits = limits or SandboxLimits()
         self.env_allow = tuple(env_allow)
         self._allowed_names: set[str] = set(DEFAULT_ALLOWLIST)
@@ -182,23 +184,28 @@ class Sandbox:
         path = self._which(executable)
         if path is None:
             raise ToolRefused(f"cannot register {executable!r}: not found or not executable")
-        self._allowed_paths.add(path)
+        self._allowed_paths.add(path.resolve())
         return path
 
     def declare_input(self, path: str | os.PathLike[str]) -> None:
         """Allow arguments naming ``path`` (a file or a directory tree) to pass rule 4."""
-        self.inputs.append(Path(path).expanduser().resolve())
+        p = Path(path).expanduser().resolve()
+        if p == Path(p.anchor):
+            raise ToolRefused(f"declaring {p} as an input would allow every path")
+        self.inputs.append(p)
 
     # ---- checks --------------------------------------------------------------------
     def _which(self, name: str) -> Path | None:
+        """Absolute path of ``name``, symlinks NOT resolved: a venv's ``bin/python`` and
+        multi-call binaries behave by the name they are started under."""
         if os.sep in name:
             p = Path(name).expanduser()
             if not p.is_absolute():
-                p = (self.run_dir / p) if not p.exists() else p
-            p = p.resolve()
+                p = self.cwd / p
+            p = Path(os.path.abspath(p))
             return p if p.is_file() and os.access(p, os.X_OK) else None
         found = shutil.which(name)
-        return Path(found).resolve() if found else None
+        return Path(os.path.abspath(found)) if found else None
 
     def resolve_executable(self, name: str) -> Path:
         """The absolute path of an allowed executable, or :class:`ToolRefused`."""
@@ -208,8 +215,9 @@ class Sandbox:
         if path is None:
             raise ToolRefused(f"executable {name!r} not found on PATH")
         # A name registered or allowlisted by name is fine wherever PATH finds it; a
-        # path must itself have been registered (or be this Python).
-        if path in self._allowed_paths:
+        # path must itself have been registered (or be this Python). Registered paths
+        # are compared with symlinks resolved, so a link cannot smuggle in another file.
+        if path.resolve() in self._allowed_paths:
             return path
         if os.sep not in name and name in self._allowed_names:
             return path
@@ -225,17 +233,13 @@ class Sandbox:
             raise ToolRefused(f"argument {arg!r} is not a string")
         if _INJECTION.search(arg):
             raise ToolRefused(f"argument {arg!r} contains a newline, NUL, ';', backtick or $(...)")
-        candidate = arg
-        if arg.startswith("-") and "=" in arg:
-            candidate = arg.split("=", 1)[1]
-        elif arg.startswith("-"):
-            return  # a flag
-        looks_like_path = os.sep in candidate or candidate.startswith((".", "~"))
-        if not looks_like_path:
-            return
-        if _PATH_METACHARS.search(candidate):
+        for piece in _path_pieces(arg):
+            self._check_path(arg, piece, cwd)
+
+    def _check_path(self, arg: str, piece: str, cwd: Path) -> None:
+        if _PATH_METACHARS.search(piece):
             raise ToolRefused(f"path argument {arg!r} contains shell metacharacters")
-        p = Path(candidate).expanduser()
+        p = Path(piece).expanduser()
         if not p.is_absolute():
             p = cwd / p
         p = p.resolve()  # follows symlinks: a link out of the run dir is an escape
@@ -311,6 +315,26 @@ def _set_limits(lim: SandboxLimits) -> None:
     cap(resource.RLIMIT_NOFILE, lim.open_files)
     cap(resource.RLIMIT_NPROC, lim.processes)
     cap(resource.RLIMIT_FSIZE, lim.file_size_bytes)
+
+
+#: A flag's own name, so that "-o/etc/x" and "-I../inc" are checked as the paths they carry.
+_FLAG_NAME = re.compile(r"^-{1,2}[A-Za-z][A-Za-z0-9_]*")
+
+
+def _path_pieces(arg: str) -> list[str]:
+    """The parts of ``arg`` that may name a file: the whole argument, the value of
+    ``--opt=V`` / ``key=V``, the text after a glued short flag (``-o/tmp/x``), and each
+    ``:`` or ``,`` separated part (``file:/etc/passwd``, ``a.txt,/etc/shadow``). Only
+    parts that look like paths (contain ``/``, start with ``.`` or ``~``) are returned.
+    """
+    body = arg
+    if arg.startswith("-"):
+        if "=" in arg:
+            body = arg.split("=", 1)[1]
+        else:
+            body = _FLAG_NAME.sub("", arg, count=1)
+    pieces = {body, *re.split(r"[=:,]", body)}
+    return [p for p in pieces if p and (os.sep in p or p.startswith((".", "~")))]
 
 
 def _limit_in_text(lim: SandboxLimits, stderr: str) -> str:

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perfscout.state.platform import (
-    CpuInfo,
     GpuInfo,
     NumaInfo,
     NumaNode,

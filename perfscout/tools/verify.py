@@ -79,13 +79,18 @@ def judge(predicted: float | None, measured: float | None) -> Verdict:
 
 
 def _roof_prediction(finding: dict, before: KernelProfile, after: KernelProfile) -> float | None:
-    """For a roof finding (reduce bytes/work at a roof), time scales with the named metric."""
+    """For a roof finding (fewer bytes/instructions at a roof), time scales with the named
+    metric, until the next-busiest unit reaches its roof (``next_roof_gain``)."""
     plan = finding.get("extra", {}).get("verify_plan", {})
-    for metric, direction in plan.get("metrics", {}).items():
-        b, a = before.value(metric), after.value(metric)
-        if direction == "decrease" and b and a is not None and b > 0:
-            return 1.0 - a / b
-    return None
+    metric = plan.get("time_scales_with")
+    if not metric:
+        return None
+    b, a = before.value(metric), after.value(metric)
+    if not b or a is None or b <= 0:
+        return None
+    gain = 1.0 - a / b
+    cap = plan.get("next_roof_gain")
+    return min(gain, cap) if isinstance(cap, (int, float)) else gain
 
 
 def verify_pair(before: KernelProfile, after: KernelProfile, finding_id: str | None = None, *,
@@ -102,12 +107,13 @@ def verify_pair(before: KernelProfile, after: KernelProfile, finding_id: str | N
     f = findings[fid]
     predicted = f.get("expected_gain")
     note = ""
-    if f.get("extra", {}).get("role") == "roof":
-        roof_pred = _roof_prediction(f, before, after)
-        if roof_pred is not None:
-            predicted = roof_pred
-            note = ("roof finding: predicted time change = change of "
-                    f"{next(iter(f['extra']['verify_plan']['metrics']))} (time scales with it at a roof)")
+    roof_pred = _roof_prediction(f, before, after)
+    if roof_pred is not None:
+        predicted = roof_pred
+        plan = f["extra"]["verify_plan"]
+        note = (f"roof finding: time scales with {plan['time_scales_with']} until the next unit's "
+                f"roof (at most {plan['next_roof_gain']:.0%} saved)" if plan.get("next_roof_gain") is not None
+                else f"roof finding: time scales with {plan['time_scales_with']}")
     tb, ta = kernel_duration_s(before), kernel_duration_s(after)
     ncu_gain = (1.0 - ta / tb) if tb and ta is not None else None
     if times_s is not None:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from perfscout import agent
 from perfscout.codecs.base import Codec, Compressed
@@ -28,7 +27,7 @@ def test_exported_graph_is_named_has_the_six_nodes_and_no_checkpointer():
     assert graph.checkpointer is None
     assert {"snapshot", "plan", "act", "observe", "reflect", "report"} <= set(graph.nodes)
     spec = json.loads((ROOT / "langgraph.json").read_text())
-    assert spec["graphs"]["perfscout"] == "./perfscout/graph/graph.py:graph"
+    assert spec["graphs"]["perfscout"] == "perfscout.graph.graph:graph"
 
 
 def test_spec_on_real_field_runs_to_a_report_from_stored_results(shared_data, perfscout_home):
@@ -133,6 +132,18 @@ def test_profile_intent_runs_the_program_under_a_profiler(perfscout_home, tmp_pa
     assert data["status"] == "ok" and data["exit"]["returncode"] == 0
     assert data["tool"] in ("perf", "ncu") and data["reason"]
     assert "## Profiles" in out.report and "Profiler:" in out.report
+    diag = out.values["observations"][1]
+    assert diag["tool"] == "diagnose_profile" and diag["kind"] == "result"
+    primary = diag["data"]["programs"][0]["primary"]
+    assert primary["id"] and primary["evidence"]  # a finding that cites what was measured
+    assert "## Diagnosis" in out.report and f"`{primary['id']}`" in out.report
+
+
+def test_diagnose_refuses_a_task_that_is_not_a_finished_profile(perfscout_home):
+    out = agent.run({"tasks": [{"tool": "diagnose_profile", "args": {"profile_task": "t99-nothing"}}]},
+                    thread_id="diag-bad", context=_ctx(perfscout_home))
+    obs = out.values["observations"][0]
+    assert obs["kind"] == "error" and "no successful profile_command task 't99-nothing'" in obs["error"]
 
 
 class OnceTimingOutCodec(Codec):
@@ -174,3 +185,15 @@ def test_transient_codec_failure_is_retried(perfscout_home, tmp_path, monkeypatc
     assert rec["status"] == "ok" and rec["bound_ok"] is True and rec["task_key"] == "t01-flaky-cpu-abs-1e-3"
     assert [c for e, c, _ in read_ledger(out.run_dir) if e == "start"] == [
         "t01-flaky-cpu-abs-1e-3.a1", "t01-flaky-cpu-abs-1e-3.a2"]
+
+
+def test_stream_yields_node_updates_in_graph_order_then_the_outcome(perfscout_home):
+    spec = {"datasets": ["synthetic:grf:8,8"], "codecs": ["sz3"], "mode": "abs", "bounds": [1e-2, 1e-3],
+            "repeats": 1}
+    events = list(agent.stream(spec, thread_id="st", context=_ctx(perfscout_home)))
+    names = [n for n, _ in events]
+    assert names == ["snapshot", "plan", "act", "observe", "reflect", "act", "observe", "reflect",
+                     "report", "__outcome__"]
+    assert events[-1][1].status == "done"
+    act_update = events[2][1]
+    assert act_update["messages"][0].tool_call_id == "t01-sz3-cpu-abs-0.01.a1"

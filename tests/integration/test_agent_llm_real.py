@@ -73,7 +73,8 @@ def smollm_url(tmp_path_factory):
 
 def test_real_small_model_plans_or_falls_back_and_the_report_says_which(smollm_url, tmp_path):
     ctx = Context(home=str(tmp_path / "home"), planner="llm", llm_base_url=smollm_url,
-                  llm_model="smollm2", llm_api_key="local", llm_timeout_s=180, noise_threshold=1e9)
+                  llm_model="smollm2", llm_api_key="local", llm_timeout_s=90, llm_max_tokens=200,
+                  llm_review=False, noise_threshold=1e9)
     out = agent.run("compare sz3 and zfp at abs 1e-2 on synthetic:grf:32,32", thread_id="smol", context=ctx)
     assert out.status == "done"
     assert out.planner in ("llm", "llm-fallback")

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from pathlib import Path
 
 import pytest
 

@@ -37,9 +37,12 @@ def server(tmp_path):
            "LANGCHAIN_TRACING_V2": "false"}
     log = open(tmp_path / "server.log", "wb")
     exe = str(LANGGRAPH) if LANGGRAPH.exists() else "langgraph"
+    # cwd is the test's own directory: the in-memory server keeps .langgraph_api/ there
     proc = subprocess.Popen([exe, "dev", "--no-browser", "--no-reload", "--allow-blocking",
-                             "--host", "127.0.0.1", "--port", str(port), "--config", str(ROOT / "langgraph.json")],
-                            cwd=tmp_path,  # the in-memory server keeps .langgraph_api/ in its cwd env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             "--host", "127.0.0.1", "--port", str(port),
+                             "--config", str(ROOT / "langgraph.json")],
+                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90

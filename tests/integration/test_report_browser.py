@@ -25,7 +25,7 @@ name: browser
 repeats: 1
 datasets: [{synthetic: "grf:8,16,16"}]
 codecs: [sz3, zfp]
-modes: [abs, rel]
+modes: [abs]
 bounds: [1.0e-1, 1.0e-2, 1.0e-3]
 """
 

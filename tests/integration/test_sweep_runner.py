@@ -137,3 +137,41 @@ def test_quick_example_runs_from_the_api(tmp_path: Path) -> None:
     assert len(df) == 48 and (df["status"] == "ok").all() and df["bound_ok"].all()
     assert set(df["codec"]) == {"sz3", "sz2", "zfp", "sz3-h5"}
     assert df.attrs["run_dir"] == str(tmp_path / "quick")
+
+
+def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from perfscout.tools.sweep.runner import SweepRunner
+    from perfscout.tools.sweep.spec import expand, load_spec
+
+    spec = load_spec({
+        "max_memory_mb": 1000, "jobs": 3, "datasets": [{"synthetic": "grf:64,64,64"}],  # 1 MiB -> ~156 MiB each
+        "codecs": ["sz3"], "bounds": [0.1, 0.01, 0.001, 0.0001],
+    })
+    tasks, _ = expand(spec)
+    runner = SweepRunner(spec, tmp_path, jobs=None, progress=False, spec_text=None, resume=False)
+    running = []
+    for t in tasks:
+        if runner._can_start(t, running):
+            running.append(SimpleNamespace(task=t))
+    assert len(running) == 3  # the job limit
+    big = load_spec({"max_memory_mb": 1000, "jobs": 8, "datasets": [{"synthetic": "grf:128,128,128"}],
+                     "codecs": ["sz3"], "bounds": [0.1, 0.01, 0.001]})
+    big_tasks, _ = expand(big)  # 8 MiB fields -> ~198 MiB estimated each
+    runner = SweepRunner(big, tmp_path, jobs=None, progress=False, spec_text=None, resume=False)
+    running = []
+    for t in big_tasks * 2:
+        if runner._can_start(t, running):
+            running.append(SimpleNamespace(task=t))
+    assert len(running) == int(1000 // big_tasks[0].est_memory_mb) == 5  # the memory budget, not the 8 jobs
+    # A task bigger than the whole budget still runs alone, so a sweep cannot stall.
+    tight = SweepRunner(big.model_copy(update={"max_memory_mb": 64}), tmp_path, jobs=None, progress=False,
+                        spec_text=None, resume=False)
+    assert big_tasks[0].est_memory_mb > 64
+    assert tight._can_start(big_tasks[0], [])
+    assert not tight._can_start(big_tasks[1], [SimpleNamespace(task=big_tasks[0])])
+    gpu = [t.model_copy(update={"device": "cuda:0"}) for t in big_tasks[:2]]
+    assert not runner._can_start(gpu[1], [SimpleNamespace(task=gpu[0])])  # one task per GPU
+    other = big_tasks[0].model_copy(update={"device": "cuda:1"})
+    assert runner._can_start(other, [SimpleNamespace(task=gpu[0])])

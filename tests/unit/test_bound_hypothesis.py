@@ -9,7 +9,12 @@ the backends that promise the bound are held to it:
 * zfp's accuracy mode: within bound while the data's dynamic range fits its integer
   precision (max|x| / bound below 2^20 for f32, 2^48 for f64); beyond that it may
   violate, which must be *reported* (the verdict always matches the independent check);
-* sz2 pw_rel: held for normal (non-subnormal, non-zero) values.
+* sz2 pw_rel: the verdict is always honest, and the bound holds on single-signed
+  values (non-zero, non-subnormal); on mixed-sign data SZ 2.1 sometimes loses the
+  sign of a value (e.g. a negative first element among positives), which the
+  verifier reports as ``bound_violated``.
+
+sz2 refuses arrays of exactly 20 values (they crash SZ 2.1 itself).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from perfscout.codecs import get_codec
+from perfscout.errors import CodecError
 from perfscout.tools.bounds import rounding_slack, verify_bound
 from perfscout.tools.evaluate import evaluate_full
 
@@ -33,12 +39,15 @@ LIMIT = {np.float32: float(np.float32(1e37)), np.float64: 1e300}  # max - min st
 
 
 @st.composite
-def fields(draw: st.DrawFn, *, nonzero: bool = False, subnormal: bool = True) -> np.ndarray:
+def fields(
+    draw: st.DrawFn, *, nonzero: bool = False, subnormal: bool = True,
+    styles: tuple[str, ...] = ("any", "smooth", "decades"),
+) -> np.ndarray:
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=12))
     limit = LIMIT[dtype]
     width = 32 if dtype is np.float32 else 64
-    style = draw(st.sampled_from(["any", "smooth", "decades"]))
+    style = draw(st.sampled_from(styles))
     if style == "any":  # anything finite, subnormals and zeros included
         elements = st.floats(-limit, limit, width=width, allow_nan=False, allow_subnormal=subnormal)
         a = draw(hnp.arrays(dtype, shape, elements=elements))
@@ -72,8 +81,17 @@ def independent_status(x: np.ndarray, y: np.ndarray, allowed: np.ndarray | float
     return "bound_violated" if (excess > rounding_slack(x, y, bound)).any() else "bound_overshoot"
 
 
-def roundtrip(codec: str, mode: str, bound: float, x: np.ndarray) -> np.ndarray:
+def sz2_refuses(codec: str, x: np.ndarray) -> bool:
+    """sz2 refuses exactly-20-value arrays (they crash SZ 2.1; see h5filters.SZ2Codec)."""
+    return codec == "sz2" and x.size == 20
+
+
+def roundtrip(codec: str, mode: str, bound: float, x: np.ndarray) -> np.ndarray | None:
     c = get_codec(codec, mode, bound)
+    if sz2_refuses(codec, x):
+        with pytest.raises(CodecError, match="exactly 20 values"):
+            c.compress(x)
+        return None
     y = c.decompress(c.compress(x))
     assert y.shape == x.shape and y.dtype == x.dtype
     return y
@@ -84,6 +102,8 @@ def roundtrip(codec: str, mode: str, bound: float, x: np.ndarray) -> np.ndarray:
 @given(x=fields(), bound=bounds)
 def test_sz_family_abs_bound_holds(codec: str, x: np.ndarray, bound: float) -> None:
     y = roundtrip(codec, "abs", bound, x)
+    if y is None:
+        return
     check = verify_bound(x, y, abs_bound=bound)
     assert check.status == independent_status(x, y, bound, bound)
     assert check.status in ("ok", "bound_overshoot"), check.message
@@ -100,14 +120,32 @@ def test_zfp_abs_verdict_is_honest_and_holds_within_its_precision(x: np.ndarray,
         assert check.status in ("ok", "bound_overshoot"), check.message
 
 
-@settings(max_examples=40)
-@given(x=fields(nonzero=True, subnormal=False), bound=st.sampled_from([1e-4, 1e-3, 1e-2, 1e-1]))
-def test_sz2_pointwise_bound_holds_on_normal_values(x: np.ndarray, bound: float) -> None:
-    y = roundtrip("sz2", "pw_rel", bound, x)
+def _pw_status(x: np.ndarray, y: np.ndarray, bound: float) -> tuple[str, str]:
     check = verify_bound(x, y, pw_rel_bound=bound)
     allowed = bound * np.abs(x.astype(np.float64))
-    assert check.status == independent_status(x, y, allowed, bound * float(np.max(np.abs(x.astype(np.float64)))))
-    assert check.status in ("ok", "bound_overshoot"), check.message
+    expected = independent_status(x, y, allowed, bound * float(np.max(np.abs(x.astype(np.float64)))))
+    return check.status, expected
+
+
+@settings(max_examples=30)
+@given(x=fields(nonzero=True, subnormal=False), bound=st.sampled_from([1e-4, 1e-3, 1e-2, 1e-1]))
+def test_sz2_pointwise_verdict_is_honest(x: np.ndarray, bound: float) -> None:
+    # Any input: SZ 2.1 loses signs in some cases (see test_evaluate), which is reported.
+    y = roundtrip("sz2", "pw_rel", bound, x)
+    if y is not None:
+        got, expected = _pw_status(x, y, bound)
+        assert got == expected
+
+
+@settings(max_examples=30)
+@given(x=fields(nonzero=True, subnormal=False), sign=st.sampled_from([-1, 1]),
+       bound=st.sampled_from([1e-4, 1e-3, 1e-2, 1e-1]))
+def test_sz2_pointwise_bound_holds_on_single_signed_values(x: np.ndarray, sign: int, bound: float) -> None:
+    x = (np.abs(x) * sign).astype(x.dtype)
+    y = roundtrip("sz2", "pw_rel", bound, x)
+    if y is not None:
+        got, expected = _pw_status(x, y, bound)
+        assert got == expected and got in ("ok", "bound_overshoot")
 
 
 @pytest.mark.parametrize("codec", (*SZ_FAMILY, "zfp"))
@@ -116,6 +154,9 @@ def test_sz2_pointwise_bound_holds_on_normal_values(x: np.ndarray, bound: float)
 def test_evaluate_rel_record_matches_independent_check(codec: str, x: np.ndarray, rel: float) -> None:
     ev = evaluate_full(x, codec, "rel", rel, repeats=1)
     r = ev.result
+    if sz2_refuses(codec, x):  # a refusal inside the run is an error record, not a crash
+        assert r.status == "error" and "exactly 20 values" in r.error and r.bound_ok is None
+        return
     assert r.status in ("ok", "bound_overshoot", "bound_violated"), r.error
     assert r.status == independent_status(x, ev.reconstructed, r.abs_bound, r.abs_bound)
     assert r.bound_ok is (r.status == "ok")

@@ -233,3 +233,25 @@ def test_process_survives_every_rejection() -> None:
     with pytest.raises(CodecError, match="corrupt"):
         c.decompress(dataclasses.replace(packed, data=bytes(bad)))  # type: ignore[attr-defined]
     assert sys.modules["perfscout.codecs.h5filters"]
+
+
+# -- guards found by fuzzing SZ 2.1 in child processes (see h5filters.SZ2Codec) -------------
+@pytest.mark.parametrize("shape", [(20,), (4, 5), (2, 2, 5), (1, 20)])
+def test_sz2_refuses_the_size_that_crashes_it(shape: tuple[int, ...]) -> None:
+    with pytest.raises(CodecError, match="exactly 20 values"):
+        get_codec("sz2", "abs", 1e-3).compress(np.ones(shape, dtype=np.float32))
+
+
+def test_sz2_small_multidimensional_arrays_are_compressed_flat() -> None:
+    x = np.random.default_rng(0).standard_normal((3, 3, 3)).astype(np.float32)
+    bound = 0.7 * (float(x.max()) - float(x.min()))  # aborts SZ 2.1 on the 3-D layout
+    c = get_codec("sz2", "abs", bound)
+    packed = c.compress(x)
+    assert packed.shape == (3, 3, 3) and packed.meta["stream_shape"] == [27]
+    y = c.decompress(packed)
+    assert y.shape == x.shape and np.abs(y.astype(np.float64) - x).max() <= bound
+    bad = dataclasses.replace(packed, meta={**packed.meta, "stream_shape": [26]})
+    with pytest.raises(CodecError, match="does not hold"):
+        c.decompress(bad)
+    big = smooth_field((4, 4, 4), "float32")  # at SMALL_FLATTEN the real layout is kept
+    assert "stream_shape" not in c.compress(big).meta

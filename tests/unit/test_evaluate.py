@@ -277,3 +277,12 @@ def test_codec_timed_run_is_used(grf: np.ndarray, test_codecs: None) -> None:
 def test_register_codec_accepts_plugins(test_codecs: None) -> None:
     register_codec("test-failing", "perfscout_test_codecs:_FailingSZ3")
     assert registry.info("test-failing").available
+
+
+def test_sz2_pointwise_sign_loss_is_reported() -> None:
+    # SZ 2.1's point-wise mode reconstructs the leading -1 here as 0; never hidden.
+    x = np.ones(45, dtype=np.float32)
+    x[0] = -1.0
+    r = evaluate(x, "sz2", "pw_rel", 1e-2, repeats=1)
+    assert r.status == "bound_violated" and r.bound_ok is False and "index (0,)" in r.error
+    assert r.max_abs_err == 1.0

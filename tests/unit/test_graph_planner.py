@@ -99,7 +99,9 @@ def test_invalid_plans_are_rejected_with_reasons(calls, fragment):
 
 def test_profile_intent_plans_exactly_the_named_command():
     plan = plan_request("why is my kernel slow: profile ./app --size 4096")
-    assert [(t.tool, t.args) for t in plan.tasks] == [("profile_command", {"command": ["./app", "--size", "4096"]})]
+    assert [(t.tool, t.args) for t in plan.tasks] == [
+        ("profile_command", {"command": ["./app", "--size", "4096"]}),
+        ("diagnose_profile", {"profile_task": "t01-profile"})]
     with pytest.raises(PlanningError, match="nothing to profile"):
         plan_request("profile   ")
 
@@ -115,3 +117,27 @@ def test_a_model_may_profile_only_the_command_the_user_named(command, ok):
     assert bool(tasks) is ok and (not errors) is ok
     _, errors = validate_plan(plan, "compare sz3 at rel 1e-3 on vorticity.512_512")
     assert any("asks to profile no program" in e for e in errors)
+
+
+def test_demo_says_whether_it_uses_the_real_field_or_the_synthetic_fallback(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFSCOUT_SHARED_DATA", str(tmp_path))  # an empty data directory
+    plan = plan_request(DEMO_SPEC)
+    assert {t.args["dataset"] for t in plan.tasks} == {"synthetic:grf:512,512"}
+    assert any("vorticity.512_512 is not available here" in n and "synthetic fallback" in n
+               for n in plan.notes)
+
+
+def test_demo_uses_the_real_field_when_present(shared_data):
+    plan = plan_request(DEMO_SPEC)
+    assert {t.args["dataset"] for t in plan.tasks} == {"vorticity.512_512"}
+    assert any("found: using the real field" in n for n in plan.notes)
+
+
+def test_model_diagnosis_is_tied_to_the_plans_own_profile_task():
+    request = "why is my kernel slow: profile ./app"
+    plan = LLMPlan(tasks=[PlannedCall(tool="profile_command", args={"command": ["./app"]}),
+                          PlannedCall(tool="diagnose_profile", args={"profile_task": "whatever"})])
+    tasks, errors = validate_plan(plan, request)
+    assert errors == [] and tasks[1].args == {"profile_task": tasks[0].key}
+    alone = LLMPlan(tasks=[PlannedCall(tool="diagnose_profile", args={"profile_task": "t01"})])
+    assert any("needs an earlier profile_command task" in e for e in validate_plan(alone, request)[1])

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
+from perfscout.analysis import metrics as metrics_module
 from perfscout.analysis.metrics import (
     ERR_HIST_BINS,
     max_abs_error,
@@ -284,7 +285,7 @@ def _ssim_brute_force(a: np.ndarray, b: np.ndarray, window: int, data_range: flo
 @pytest.mark.parametrize(
     ("shape", "window"),
     [((40,), 7), ((10, 12), 7), ((8, 9, 10), 7), ((3, 12), 7), ((1, 9, 11), 7), ((6, 6), 3),
-     ((2, 3, 8, 9), 7)],
+     ((2, 3, 8, 9), 7), ((60,), 20), ((24, 30), 18)],  # the last two: cumulative-sum path
 )
 def test_ssim_matches_brute_force(shape: tuple[int, ...], window: int) -> None:
     rng = np.random.default_rng(7)
@@ -297,6 +298,17 @@ def test_ssim_matches_brute_force(shape: tuple[int, ...], window: int) -> None:
     assert ssim(a, b, window=window, data_range=5 * R) == pytest.approx(
         _ssim_brute_force(a, b, window, 5 * R), rel=1e-10
     )
+
+
+@pytest.mark.parametrize("slab", [1, 100, 500, 10**9])
+@pytest.mark.parametrize("shape", [(15, 9, 10), (60,), (12, 13)])
+def test_ssim_in_slabs_matches_whole_array(monkeypatch: pytest.MonkeyPatch, slab: int, shape) -> None:
+    rng = np.random.default_rng(5)
+    a = np.cumsum(rng.standard_normal(shape), axis=0)
+    b = a + 0.5 * rng.standard_normal(shape)
+    expected = _ssim_brute_force(a, b, 7, float(a.max() - a.min()))
+    monkeypatch.setattr(metrics_module, "SSIM_SLAB_ELEMENTS", slab)
+    assert ssim(a, b) == pytest.approx(expected, rel=1e-10)
 
 
 def test_ssim_float32_large_offset_is_accurate() -> None:
@@ -326,7 +338,9 @@ def test_ssim_degrades_with_noise_and_rejects_bad_args() -> None:
 # -- against pysz's own verification on real fields -------------------------------------
 
 
-@pytest.mark.parametrize("name", ["vorticity.512_512", "vorticity.128_128_41", "999x999.float"])
+@pytest.mark.parametrize(
+    "name", ["vorticity.512_512", "vorticity.128_128_41", "999x999.float", "const32x32x59.float"]
+)
 def test_metrics_agree_with_pysz_verify(shared_fields: dict[str, np.ndarray], name: str) -> None:
     from pysz import sz, szConfig, szErrorBoundMode
 
@@ -345,7 +359,8 @@ def test_metrics_agree_with_pysz_verify(shared_fields: dict[str, np.ndarray], na
     assert m["psnr"] == pytest.approx(psnr, rel=1e-6)
     assert m["nrmse"] == pytest.approx(nrmse, rel=1e-5)
     assert m["ratio"] == pytest.approx(data.nbytes / compressed.nbytes)
-    # SZ3 honours a REL 1e-3 bound; its PSNR at that bound is well above 60 dB
+    # SZ3 honours a REL 1e-3 bound; its PSNR at that bound is well above 60 dB (the
+    # piecewise-constant const32x32x59 field even comes back exact: PSNR = inf on both sides)
     assert m["max_rel_err"] <= 1e-3 * (1 + 1e-6)
     assert m["psnr"] > 60
     assert 0.9 < m["ssim"] <= 1.0 and 0.99 < m["pearson"] <= 1.0

@@ -84,6 +84,13 @@ HOSTILE_ARGUMENTS = [
     "--output={sentinel}",
     "--log=../../etc/shadow",
     "~/.ssh/id_rsa",
+    "-o/etc/passwd",
+    "-o../../etc/passwd",
+    "-I{sentinel_dir}",
+    "if={sentinel}",
+    "of=../outside/new_file",
+    "file:/etc/passwd",
+    "regex:x,/etc/shadow",
     "./a|b",
     "./x&&y",
     "./x>y",
@@ -102,6 +109,15 @@ def test_hostile_argument_is_refused_and_nothing_runs(sb: Sandbox, run_dir: Path
     assert res.reason
     assert not (run_dir / "ran").exists()
     assert sentinel.read_text() == "intact"
+
+
+@pytest.mark.parametrize("arg", [
+    "-e", "--set", "full", "regex:vec_add|strided", "cycles,instructions,task-clock",
+    "cpu_core/cycles/", "-o./out.csv", "--output=./out.csv", "-c", "3", "1.5", ".5", "x=1",
+])
+def test_ordinary_arguments_pass(sb: Sandbox, arg: str) -> None:
+    res = sb.run(["true", arg])
+    assert res.status == "ok", res.reason
 
 
 def test_symlink_escaping_the_run_dir_is_refused(sb: Sandbox, run_dir: Path, sentinel: Path) -> None:
@@ -161,6 +177,14 @@ def test_paths_inside_run_dir_and_declared_inputs_are_allowed(sb: Sandbox, run_d
     assert res.status == "ok" and res.stdout.strip() == "intact"
 
 
+def test_the_filesystem_root_cannot_be_declared_an_input(run_dir: Path) -> None:
+    with pytest.raises(ToolRefused, match="every path"):
+        Sandbox(run_dir, inputs=["/"])
+    sb = Sandbox(run_dir)
+    with pytest.raises(ToolRefused):
+        sb.declare_input("/etc/..")
+
+
 def test_environment_is_scrubbed(sb: Sandbox, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSCOUT_TEST_SECRET_TOKEN", "hunter2")
     s = script(run_dir, "env.py", "import os, json; print(json.dumps(dict(os.environ)))\n")
@@ -171,6 +195,22 @@ def test_environment_is_scrubbed(sb: Sandbox, run_dir: Path, monkeypatch: pytest
     env = json.loads(res.stdout)
     assert "PERFSCOUT_TEST_SECRET_TOKEN" not in env
     assert env["LC_ALL"] == "C" and env["EXTRA_OK"] == "1" and "PATH" in env
+
+
+def test_interpreter_keeps_its_environment(sb: Sandbox, run_dir: Path) -> None:
+    """sys.executable runs under its own name: a venv's python keeps its site-packages."""
+    s = script(run_dir, "prefix.py", "import sys; print(sys.prefix)\n")
+    res = sb.run([PY, s])
+    assert res.status == "ok" and res.stdout.strip() == sys.prefix
+    assert res.argv[0] == os.path.abspath(PY)
+
+
+def test_a_symlink_to_an_unlisted_program_is_refused(sb: Sandbox, run_dir: Path) -> None:
+    import shutil
+
+    (run_dir / "innocent").symlink_to(shutil.which("bash"))
+    res = sb.run(["./innocent", "-c", "id"])
+    assert res.status == "refused" and "allowlist" in res.reason
 
 
 def test_exit_codes_and_crashes_are_typed(sb: Sandbox, run_dir: Path) -> None:

@@ -81,7 +81,11 @@ def classify(ctx: KernelContext) -> Classification:
     if mem is not None:
         evidence.append(ctx.ev(N.MEM_SOL, f"limiter if >= {HIGH_FRACTION * 100:.0f}%"))
 
-    duration = ctx.val(N.DURATION)
+    if sm is None and mem is None:
+        # No speed-of-light figures (a profile collected without SpeedOfLight): no verdict.
+        return Classification("unknown", evidence=evidence)
+
+    duration = ctx.seconds(N.DURATION)
     if duration is not None and duration < LAUNCH_SCALE_S:
         evidence.append(ctx.ev(N.DURATION, f"< {LAUNCH_SCALE_S * 1e6:.0f} us: launch cost dominates"))
         return Classification("launch", sm_pct=sm, mem_pct=mem, evidence=evidence)
@@ -96,22 +100,27 @@ def classify(ctx: KernelContext) -> Classification:
     for unit, (pct, roof, name) in units.items():
         evidence.append(ctx.ev((name,), f"roof {roof:.0f}%; limiter if >= {HIGH_FRACTION * roof:.0f}%"))
     sm_frac = (sm or 0.0) / SM_ROOF_PCT
+    fractions = {u: pct / roof for u, (pct, roof, _) in units.items()}
+    if sm is not None:
+        fractions["sm"] = sm_frac
 
     grid, sms = ctx.val(N.GRID_SIZE), ctx.val(N.SM_COUNT)
-    if grid is not None and sms and grid < sms and max(sm_frac, mem_frac) < HIGH_FRACTION:
+    if grid is not None and sms and grid < 0.9 * sms and max(sm_frac, mem_frac) < HIGH_FRACTION:
         evidence.append(ctx.ev(N.GRID_SIZE, f"< {sms:.0f} SMs"))
         return Classification("underfilled", sm_pct=sm, mem_pct=mem,
-                              top_pct=max(sm or 0.0, mem_pct or 0.0), roof_pct=100.0, evidence=evidence)
+                              top_pct=max(sm or 0.0, mem_pct or 0.0), roof_pct=100.0, evidence=evidence,
+                              fractions=fractions)
 
     if sm_frac >= HIGH_FRACTION and sm_frac >= mem_frac:
         pipe = top_pipe(ctx)
         return Classification("compute", unit=pipe[0] if pipe else "", sm_pct=sm, mem_pct=mem,
                               top_pct=sm, roof_pct=SM_ROOF_PCT,
-                              at_roof=sm_frac >= AT_ROOF_FRACTION, evidence=evidence)
+                              at_roof=sm_frac >= AT_ROOF_FRACTION, evidence=evidence,
+                              fractions=fractions)
     if mem_frac >= HIGH_FRACTION:
         return Classification("memory", unit=mem_unit, sm_pct=sm, mem_pct=mem, top_pct=mem_pct,
                               roof_pct=mem_roof, at_roof=mem_frac >= AT_ROOF_FRACTION,
-                              evidence=evidence)
+                              evidence=evidence, fractions=fractions)
     # Latency-bound: no unit near its roof. The headroom is what hiding latency could
     # win at most: the busiest unit reaching its roof.
     if sm_frac >= mem_frac:
@@ -119,4 +128,5 @@ def classify(ctx: KernelContext) -> Classification:
     else:
         top, roof = mem_pct, mem_roof
     return Classification("latency", unit=mem_unit if mem_frac > sm_frac else "sm", sm_pct=sm,
-                          mem_pct=mem, top_pct=top, roof_pct=roof, evidence=evidence)
+                          mem_pct=mem, top_pct=top, roof_pct=roof, evidence=evidence,
+                          fractions=fractions)

@@ -20,7 +20,7 @@ from perfscout.state.records import Evidence
 class Classification:
     """Speed-of-light verdict for one kernel, decided before any detail rule runs."""
 
-    kind: str  # "compute" | "memory" | "latency" | "underfilled" | "launch"
+    kind: str  # "compute" | "memory" | "latency" | "underfilled" | "launch" | "unknown"
     unit: str = ""  # memory: "dram" | "l2" | "l1" | "memory"; compute: the top pipe
     sm_pct: float | None = None
     mem_pct: float | None = None
@@ -28,6 +28,17 @@ class Classification:
     roof_pct: float | None = None  # the sustainable ceiling for that unit
     at_roof: bool = False
     evidence: list[Evidence] = field(default_factory=list)
+    #: each unit's throughput as a fraction of its roof ("sm", "dram", "l2", "l1")
+    fractions: dict[str, float] = field(default_factory=dict)
+
+    def next_roof_gain(self) -> float | None:
+        """Most time a fix of the limiting unit can save before the next-busiest unit
+        reaches its roof (then that unit limits instead)."""
+        others = [v for k, v in self.fractions.items() if k != self.unit and not
+                  (self.kind == "compute" and k == "sm")]
+        if not others:
+            return None
+        return max(0.0, 1.0 - max(others))
 
     @property
     def headroom(self) -> float:
@@ -35,6 +46,11 @@ class Classification:
         if self.top_pct is None or not self.roof_pct:
             return 0.0
         return max(0.0, 1.0 - self.top_pct / self.roof_pct)
+
+
+#: Time units as ncu prints them (or as a parser normalised them) -> seconds.
+_TIME_SCALE = {"s": 1.0, "second": 1.0, "ms": 1e-3, "msecond": 1e-3, "us": 1e-6, "usecond": 1e-6,
+               "ns": 1e-9, "nsecond": 1e-9}
 
 
 class KernelContext:
@@ -60,6 +76,14 @@ class KernelContext:
     def val(self, names: tuple[str, ...]) -> float | None:
         n = self.name_of(names)
         return float(self.kernel.metrics[n].value) if n else None  # type: ignore[arg-type]
+
+    def seconds(self, names: tuple[str, ...]) -> float | None:
+        """A duration in seconds, whatever time unit the profile carries it in."""
+        n = self.name_of(names)
+        if n is None:
+            return None
+        m = self.kernel.metrics[n]
+        return float(m.value) * _TIME_SCALE.get(m.unit, 1.0)  # type: ignore[arg-type]
 
     def has(self, *groups: tuple[str, ...]) -> bool:
         return all(self.name_of(g) is not None for g in groups)

@@ -16,6 +16,7 @@ from typing import Any
 
 from perfscout.analysis.diagnosis.classify import classify
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.ncu_rules import ncu_says
 from perfscout.analysis.diagnosis.rules import GPU_RULES
 from perfscout.state.profiles import KernelProfile
 from perfscout.state.records import Finding
@@ -70,6 +71,10 @@ def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
     ctx.cls = classify(ctx)
     findings = [f for f in (rule.check(ctx) for rule in GPU_RULES) if f is not None]
     primary, ordered = rank(findings, ctx.cls.kind)
+    if primary is not None and kernel.ncu_rules:
+        said = ncu_says(kernel.ncu_rules, primary.id)
+        if said is not None:
+            primary.extra["ncu_says"] = said
     return {
         "name": kernel.name,
         "primary": primary.model_dump() if primary else None,

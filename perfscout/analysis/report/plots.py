@@ -1,4 +1,8 @@
-"""Per-dataset figures of a sweep (matplotlib Agg + seaborn), written as PNG files.
+"""Per-dataset figures of a sweep (matplotlib + seaborn), written as PNG files.
+
+Figures are built with matplotlib's object API (``matplotlib.figure.Figure``), which
+renders PNG through the Agg canvas without touching pyplot's global backend: reports can
+be written from a notebook (its inline plots stay as they are), a thread or a server.
 
 Every figure is drawn only from stored rows that were measured (a ratio exists); a figure
 with nothing to show is not written, and the caller says so in the report.
@@ -11,14 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless, deterministic; never opens a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure as MplFigure
 
 DPI = 100
 #: One line style per error mode, the same in every figure (colour = codec@device).
@@ -50,7 +51,7 @@ def _palette(series: list[str]) -> dict[str, tuple]:
     return {s: colors[i] for i, s in enumerate(sorted(series))}
 
 
-def rate_distortion(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+def rate_distortion(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["psnr"].notna() & np.isfinite(d["psnr"]) & d["bitrate"].notna()]
     if d.empty:
         return None
@@ -65,7 +66,7 @@ def rate_distortion(d: pd.DataFrame, ax: plt.Axes) -> str | None:
     return "Rate–distortion: PSNR against bits per value; up and left is better."
 
 
-def cr_vs_bound(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+def cr_vs_bound(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["mode"].isin(["abs", "rel", "pw_rel"])]
     if d.empty:
         return None
@@ -82,7 +83,7 @@ def cr_vs_bound(d: pd.DataFrame, ax: plt.Axes) -> str | None:
     return "Compression ratio against the requested bound (log–log), one line per codec, device and mode."
 
 
-def throughput(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+def throughput(d: pd.DataFrame, ax: Axes) -> str | None:
     long = d.melt(id_vars=["series"], value_vars=["compress_MBps", "decompress_MBps"], var_name="direction",
                   value_name="MB/s").dropna()
     if long.empty:
@@ -97,7 +98,7 @@ def throughput(d: pd.DataFrame, ax: plt.Axes) -> str | None:
     return "Compress and decompress throughput per codec and device: bar = median over all bounds, whisker = interquartile range."
 
 
-def bubble(d: pd.DataFrame, ax: plt.Axes) -> str | None:
+def bubble(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["compress_MBps"].notna() & d["max_rel_err"].notna()]
     if d.empty:
         return None
@@ -115,7 +116,7 @@ def bubble(d: pd.DataFrame, ax: plt.Axes) -> str | None:
     return "Compression ratio × compress throughput; bubble area grows with the max error relative to the value range."
 
 
-def heatmap(d: pd.DataFrame, fig: plt.Figure) -> str | None:
+def heatmap(d: pd.DataFrame, fig: MplFigure) -> str | None:
     if d.empty:
         return None
     series = sorted(d["series"].unique())
@@ -134,7 +135,7 @@ def heatmap(d: pd.DataFrame, fig: plt.Figure) -> str | None:
     return "Compression ratio for every mode × bound (cell = ratio, colour = log10 ratio on one scale across panels), one panel per codec@device."
 
 
-_AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, plt.Axes], str | None]]] = [
+_AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, Axes], str | None]]] = [
     ("rate_distortion", "Rate–distortion", rate_distortion),
     ("cr_vs_bound", "Compression ratio vs bound", cr_vs_bound),
     ("throughput", "Throughput per codec and device", throughput),
@@ -143,29 +144,33 @@ _AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, plt.Axes], str | None]
 
 
 def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figure]:
-    """All figures for one dataset, written under ``out_dir``."""
-    sns.set_theme(style="whitegrid", context="paper")
+    """All figures for one dataset, written under ``out_dir`` (global matplotlib state untouched)."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
+        return _dataset_figures(df, dataset, out_dir)
+
+
+def _dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figure]:
     d = measured(df[df["dataset"] == dataset])
     out_dir.mkdir(parents=True, exist_ok=True)
     figures: list[Figure] = []
     for kind, title, draw in _AXES_PLOTS:
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig = MplFigure(figsize=(7, 4.2))
+        ax = fig.subplots()
         caption = draw(d, ax)
         if caption is not None:
             ax.set_title(f"{dataset}: {title}", fontsize=10)
             figures.append(_save(fig, dataset, kind, title, caption, out_dir))
-        plt.close(fig)
     n = max(1, d["series"].nunique()) if not d.empty else 1
-    fig = plt.figure(figsize=(min(4.2 * n, 16), 0.5 + 0.45 * max(2, d["mode"].nunique() if not d.empty else 2) + 1.2))
+    n_modes = max(2, d["mode"].nunique()) if not d.empty else 2
+    fig = MplFigure(figsize=(min(4.2 * n, 16), 1.7 + 0.45 * n_modes))
     caption = heatmap(d, fig)
     if caption is not None:
         fig.suptitle(f"{dataset}: compression ratio, mode × bound", fontsize=10)
         figures.append(_save(fig, dataset, "heatmap", "Mode × bound heatmap", caption, out_dir))
-    plt.close(fig)
     return figures
 
 
-def _save(fig: plt.Figure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Figure:
+def _save(fig: MplFigure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Figure:
     path = out_dir / f"{_slug(dataset)}__{kind}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamp/version: reproducible bytes

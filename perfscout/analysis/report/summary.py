@@ -27,7 +27,7 @@ class Fact(BaseModel):
 
 
 class Statement(BaseModel):
-    kind: str  # overview | best | lead | crossover | trend | anomaly | architecture | goal
+    kind: str  # overview | best | goal | violation | lead | crossover | architecture | trend | anomaly
     dataset: str = ""
     text: str
     facts: list[Fact] = Field(default_factory=list)
@@ -138,8 +138,11 @@ def best_statement(df: pd.DataFrame, dataset: str) -> Statement | None:
 
 
 def lead_statements(df: pd.DataFrame, dataset: str) -> list[Statement]:
-    """Who leads on CR at the tightest and the loosest bound of each mode, and by how much."""
-    d = measured(df[df["dataset"] == dataset])
+    """Who leads on CR at the tightest and the loosest bound of each mode, and by how much.
+
+    Only results whose bound held compete: a codec does not win by breaking the bound.
+    """
+    d = held(df[df["dataset"] == dataset])
     out = []
     for mode, g in sorted(d.groupby("mode"), key=lambda kv: kv[0]):
         bounds = sorted(g["bound"].unique())
@@ -158,8 +161,8 @@ def lead_statements(df: pd.DataFrame, dataset: str) -> list[Statement]:
 
 
 def crossover_statements(df: pd.DataFrame, dataset: str) -> list[Statement]:
-    """Pairs of codecs whose CR order flips between two neighbouring bounds."""
-    d = measured(df[df["dataset"] == dataset])
+    """Pairs of codecs whose CR order flips between two neighbouring bounds (bound held)."""
+    d = held(df[df["dataset"] == dataset])
     out = []
     for mode, g in sorted(d.groupby("mode"), key=lambda kv: kv[0]):
         piv = g.pivot_table(index="bound", columns="series", values="ratio", aggfunc="first").sort_index()
@@ -255,6 +258,26 @@ def architecture_statements(df: pd.DataFrame, dataset: str) -> list[Statement]:
     return out
 
 
+def violation_statements(df: pd.DataFrame, dataset: str) -> list[Statement]:
+    """Each violated bound, with the error that broke it."""
+    d = df[(df["dataset"] == dataset) & df["bound_ok"].eq(False).fillna(False)].copy()
+    out = []
+    for _, r in d.sort_values(["codec", "device", "mode", "bound"]).iterrows():
+        if pd.notna(r["abs_bound"]) and pd.notna(r["max_abs_err"]):
+            text = (f"Bound violated: {_series(r)} at {r['mode']} {fmt_bound(r['bound'])} reached a max error of "
+                    f"{fmt(r['max_abs_err'])} against the absolute bound {fmt(r['abs_bound'])}.")
+            facts = _facts(r, "bound", "max_abs_err", "abs_bound")
+        elif pd.notna(r["max_pw_rel_err"]):  # point-wise relative: no single absolute bound
+            text = (f"Bound violated: {_series(r)} at {r['mode']} {fmt_bound(r['bound'])} reached a point-wise "
+                    f"relative error of {fmt(r['max_pw_rel_err'])}.")
+            facts = _facts(r, "bound", "max_pw_rel_err")
+        else:
+            text = f"Bound violated: {_series(r)} at {r['mode']} {fmt_bound(r['bound'])}."
+            facts = _facts(r, "bound")
+        out.append(Statement(kind="violation", dataset=dataset, text=text, facts=facts))
+    return out
+
+
 def goal_statement(df: pd.DataFrame, dataset: str, psnr_min: float) -> Statement | None:
     t = fastest_table(df[df["dataset"] == dataset], psnr_min)
     if t.empty:
@@ -277,6 +300,7 @@ def summarize(df: pd.DataFrame, psnr_min: float = 60.0) -> list[Statement]:
         for item in [best_statement(df, dataset), goal_statement(df, dataset, psnr_min)]:
             if item is not None:
                 out.append(item)
+        out += violation_statements(df, dataset)
         out += lead_statements(df, dataset)
         out += crossover_statements(df, dataset)
         out += architecture_statements(df, dataset)

@@ -414,7 +414,11 @@ def parse_header(data: bytes | memoryview) -> Header:
         raise CodecError(f"corrupt szp header: {nblocks} blocks do not tile shape {shape}")
     if nout > nelem or not (math.isfinite(step) and step > 0):
         raise CodecError("corrupt szp header: outlier count or step out of range")
-    return Header(CODE_DTYPES[dcode], shape, CODE_MODES[mcode], bound, abs_bound, step, bnd,
+    dtype = CODE_DTYPES[dcode]
+    T = dtype.type
+    if T(step) != step or T(step) < np.finfo(dtype).smallest_normal:
+        raise CodecError(f"corrupt szp header: step {step!r} is not a normal {dtype} value")
+    return Header(dtype, shape, CODE_MODES[mcode], bound, abs_bound, step, bnd,
                   nblocks, pwords, nout)
 
 

@@ -6,7 +6,10 @@
 // Work decomposition: a warp handles 4 blocks of 32 elements per step; lane l belongs to
 // block j = l / 8 and holds slot t = l % 8, i.e. 4 consecutive x-elements (one 16-byte
 // load for f32, two for f64). Block element e = 4 t + s sits at bit 8 s + t of each
-// plane word, which is exactly what one ballot per sub-element s produces.
+// stream word. Word m of a block is bit plane m of ext = |residual| << 1 | sign (m = 0
+// is the sign word). Lane t gathers byte g of its 4 ext values into one word, and an
+// 8 x 8 bit transpose across the block's 8 lanes (3 shuffles) leaves lane t holding
+// stream word 8 g + t: 8 words per 12 instructions, the reverse for decoding.
 // A CTA (8 warps x 4 steps) owns a tile of 128 consecutive blocks; tiles are claimed in
 // order through an atomic counter, and their payload offsets come from a single-pass
 // decoupled look-back over per-tile status words.
@@ -53,19 +56,54 @@ struct Geom {
     u32 nblocks;
 };
 
-// Element coordinates of lane slot t of block b (z, y, first x).
-__device__ __forceinline__ void slot_coords(const Geom& g, u32 b, int t, i64& z, i64& y, i64& x0) {
-    u32 bxi = b % g.NBx;
+// Block coordinates (x, y, z in block units). The first block of a lane is found by
+// division once; later steps move 4 blocks along x and carry into y and z.
+struct BlockPos { u32 bx, by, bz; };
+
+__device__ __forceinline__ BlockPos block_pos(const Geom& g, u32 b) {
     u32 r = b / g.NBx;
-    u32 byi = r % g.NBy;
-    u32 bzi = r / g.NBy;
+    return {b - r * g.NBx, r % g.NBy, r / g.NBy};
+}
+
+__device__ __forceinline__ void advance4(const Geom& g, BlockPos& p) {
+    p.bx += 4;
+    while (p.bx >= g.NBx) {
+        p.bx -= g.NBx;
+        if (++p.by >= g.NBy) { p.by = 0; p.bz++; }
+    }
+}
+
+// Element coordinates of lane slot t of a block (z, y, first x).
+__device__ __forceinline__ void slot_coords(const BlockPos& p, int t, i64& z, i64& y, i64& x0) {
 #if SZP_BDIM == 1
-    z = bzi; y = byi; x0 = (i64)bxi * 32 + 4 * t;
+    z = p.bz; y = p.by; x0 = (i64)p.bx * 32 + 4 * t;
 #elif SZP_BDIM == 2
-    z = bzi; y = (i64)byi * 4 + (t >> 1); x0 = (i64)bxi * 8 + (t & 1) * 4;
+    z = p.bz; y = (i64)p.by * 4 + (t >> 1); x0 = (i64)p.bx * 8 + (t & 1) * 4;
 #else
-    z = (i64)bzi * 2 + (t >> 2); y = (i64)byi * 4 + (t & 3); x0 = (i64)bxi * 4;
+    z = (i64)p.bz * 2 + (t >> 2); y = (i64)p.by * 4 + (t & 3); x0 = (i64)p.bx * 4;
 #endif
+}
+
+// Byte g of each of a0..a3, packed into one word (byte s from a_s); an involution on
+// the 4 x 4 byte matrix.
+__device__ __forceinline__ u32 gather_byte(u32 a0, u32 a1, u32 a2, u32 a3, int g) {
+    const u32 sel = (u32)g | ((u32)(g + 4) << 4);
+    return __byte_perm(__byte_perm(a0, a1, sel), __byte_perm(a2, a3, sel), 0x5410);
+}
+
+// 8 x 8 bit transpose inside every byte, across the 8 lanes of a block: afterwards bit
+// c of byte s in lane t is what bit t of byte s was in lane c.
+__device__ __forceinline__ u32 transpose8(u32 x, int t) {
+#pragma unroll
+    for (int d = 4; d; d >>= 1) {
+        const u32 mask = d == 4 ? 0x0F0F0F0Fu : (d == 2 ? 0x33333333u : 0x55555555u);
+        const bool hi = (t & d) != 0;
+        const u32 send = hi ? mask : ~mask;
+        u32 y = __shfl_xor_sync(FULL, x & send, d);
+        y = __funnelshift_l(y, y, hi ? 32 - d : d);
+        x = (x & ~send) | y;
+    }
+    return x;
 }
 
 // Load 4 consecutive x-elements; out-of-range coordinates are clamped (edge padding).
@@ -101,16 +139,18 @@ __device__ __forceinline__ int quantize(T v, T recip, T step, T check, bool& bad
     const bool sub = mb != 0 && mb < 0x0010000000000000ULL;
     double qf = rint(__dmul_rn(v, recip));
     bool ok = fabs(qf) < QLIMIT && !sub;
-    int q = ok ? (int)qf : 0;
-    double xr = __dmul_rn((double)q, step);
+    const double qs = ok ? qf : 0.0;  // == (double)q, up to the sign of zero
+    int q = (int)qs;
+    double xr = __dmul_rn(qs, step);
     ok = ok && (check > 0.0 ? fabs(__dsub_rn(v, xr)) <= check : v == xr);
 #else
     const u32 mb = __float_as_uint(v) & 0x7fffffffu;
     const bool sub = mb != 0 && mb < 0x00800000u;
     float qf = rintf(__fmul_rn(v, recip));
     bool ok = fabsf(qf) < (float)QLIMIT && !sub;
-    int q = ok ? (int)qf : 0;
-    float xr = __fmul_rn(__int2float_rn(q), step);
+    const float qs = ok ? qf : 0.0f;  // == (float)q, up to the sign of zero
+    int q = (int)qs;
+    float xr = __fmul_rn(qs, step);
     ok = ok && (check > 0.0f ? fabsf(__fsub_rn(v, xr)) <= check : v == xr);
 #endif
     bad = !ok;
@@ -226,13 +266,13 @@ __device__ __forceinline__ u64 tile_lookback(u64* status, u32 tile, u64 total, i
 
 // Block sizes (words) -> this lane's block offset inside the tile, CTA-wide scan and
 // look-back. Returns the tile's base word offset; fills off[] (per step, lane's block).
-__device__ __forceinline__ u64 tile_offsets(const int wid[STEPS], u32 off[STEPS], u64* status,
+__device__ __forceinline__ u64 tile_offsets(const u32 nw[STEPS], u32 off[STEPS], u64* status,
                                             u32 tile, u32* s_wtot, u64* s_base) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3;
     u32 run = 0;
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
-        u32 sz = wid[i] ? (u32)wid[i] + 1 : 0u;
+        const u32 sz = nw[i];
         u32 s0 = __shfl_sync(FULL, sz, 0), s1 = __shfl_sync(FULL, sz, 8);
         u32 s2 = __shfl_sync(FULL, sz, 16), s3 = __shfl_sync(FULL, sz, 24);
         off[i] = run + (j > 0 ? s0 : 0) + (j > 1 ? s1 : 0) + (j > 2 ? s2 : 0);
@@ -258,10 +298,12 @@ __device__ __forceinline__ u64 tile_offsets(const int wid[STEPS], u32 off[STEPS]
     return *s_base + s_wtot[warp];
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T recip, T step, T check,
-             unsigned char* __restrict__ widths, u32* __restrict__ payload, u64* status,
-             u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
+// 5 CTAs per SM (<= 51 registers): without the hint ptxas picked a 40-register target
+// for one variant (f32, 2-D blocks) and spilled 4 bytes to local memory.
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 5)
+szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T recip,
+             T step, T check, unsigned char* __restrict__ widths, u32* __restrict__ payload,
+             u64* status, u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
              u64* out_count, u64 out_cap) {
     __shared__ u32 s_tile;
     __shared__ u32 s_wtot[WARPS];
@@ -271,25 +313,28 @@ szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32
     __syncthreads();
     const u32 tile = s_tile;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
+    const u32 b0 = tile * TILE_BLOCKS + warp * (STEPS * 4) + j;
+    BlockPos pos = block_pos(g, b0 < nblocks ? b0 : 0u);
 
-    int d[STEPS][4];
-    int wid[STEPS];
+    u32 ext[STEPS][4];  // |residual| << 1 | sign
+    u32 nw[STEPS];      // words of this lane's block: 0, or width + 1
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
-        const u32 b = tile * TILE_BLOCKS + warp * (STEPS * 4) + i * 4 + j;
+        const u32 b = b0 + 4 * i;
         const bool valid = b < g.nblocks;
         i64 z = 0, y = 0, x0 = 0;
         T v[4] = {0, 0, 0, 0};
         if (valid) {
-            slot_coords(g, b, t, z, y, x0);
+            slot_coords(pos, t, z, y, x0);
             load4(x, g, z, y, x0, v);
         }
+        const bool row_in = valid && z < g.Z && y < g.Y;
         int q[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             bool bad;
             q[s] = quantize(v[s], recip, step, check, bad);
-            if (bad && valid && z < g.Z && y < g.Y && x0 + s < g.X) {
+            if (bad && row_in && x0 + s < g.X) {
                 u64 k = atomicAdd(out_count, 1ULL);
                 if (k < out_cap) {
                     out_idx[k] = (u64)((z * g.Y + y) * g.X + x0 + s);
@@ -301,17 +346,17 @@ szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32
         u32 m = 0;
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            d[i][s] = q[s];
-            m |= (u32)abs(q[s]);
+            ext[i][s] = ((u32)abs(q[s]) << 1) | (q[s] < 0 ? 1u : 0u);
+            m |= ext[i][s];
         }
         m |= __shfl_xor_sync(FULL, m, 1);
         m |= __shfl_xor_sync(FULL, m, 2);
         m |= __shfl_xor_sync(FULL, m, 4);
-        wid[i] = valid ? 32 - __clz(m) : 0;
+        nw[i] = valid ? 32 - __clz(m) : 0u;
         // one 4-byte store of the 4 blocks' widths per step (b of lane 0 is 4-aligned)
-        u32 w4 = (u32)__shfl_sync(FULL, wid[i], 0) | ((u32)__shfl_sync(FULL, wid[i], 8) << 8) |
-                 ((u32)__shfl_sync(FULL, wid[i], 16) << 16) |
-                 ((u32)__shfl_sync(FULL, wid[i], 24) << 24);
+        const u32 wd = nw[i] ? nw[i] - 1 : 0u;
+        const u32 w4 = __shfl_sync(FULL, wd, 0) | (__shfl_sync(FULL, wd, 8) << 8) |
+                       (__shfl_sync(FULL, wd, 16) << 16) | (__shfl_sync(FULL, wd, 24) << 24);
         if (lane == 0 && valid) {
             if (b + 3 < g.nblocks) {
                 *reinterpret_cast<u32*>(widths + b) = w4;
@@ -319,49 +364,32 @@ szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32
                 for (u32 k = 0; b + k < g.nblocks; k++) widths[b + k] = (w4 >> (8 * k)) & 0xff;
             }
         }
+        advance4(g, pos);
     }
 
     u32 off[STEPS];
-    const u64 base = tile_offsets(wid, off, status, tile, s_wtot, &s_base);
+    const u64 base = tile_offsets(nw, off, status, tile, s_wtot, &s_base);
 
-    // Encode: word m of a block is the sign word (m = 0) or plane m - 1. Lane (j, t)
-    // keeps word m when m % 8 == t and stores every 8 words, so each store instruction
-    // writes 8 consecutive words per block.
+    // Encode: 8 words per transpose; lane t stores word 8 gi + t of its block.
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
-        const int w = wid[i];
-        const int maxw = __reduce_max_sync(FULL, (u32)w);
-        if (maxw == 0) continue;
-        u32 mag[4];
+        const u32 maxn = __reduce_max_sync(FULL, nw[i]);
+        u32* blk = payload + base + off[i];
 #pragma unroll
-        for (int s = 0; s < 4; s++) mag[s] = (u32)abs(d[i][s]);
-        u32 keep = 0;
-        const u64 blk = base + off[i];
-        for (int mm = 0; mm <= maxw; mm++) {
-            u32 b0, b1, b2, b3;
-            if (mm == 0) {
-                b0 = __ballot_sync(FULL, d[i][0] < 0); b1 = __ballot_sync(FULL, d[i][1] < 0);
-                b2 = __ballot_sync(FULL, d[i][2] < 0); b3 = __ballot_sync(FULL, d[i][3] < 0);
-            } else {
-                const int k = mm - 1;
-                b0 = __ballot_sync(FULL, (mag[0] >> k) & 1u); b1 = __ballot_sync(FULL, (mag[1] >> k) & 1u);
-                b2 = __ballot_sync(FULL, (mag[2] >> k) & 1u); b3 = __ballot_sync(FULL, (mag[3] >> k) & 1u);
-            }
-            const int sh = 8 * j;
-            u32 word = ((b0 >> sh) & 0xffu) | (((b1 >> sh) & 0xffu) << 8) |
-                       (((b2 >> sh) & 0xffu) << 16) | (((b3 >> sh) & 0xffu) << 24);
-            if ((mm & 7) == t) keep = word;
-            if ((mm & 7) == 7 || mm == maxw) {
-                const int mine = (mm & ~7) + t;
-                if (w > 0 && mine <= w && mine <= mm) payload[blk + mine] = keep;
-            }
+        for (int gi = 0; gi < 4; gi++) {
+            if ((u32)(8 * gi) >= maxn) break;
+            u32 word = gather_byte(ext[i][0], ext[i][1], ext[i][2], ext[i][3], gi);
+            word = transpose8(word, t);
+            const u32 mi = 8 * gi + t;
+            if (mi < nw[i]) blk[mi] = word;
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
-szp_decompress(T* __restrict__ y_out, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T step, const unsigned char* __restrict__ widths,
-               const u32* __restrict__ payload, u64* status, u32* tile_counter, u32* error) {
+szp_decompress(T* __restrict__ y_out, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T step,
+               const unsigned char* __restrict__ widths, const u32* __restrict__ payload,
+               u64* status, u32* tile_counter, u32* error) {
     __shared__ u32 s_tile;
     __shared__ u32 s_wtot[WARPS];
     __shared__ u64 s_base;
@@ -370,67 +398,72 @@ szp_decompress(T* __restrict__ y_out, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32
     __syncthreads();
     const u32 tile = s_tile;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
+    const u32 b0 = tile * TILE_BLOCKS + warp * (STEPS * 4) + j;
 
-    int wid[STEPS];
+    u32 nw[STEPS];
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
-        const u32 b = tile * TILE_BLOCKS + warp * (STEPS * 4) + i * 4 + j;
-        int w = b < g.nblocks ? (int)widths[b] : 0;
+        const u32 b = b0 + 4 * i;
+        u32 w = b < g.nblocks ? (u32)widths[b] : 0u;
         if (w > MAX_WIDTH) {
             atomicOr(error, 1u);
             w = 0;
         }
-        wid[i] = w;
+        nw[i] = w ? w + 1 : 0u;
     }
     u32 off[STEPS];
-    const u64 base = tile_offsets(wid, off, status, tile, s_wtot, &s_base);
+    const u64 base = tile_offsets(nw, off, status, tile, s_wtot, &s_base);
 
+    BlockPos pos = block_pos(g, b0 < nblocks ? b0 : 0u);
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
-        const u32 b = tile * TILE_BLOCKS + warp * (STEPS * 4) + i * 4 + j;
-        const int w = wid[i];
-        u32 d[4] = {0u, 0u, 0u, 0u};
-        if (w > 0) {
-            const u32* blk = payload + base + off[i];
-            const u32 sgn = __ldg(blk) >> t;
-            for (int k = 0; k < w; k++) {
-                const u32 word = __ldg(blk + 1 + k) >> t;
-                d[0] |= (word & 1u) << k;
-                d[1] |= ((word >> 8) & 1u) << k;
-                d[2] |= ((word >> 16) & 1u) << k;
-                d[3] |= ((word >> 24) & 1u) << k;
-            }
+        const u32 b = b0 + 4 * i;
+        const u32 maxn = __reduce_max_sync(FULL, nw[i]);
+        const u32* blk = payload + base + off[i];
+        u32 G[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-            for (int s = 0; s < 4; s++)
-                if ((sgn >> (8 * s)) & 1u) d[s] = 0u - d[s];
+        for (int gi = 0; gi < 4; gi++) {
+            if ((u32)(8 * gi) >= maxn) break;
+            const u32 mi = 8 * gi + t;
+            const u32 word = mi < nw[i] ? __ldg(blk + mi) : 0u;
+            G[gi] = transpose8(word, t);
         }
-        unlorenzo(d, t);
-        if (b >= g.nblocks) continue;
-        i64 z, y, x0;
-        slot_coords(g, b, t, z, y, x0);
-        if (z >= g.Z || y >= g.Y) continue;
-        T v[4];
+        u32 d[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-#if defined(SZP_F64)
-            v[s] = __dmul_rn((double)(int)d[s], step);
-#else
-            v[s] = __fmul_rn(__int2float_rn((int)d[s]), step);
-#endif
+            const u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
+            d[s] = (e & 1u) ? 0u - (e >> 1) : (e >> 1);
         }
-        T* p = y_out + (z * g.Y + y) * g.X + x0;
-        if (x0 + 3 < g.X && (((unsigned long long)p) & 15) == 0) {
-#if defined(SZP_F64)
-            __stcs(reinterpret_cast<double2*>(p), make_double2(v[0], v[1]));
-            __stcs(reinterpret_cast<double2*>(p) + 1, make_double2(v[2], v[3]));
-#else
-            __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
-#endif
-        } else {
+        unlorenzo(d, t);
+        if (b < g.nblocks) {
+            i64 z, y, x0;
+            slot_coords(pos, t, z, y, x0);
+            if (z < g.Z && y < g.Y) {
+                T v[4];
 #pragma unroll
-            for (int s = 0; s < 4; s++)
-                if (x0 + s < g.X) p[s] = v[s];
+                for (int s = 0; s < 4; s++) {
+#if defined(SZP_F64)
+                    v[s] = __dmul_rn((double)(int)d[s], step);
+#else
+                    v[s] = __fmul_rn(__int2float_rn((int)d[s]), step);
+#endif
+                }
+                T* p = y_out + (z * g.Y + y) * g.X + x0;
+                if (x0 + 3 < g.X && (((unsigned long long)p) & 15) == 0) {
+#if defined(SZP_F64)
+                    __stcs(reinterpret_cast<double2*>(p), make_double2(v[0], v[1]));
+                    __stcs(reinterpret_cast<double2*>(p) + 1, make_double2(v[2], v[3]));
+#else
+                    __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+#endif
+                } else {
+#pragma unroll
+                    for (int s = 0; s < 4; s++)
+                        if (x0 + s < g.X) p[s] = v[s];
+                }
+            }
         }
+        advance4(g, pos);
     }
 }
 

@@ -6,6 +6,37 @@ not set from the top level, so one file can hold a bound scan, a codec compariso
 CPU-vs-GPU comparison. Every task gets a stable ``task_key``: a hash of its resolved
 configuration and of the *identity* of its data (file content hash, or the generator and
 seed of a synthetic field), never of where the run is written or when.
+
+Reference (every key optional unless marked; see examples/sweep_*.yaml)::
+
+    name: quick                  # run name (run_id = name + random suffix)
+    repeats: 3                   # timed repeats per task (median reported)
+    timeout_s: 300               # per task wall time, else a codec_timeout record
+    memory_limit_mb: 4096        # per task (address space on CPU, resident size on GPU)
+    max_memory_mb: 16384         # estimated memory of all running tasks together
+    jobs: 2                      # tasks at once (default: cores); CUDA tasks one per device
+    nonfinite: refuse            # or passthrough (see perfscout.tools.bounds)
+    plugins: [my.module]         # imported first, in the parent and in every task
+    output: runs/quick           # run directory (relative to the spec) if --out is not given
+    datasets:                    # required (here or in every experiment)
+      - name: vorticity.512_512  # registry name (perfscout datasets)
+      - path: field.bin          # raw little-endian file, relative to the spec
+        shape: [100, 500, 500]   #   C order, slowest axis first
+        dtype: f32
+      - synthetic: "grf:64,64,64"  # generator:shape, with seed: N
+        label: rough             # optional display name (the `dataset` column)
+    codecs: [sz3, {id: zfp, options: {}}]   # required
+    devices: [cpu, cuda:0]
+    modes: [abs, rel]            # default: the keys of `bounds` when it is a mapping
+    bounds: [1.0e-2, 1.0e-3]     # or per mode: {rel: [...], psnr: [60, 80]}
+    experiments:                 # several grids; each inherits unset grid keys from above
+      - name: bound_scan
+        codecs: [sz3]
+        bounds: {rel: [1.0e-1, 1.0e-2, 1.0e-3]}
+    report: {psnr_min: 60}       # goal "fastest with PSNR >= X"
+
+Grid points a codec cannot run (a mode it lacks, a device it does not run on) are not
+tasks; they are listed in the run's ``spec.resolved.json`` and in the report.
 """
 
 from __future__ import annotations

@@ -36,5 +36,6 @@ def memory_roof_finding(ctx: KernelContext, rule_id: str, unit_label: str, *,
                                 f"with the unit staying near {cls.top_pct:.0f}%", None),
         not_when=not_when, expected_gain=expected, at_roof=cls.at_roof,
         what_not_to_do=MEMORY_NOT_TO_DO,
-        verify_plan=time_plan(ctx, None, {verify_metric: "decrease"}),
+        verify_plan={**time_plan(ctx, None, {verify_metric: "decrease"}),
+                     "time_scales_with": verify_metric, "next_roof_gain": cls.next_roof_gain()},
     )

@@ -56,5 +56,6 @@ def check(ctx: KernelContext) -> Finding | None:
         not_when=("the instruction count is already minimal for the algorithm (check the SASS): "
                   "then only an algorithmic change or tensor cores help"),
         expected_gain=cls.headroom, at_roof=cls.at_roof, what_not_to_do=NOT_TO_DO,
-        verify_plan=time_plan(ctx, None, {"smsp__inst_executed.sum": "decrease"}),
+        verify_plan={**time_plan(ctx, None, {"smsp__inst_executed.sum": "decrease"}),
+                     "time_scales_with": "smsp__inst_executed.sum", "next_roof_gain": cls.next_roof_gain()},
     )

@@ -43,5 +43,7 @@ def check(ctx: KernelContext) -> Finding | None:
         not_when=("the dependency is inherent (a true serial chain, e.g. a linked-list walk) and no "
                   "independent work exists to overlap"),
         expected_gain=gain, what_not_to_do=NOT_TO_DO,
-        verify_plan=time_plan(ctx, gain, {ctx.name_of(N.stall(top)) or "": "decrease"} if top else {}),
+        # Time is the check: per-issue stall cycles need not fall when more loads are in
+        # flight (each still waits as long), and unit throughput can move either way.
+        verify_plan=time_plan(ctx, gain, {}),
     )

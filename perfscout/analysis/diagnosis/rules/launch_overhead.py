@@ -10,7 +10,7 @@ from __future__ import annotations
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import LAUNCH_SCALE_S
 from perfscout.analysis.diagnosis.context import KernelContext
-from perfscout.analysis.diagnosis.rules._base import make, time_plan
+from perfscout.analysis.diagnosis.rules._base import make
 from perfscout.state.records import Finding
 
 ID = "launch_overhead"
@@ -23,7 +23,7 @@ HOST_CMD = ("time N back-to-back launches on the host (perf_counter around the l
 
 
 def check(ctx: KernelContext) -> Finding | None:
-    d = ctx.val(N.DURATION)
+    d = ctx.seconds(N.DURATION)
     if d is None or d >= LAUNCH_SCALE_S:
         return None
     ev = [ctx.ev(N.DURATION, f"< {LAUNCH_SCALE_S * 1e6:.0f} us")]

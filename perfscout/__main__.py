@@ -1,0 +1,5 @@
+"""`python -m perfscout` runs the CLI."""
+
+from perfscout.cli import main
+
+main()

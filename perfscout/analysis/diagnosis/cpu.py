@@ -1,0 +1,46 @@
+"""CPU side of the diagnosis: ``perf stat`` profiles to findings.
+
+Without hardware counters (VMs, containers, locked-down kernels) the primary finding is
+``cpu_counters_unavailable``, which still reports what the software events say; with
+counters, TopDown level 1 (when perf provides it) decides the category and the cache,
+branch, scheduling and paging rules size the causes. The JSON mirrors the GPU shape:
+``{"programs": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfscout.analysis.diagnosis.cpu_context import CpuContext
+from perfscout.analysis.diagnosis.engine import rank
+from perfscout.analysis.diagnosis.rules import CPU_RULES
+from perfscout.state.profiles import PerfProfile
+
+
+def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[str, Any]:
+    ctx = CpuContext(profile)
+    findings = [f for f in (rule.check(ctx) for rule in CPU_RULES) if f is not None]
+    kind = "no_counters" if not profile.hardware_counters else "cpu"
+    if not profile.hardware_counters:
+        primary = next((f for f in findings if f.id == "cpu_counters_unavailable"), None)
+        ordered = [primary] + [f for f in findings if f is not primary] if primary else []
+    else:
+        primary, ordered = rank(findings, kind)
+    cited: dict[str, dict[str, Any]] = {}
+    for f in ordered:
+        for e in f.evidence:
+            for n in (e.inputs if e.metric.startswith("derived:") else [e.metric]):
+                m = profile.events.get(n)
+                if m is not None:
+                    cited[n] = {"value": m.value, "unit": m.unit}
+                elif n in profile.unavailable:
+                    cited[n] = {"value": profile.unavailable[n], "unit": ""}
+    return {
+        "programs": [{
+            "name": " ".join(profile.command) or "program",
+            "primary": primary.model_dump() if primary else None,
+            "findings": [f.model_dump() for f in ordered],
+            "metrics": cited,
+        }],
+        "platform": dict(platform or {}),
+    }

@@ -1,0 +1,77 @@
+"""What a CPU rule sees: one ``perf stat`` profile, with event lookup across spellings.
+
+perf names one event several ways (``cycles``, ``cycles:u``, ``cpu_core/cycles/`` on
+hybrid CPUs); TopDown level-1 shares come as ``tma_*`` metrics or ``topdown-*`` events.
+Evidence cites the event name exactly as the profile holds it.
+"""
+
+from __future__ import annotations
+
+from perfscout.state.profiles import PerfProfile
+from perfscout.state.records import Evidence
+
+TOPDOWN = {
+    "frontend": ("tma_frontend_bound", "topdown-fe-bound", "frontend_bound"),
+    "backend": ("tma_backend_bound", "topdown-be-bound", "backend_bound"),
+    "bad_speculation": ("tma_bad_speculation", "topdown-bad-spec", "bad_speculation"),
+    "retiring": ("tma_retiring", "topdown-retiring", "retiring"),
+    "memory": ("tma_memory_bound", "topdown-mem-bound", "memory_bound"),
+}
+
+
+def base(event: str) -> str:
+    e = event.split(":")[0]
+    if "/" in e:
+        parts = [p for p in e.split("/") if p]
+        e = parts[-1] if parts else e
+    return e
+
+
+class CpuContext:
+    def __init__(self, profile: PerfProfile) -> None:
+        self.profile = profile
+
+    def name_of(self, *bases: str) -> str | None:
+        for b in bases:
+            if b in self.profile.events:
+                return b
+            for e in self.profile.events:
+                if base(e) == b:
+                    return e
+        return None
+
+    def val(self, *bases: str) -> float | None:
+        n = self.name_of(*bases)
+        if n is None:
+            return None
+        v = self.profile.events[n].value
+        return float(v) if isinstance(v, (int, float)) else None
+
+    def share(self, key: str) -> float | None:
+        """A TopDown level-1/2 share as a fraction (perf prints percent)."""
+        v = self.val(*TOPDOWN[key])
+        if v is None:
+            return None
+        return v / 100.0 if v > 1.0 else v
+
+    def ev(self, *bases: str, threshold: str = "") -> Evidence:
+        n = self.name_of(*bases)
+        if n is None:
+            raise KeyError(f"none of {bases} in the perf profile")
+        m = self.profile.events[n]
+        return Evidence(metric=n, value=m.value, unit=m.unit, threshold=threshold)
+
+    def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
+                threshold: str = "") -> Evidence:
+        return Evidence(metric=f"derived:{name}", value=round(value, 6), unit=unit,
+                        threshold=threshold, inputs=inputs)
+
+    def seconds(self) -> float | None:
+        """CPU time the program used (task-clock), in seconds."""
+        v = self.val("task-clock", "cpu-clock")
+        if v is None:
+            return None
+        unit = self.profile.events[self.name_of("task-clock", "cpu-clock")].unit
+        scale = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "ms": 1e-3, "msec": 1e-3,
+                 "us": 1e-6, "usec": 1e-6, "ns": 1e-9, "nsec": 1e-9}
+        return v * scale.get(unit, 1e-3)  # unitless: perf's default for task-clock is msec

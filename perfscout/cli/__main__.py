@@ -1,0 +1,3 @@
+from perfscout.cli import main
+
+main()

@@ -1,0 +1,196 @@
+"""`perfscout profile`, `diagnose` and `snapshot` end to end, as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfscout.tools.profile import looks_like_cuda_program
+
+ROOT = Path(__file__).resolve().parents[2]
+FX = ROOT / "tests" / "fixtures"
+
+
+def perfscout(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PERFSCOUT_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from perfscout.cli import main; main(sys.argv[1:])", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    (d / "busy.py").write_text(textwrap.dedent("""
+        import hashlib
+        h = hashlib.sha256()
+        for _ in range(200000):
+            h.update(b"perfscout")
+        print(h.hexdigest()[:8])
+        """))
+    return d
+
+
+def test_profile_cpu_program_json(workdir: Path, perfscout_home: Path) -> None:
+    r = perfscout("profile", "--json", "--", sys.executable, "busy.py", cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # stdout is exactly one JSON document
+    assert doc["tool"] == "perf" and doc["status"] == "ok"
+    assert doc["command"] == [sys.executable, "busy.py"]
+    run_dir = Path(doc["run_dir"])
+    assert run_dir.parent == perfscout_home / "runs"
+    assert json.loads((run_dir / "profile.json").read_text()) == doc
+    for f in ("command.json", "platform.json", "program.stdout"):
+        assert (run_dir / f).exists(), f
+    assert len((run_dir / "program.stdout").read_text().strip()) == 8
+    assert doc["platform_id"] == json.loads((run_dir / "platform.json").read_text())["platform_id"]
+    perf = doc["perf"]
+    assert perf["rusage"]["user_s"] > 0
+    if shutil.which("perf"):
+        assert perf["events"]["task-clock"]["value"] > 0
+        assert any((run_dir / n).exists() for n in ("perf_stat.jsonl", "perf_stat.csv"))
+    if not perf["hardware_counters"]:  # this machine: no PMU
+        ids = [f["id"] for f in doc["findings"]]
+        assert ids == ["cpu_counters_unavailable"]
+        ev = doc["findings"][0]["evidence"]
+        assert ev and all(e["value"] in ("<not supported>", "<not counted>") or e["metric"] == "perf"
+                          for e in ev)
+
+
+def test_profile_refuses_paths_outside_cwd_with_a_hint(workdir: Path, perfscout_home: Path,
+                                                       tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("print('hi')\n")
+    r = perfscout("profile", "--json", "--", sys.executable, str(outside), cwd=workdir, home=perfscout_home)
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "refused" and "--input" in doc["exit"]["hint"]
+    assert doc["findings"] == []
+    r = perfscout("profile", "--json", "--input", str(outside), "--", sys.executable, str(outside),
+                  cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stdout
+    assert json.loads(r.stdout)["status"] == "ok"
+
+
+def test_profile_unknown_program_is_a_clear_error(workdir: Path, perfscout_home: Path) -> None:
+    r = perfscout("profile", "--", "no-such-program-xyz", cwd=workdir, home=perfscout_home)
+    assert r.returncode == 2
+    assert "no-such-program-xyz" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_profile_with_ncu_requested_where_there_is_none(workdir: Path, perfscout_home: Path) -> None:
+    if shutil.which("ncu"):
+        pytest.skip("ncu is installed here; this test is about its absence")
+    r = perfscout("profile", "--json", "--tool", "ncu", "--", sys.executable, "busy.py",
+                  cwd=workdir, home=perfscout_home)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["tool"] == "ncu"
+    assert doc["status"] == "refused" and "ncu" in doc["exit"]["reason"]
+    assert "no report" in doc["ncu_error"]
+
+
+def test_cuda_program_detection(workdir: Path) -> None:
+    cupy_prog = FX / "ncu" / "programs" / "cupy_kernels.py"
+    yes, why = looks_like_cuda_program([sys.executable, str(cupy_prog)])
+    assert yes and "cupy" in why
+    no, why = looks_like_cuda_program([sys.executable, str(workdir / "busy.py")])
+    assert not no and "no CUDA" in why
+    true = shutil.which("true")
+    assert looks_like_cuda_program([true])[0] is False
+
+
+def test_diagnose_ncu_csv_json_shape(tmp_path: Path, perfscout_home: Path) -> None:
+    r = perfscout("diagnose", "--json", "--ncu-csv", str(FX / "ncu" / "h200_cupy_kernels_import_raw.csv"),
+                  "--ncu-details", str(FX / "ncu" / "h200_cupy_kernels_details.csv"),
+                  cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["kernels"]) == 18
+    k = next(k for k in doc["kernels"] if k["name"] == "strided_gather")
+    # The diagnosis engine names the planted stride as the primary bottleneck, citing
+    # only metrics present in the profile.
+    assert k["primary"]["id"] == "uncoalesced_global_access"
+    assert set(k["cited_metrics"]) <= set(k["metrics"])
+    assert k["metrics"]["gpu__time_duration.sum"]["unit"] == "second"
+    assert k["metrics"]["device__attribute_multiprocessor_count"]["value"] == 132
+    assert any(r["rule"] == "UncoalescedGlobalAccess" for r in k["ncu_says"])
+    dev = doc["platform"]["devices"][0]
+    assert dev["name"] == "NVIDIA H200" and dev["spec"] == "nvidia_h200"
+    assert dev["spec_figures"]["peak_mem_bw_GBps"]["source"]
+    assert doc["digest"][0]["name"] == "strided_gather"
+
+
+def test_diagnose_perf_csv(tmp_path: Path, perfscout_home: Path) -> None:
+    r = perfscout("diagnose", "--json", "--perf-csv", str(FX / "perf" / "cpu_loop_x.csv"),
+                  cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kernels"] == [] and doc["perf"]["events"]["page-faults"]["value"] == 824
+    assert doc["programs"][0]["primary"]["id"] == "cpu_counters_unavailable"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--ncu-csv", "/nonexistent/file.csv"], "cannot read"),
+    (["--ncu-csv", str(FX / "perf" / "cpu_loop_x.csv")], "no ncu CSV header"),
+    ([], "at least one of"),
+    (["--ncu-rep", str(FX / "ncu" / "h200_cupy_kernels_raw.csv")], "ncu"),
+])
+def test_diagnose_bad_input_is_a_clear_error(tmp_path: Path, perfscout_home: Path, args, needle) -> None:
+    r = perfscout("diagnose", "--json", *args, cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stdout == "" and "Traceback" not in r.stderr
+    assert needle in r.stderr.replace("\n", " ")
+
+
+def test_snapshot_json_and_save(tmp_path: Path, perfscout_home: Path) -> None:
+    r = perfscout("snapshot", "--json", "--no-gpu", "--save", "ci-box", cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["platform_id"]) == 12 and doc["cpu"]["logical_cpus"] == os.cpu_count()
+    saved = perfscout_home / "platform_profiles" / "ci-box.yaml"
+    assert saved.exists() and "saved" in r.stderr
+    r = perfscout("snapshot", cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 0 and "platform" in r.stdout and "CPU" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_profile_a_compiled_program_by_relative_path(workdir: Path, perfscout_home: Path) -> None:
+    (workdir / "loop.c").write_text(textwrap.dedent("""
+        #include <stdio.h>
+        int main(void) {
+            volatile double s = 0;
+            for (long i = 0; i < 20000000; ++i) s += (double)i * 0.5;
+            printf("%.0f\\n", s);
+            return 0;
+        }
+        """))
+    subprocess.run(["gcc", "-O1", "-o", "loop", "loop.c"], cwd=workdir, check=True, timeout=120)
+    r = perfscout("profile", "--json", "--", "./loop", cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["tool"] == "perf" and doc["status"] == "ok"
+    assert doc["exit"]["argv"][-1] == str(workdir / "loop")  # made absolute, not resolved further
+    out = (Path(doc["run_dir"]) / "program.stdout").read_text().strip()
+    assert out == "99999995000000"  # 0.5 * sum(range(2e7)), exact in double
+
+
+def test_profile_started_from_the_root_directory_confines_to_the_run_dir(
+        perfscout_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server running in / must not turn "the current directory" into every path."""
+    from perfscout.tools.profile import profile_command
+
+    monkeypatch.chdir("/")
+    out = profile_command([sys.executable, "-c", "print(6 * 7)"], tool="perf", timeout_s=60)
+    assert out.status == "ok"
+    assert (Path(out.run_dir) / "program.stdout").read_text().strip() == "42"
+    out = profile_command([sys.executable, "/etc/hostname"], tool="perf", timeout_s=60)
+    assert out.status == "refused" and "outside the run directory" in out.exit["reason"]

@@ -1,0 +1,87 @@
+"""CPU side from perf stat: real counter-less output from this machine, and a with-counters sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfscout.analysis.diagnosis import diagnose_perf
+from perfscout.tools.perf_stat import load_perf_file, parse_perf_csv
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
+
+# perf stat -x, as printed on a host with a PMU (the format of perf 6.x; the counts are a
+# test sample, not a measurement: this container has no PMU to measure them).
+WITH_COUNTERS = """# started on Mon Nov 30 05:00:00 2026
+
+1523.41,msec,task-clock,1523410000,100.00,0.998,CPUs utilized
+12,,context-switches,1523410000,100.00,7.877,/sec
+0,,cpu-migrations,1523410000,100.00,0.000,/sec
+2451,,page-faults,1523410000,100.00,1.609,K/sec
+5912345678,,cycles,1523410000,100.00,3.881,GHz
+2612345678,,instructions,1523410000,100.00,0.44,insn per cycle
+412345678,,branches,1523410000,100.00,270.676,M/sec
+61234567,,branch-misses,1523410000,100.00,14.85,of all branches
+98765432,,cache-references,1523410000,100.00,64.832,M/sec
+23456789,,cache-misses,1523410000,100.00,23.75,of all cache refs
+"""
+
+
+def _prog(profile):
+    out = diagnose_perf(profile)
+    assert set(out) == {"programs", "platform"}
+    (p,) = out["programs"]
+    assert set(p) == {"name", "primary", "findings", "metrics"}
+    return p
+
+
+def test_counters_unavailable_is_primary_and_reports_software_events():
+    p = _prog(load_perf_file(FIX / "cpu_loop_x.csv"))
+    f = p["primary"]
+    assert f["id"] == "cpu_counters_unavailable"
+    metrics = {e["metric"] for e in f["evidence"]}
+    assert {"cycles", "instructions", "task-clock", "context-switches", "page-faults"} <= metrics
+    assert "Software events still say" in f["recommendation"] and "page faults" in f["recommendation"]
+    assert p["metrics"]["cycles"]["value"] == "<not supported>"
+
+
+def test_json_perf_output_gives_the_same_verdict():
+    assert _prog(load_perf_file(FIX / "default_events_j.jsonl"))["primary"]["id"] == "cpu_counters_unavailable"
+
+
+def test_with_counters_ipc_cache_and_branch_findings():
+    prof = parse_perf_csv(WITH_COUNTERS)
+    assert prof.hardware_counters
+    p = _prog(prof)
+    ids = [f["id"] for f in p["findings"]]
+    assert {"cpu_low_ipc", "cpu_cache_misses", "cpu_branch_misses"} <= set(ids)
+    assert "cpu_counters_unavailable" not in ids
+    assert p["primary"]["id"] == "cpu_cache_misses"  # largest sized cause
+    ipc = next(e for f in p["findings"] if f["id"] == "cpu_low_ipc" for e in f["evidence"]
+               if e["metric"] == "derived:ipc")
+    assert abs(ipc["value"] - 2612345678 / 5912345678) < 1e-6
+    for f in p["findings"]:
+        for e in f["evidence"]:
+            names = e["inputs"] if e["metric"].startswith("derived:") else [e["metric"]]
+            assert all(n in prof.events for n in names)
+
+
+def test_topdown_shares_pick_the_category():
+    td = WITH_COUNTERS + "\n".join([
+        "41.2,%,tma_backend_bound,1523410000,100.00,,",
+        "12.0,%,tma_frontend_bound,1523410000,100.00,,",
+        "30.5,%,tma_retiring,1523410000,100.00,,",
+        "16.3,%,tma_bad_speculation,1523410000,100.00,,",
+    ])
+    p = _prog(parse_perf_csv(td))
+    ids = [f["id"] for f in p["findings"]]
+    assert "cpu_backend_bound" in ids and "cpu_bad_speculation" in ids
+    assert "cpu_frontend_bound" not in ids and "cpu_retiring" not in ids
+
+
+def test_high_retiring_is_at_roof_with_dont_list():
+    td = WITH_COUNTERS.replace("2612345678,,instructions", "17612345678,,instructions")
+    td = td.replace("23456789,,cache-misses", "2345,,cache-misses").replace("61234567,,branch-misses", "61,,branch-misses")
+    td += "72.0,%,tma_retiring,1523410000,100.00,,\n"
+    p = _prog(parse_perf_csv(td))
+    assert p["primary"]["id"] == "cpu_retiring"
+    assert p["primary"]["extra"]["what_not_to_do"]
