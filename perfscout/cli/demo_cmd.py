@@ -6,6 +6,7 @@ import time
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from perfscout.cli.common import emit_json, fail, stderr, stdout
 from perfscout.errors import PerfscoutError
@@ -22,11 +23,11 @@ def demo_command(
     try:
         field, origin = demo_field()
         codecs = demo_codecs()
-        (stderr if as_json else stdout).print(f"field: {origin}")
+        (stderr if as_json else stdout).print(f"field: {escape(origin)}")
         (stderr if as_json else stdout).print(f"codecs: {', '.join(codecs)}")
         results = run_demo(codecs=codecs, repeats=repeats, field=field)
     except PerfscoutError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))
     if as_json:
         emit_json([r.row() for r in results])
         return
@@ -35,7 +36,7 @@ def demo_command(
     wide.print(demo_table(results, title="perfscout demo: REL bounds, every result verified"))
     bad = [r for r in results if r.status != "ok"]
     for r in bad:
-        stdout.print(f"[bold]{r.codec} rel {r.bound:g}[/]: {r.status}: {r.error}")
+        stdout.print(f"[bold]{r.codec} rel {r.bound:g}[/]: {escape(r.error or r.status)}")
     stdout.print(f"{len(results)} evaluations in {time.perf_counter() - start:.1f} s")
 
 

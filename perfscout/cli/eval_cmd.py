@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
+
 
 def parse_options(items: list[str]) -> dict[str, Any]:
     """KEY=VALUE pairs -> dict (numbers become numbers)."""
@@ -102,9 +104,10 @@ def _print_table(ev: Any) -> None:
         table.add_row(key, value)
     stdout.print(table)
     for note in ev.notes:
-        stdout.print(f"note: {note}")
-    if r.error:
-        stdout.print(f"[bold]{r.status}[/]: {r.error}")
+        stdout.print(f"note: {escape(note)}")
+    if r.error:  # escaped: messages quote values like [1, 2] that rich would read as markup
+        text = escape(r.error)
+        stdout.print(text if r.error.startswith(r.status) else f"[bold]{r.status}[/]: {text}")
 
 
 def eval_command(
@@ -134,17 +137,20 @@ def eval_command(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
             options=parse_options(option),
         )
-        if save_compressed is not None and ev.compressed is not None:
-            save_compressed.write_bytes(to_bytes(ev.compressed, ev.sections()))
-            stderr.print(f"compressed stream written to {save_compressed}")
     except PerfscoutError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))
     except OSError as exc:
-        fail(f"cannot read or write a file: {exc}")
-    if as_json:
+        fail(escape(f"cannot read a file: {exc}"))
+    if as_json:  # the measurement is printed first: a failed save below loses nothing
         emit_json(ev.result.row())
     else:
         _print_table(ev)
+    if save_compressed is not None and ev.compressed is not None:
+        try:
+            save_compressed.write_bytes(to_bytes(ev.compressed, ev.sections()))
+        except (OSError, PerfscoutError) as exc:
+            fail(escape(f"cannot write the compressed stream: {exc}"))
+        stderr.print(f"compressed stream written to {escape(str(save_compressed))}")
     if ev.result.status != "ok":
         raise typer.Exit(1)
 
@@ -158,9 +164,9 @@ def decompress_command(
     try:
         summary = decompress_file(path, out)
     except PerfscoutError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))
     except OSError as exc:
-        fail(f"cannot read or write a file: {exc}")
+        fail(escape(f"cannot read or write a file: {exc}"))
     if as_json:
         emit_json(summary)
     else:

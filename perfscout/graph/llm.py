@@ -173,7 +173,7 @@ def _dataset_ok(name: str) -> str:
     names = known_datasets()
     if not names or any(n == name or n.startswith(name) for n in names):
         return ""
-    return f"unknown dataset {name!r} (known: {', '.join(names)})"
+    return f"unknown dataset {name!r}"
 
 
 def _command_error(command: list[str], request: Any) -> str:
@@ -261,6 +261,11 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
             evaluations.append(args)
         tasks.append(Task(key=_slug(call, args, n, key_prefix), tool=call.tool, args=args,
                           purpose=call.purpose[:200]))
+    if any("unknown dataset" in e for e in errors):
+        from perfscout.graph.planner import known_datasets
+
+        errors.append("known datasets: " + ", ".join(known_datasets())
+                      + "; or synthetic:KIND:SHAPE, or an existing raw file path")
     if not errors:
         errors += _constraint_errors(evaluations, request)
     return ([], errors) if errors else (tasks, [])

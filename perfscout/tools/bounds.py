@@ -24,9 +24,11 @@ against):
 ``ratio``
     A target compression ratio, found FRaZ-style: bisection of the absolute bound in
     log space between ``R * 1e-9`` and ``R``, stopping when the ratio is within
-    ``RATIO_TOLERANCE`` (relative) of the target or after ``RATIO_MAX_ITER`` trials. The
-    closest trial wins; the record's ``abs_bound`` is that trial's bound (verified like
-    any other), and a missed target is noted in ``error`` (the run itself is valid).
+    ``RATIO_TOLERANCE`` (relative) of the target, when the bracket has narrowed below
+    0.1% (a codec whose ratio moves in steps, like zfp's), or after ``RATIO_MAX_ITER``
+    trials. The closest trial wins; the record's ``abs_bound`` is that trial's bound
+    (verified like any other), and a missed target is noted in ``error`` (the run itself
+    is valid; ``Evaluation.search`` holds every trial).
 ``fixed_rate``
     zfp's bits per value. Not an error bound: ``bound_ok`` is ``None``.
 

@@ -31,6 +31,8 @@ from perfscout.state.records import CompressionResult
 from perfscout.tools import bounds as B
 
 DEVICES = ("cpu", "cuda")
+_METRIC_COLUMNS = ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse",
+                   "nrmse", "psnr", "snr", "pearson", "ssim", "err_autocorr_lag1")
 _DTYPE_NAMES = {"float32": "f32", "float64": "f64"}
 
 
@@ -139,6 +141,113 @@ def evaluate(
     ).result
 
 
+class _RunFailed(Exception):
+    """A failure while running the codec: becomes the record's status and message."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _guarded(what: str, fn: Any) -> Any:
+    """Run ``fn()``; a codec failure becomes _RunFailed (bad input still propagates)."""
+    try:
+        return fn()
+    except InputError:
+        raise
+    except PerfscoutError as exc:
+        raise _RunFailed("error", f"{what}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a backend failure is a result, not a crash
+        raise _RunFailed(_failure_status(exc), f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass
+class _Plan:
+    """What the codec runs, and what every element is checked against."""
+
+    runner: Codec
+    abs_bound: float | None = None
+    pw_rel_bound: float | None = None
+
+
+def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dict[str, Any],
+          ev: Evaluation, side_nbytes: int) -> _Plan:
+    """Resolve ``mode``/``bound`` into a codec instance (searching for psnr/ratio)."""
+
+    def make(codec_mode: str, codec_bound: float) -> Codec:
+        return cls(codec_mode, codec_bound, **opts)  # bad options raise CodecError: bad input
+
+    if mode == "abs":
+        return _Plan(make("abs", bound), abs_bound=bound)
+    if mode == "rel":
+        ref, note = B.rel_reference(work)
+        if note:
+            ev.notes.append(note)
+        native = "rel" in cls.native_modes and not note  # R = 0: the codec's own rel is undefined
+        return _Plan(make("rel", bound) if native else make("abs", bound * ref), abs_bound=bound * ref)
+    if mode == "pw_rel":
+        return _Plan(make("pw_rel", bound), pw_rel_bound=bound)
+    if mode == "fixed_rate":
+        return _Plan(make("fixed_rate", bound))
+    make("abs", 1.0)  # options are checked before the search spends time
+    if mode == "psnr":
+        ev.search = _guarded("psnr search failed", lambda: B.search_psnr(
+            work, bound, lambda eb: make("abs", eb).compress(work),
+            lambda c: make("abs", c.bound).decompress(c),
+        ))
+    else:
+        ev.search = _guarded("ratio search failed", lambda: B.search_ratio(
+            work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes,
+        ))
+    assert ev.search is not None
+    ev.notes.append(
+        f"{mode} search: {ev.search.iterations} trial(s), achieved {ev.search.achieved:.6g} "
+        f"(target {bound:g}) at abs bound {ev.search.abs_bound:.6g}"
+    )
+    return _Plan(make("abs", ev.search.abs_bound), abs_bound=ev.search.abs_bound)
+
+
+def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: CompressionResult,
+               ev: Evaluation) -> tuple[Compressed, np.ndarray]:
+    """Compress and decompress with timing: the codec's own, or medians of perf_counter_ns."""
+    from perfscout.analysis.timing import time_callable
+
+    timed = _guarded(f"{record.codec} failed", lambda: runner.timed_run(work, repeats))
+    if timed is not None:
+        record.compress_s, record.decompress_s = timed.compress_s, timed.decompress_s
+        record.h2d_s, record.d2h_s = timed.h2d_s, timed.d2h_s
+        record.device_name = timed.device_name or record.device_name
+        compressed, recon = timed.compressed, np.asarray(timed.reconstructed)
+    else:
+        ev.compress_timing, compressed = _guarded(
+            f"{record.codec} compression failed", lambda: time_callable(lambda: runner.compress(work), repeats=repeats))
+        ev.decompress_timing, recon = _guarded(
+            f"{record.codec} decompression failed",
+            lambda: time_callable(lambda: runner.decompress(compressed), repeats=repeats))
+        record.compress_s = ev.compress_timing.median_s
+        record.decompress_s = ev.decompress_timing.median_s
+    for name in ("compress", "decompress"):
+        secs = getattr(record, f"{name}_s")
+        if secs and secs > 0:
+            setattr(record, f"{name}_MBps", record.nbytes / 1e6 / secs)
+    if recon.shape != work.shape or recon.dtype != work.dtype:
+        raise _RunFailed("error", f"{record.codec} returned {recon.dtype}{recon.shape} for {work.dtype}{work.shape}")
+    return compressed, recon
+
+
+def _gpu_fallback(device: str, cls: type[Codec], compressed: Compressed, record: CompressionResult) -> str:
+    """A CUDA codec may run its CPU reference (no GPU, no CuPy): say so, and where it ran."""
+    meta = compressed.meta or {}
+    if device != "cuda":
+        return ""
+    if str(meta.get("device", cls.device)) == "cuda":
+        record.device_name = record.device_name or str(meta.get("device_name", ""))
+        return ""
+    record.device, record.device_name = "cpu", cpu_name()
+    reason = str(meta.get("reason", "")).removeprefix("gpu_unavailable:").strip() or "no reason given"
+    return f"gpu_unavailable: {record.codec} ran its CPU reference instead ({reason})"
+
+
 def evaluate_full(
     data: Any,
     codec: str,
@@ -176,138 +285,51 @@ def evaluate_full(
         record.status, record.error = "gpu_unavailable", str(exc)
         return Evaluation(result=record)
     record.codec_version = cls.version()
-    opts = dict(options or {})
 
-    split = B.split_nonfinite(array) if nonfinite == "passthrough" and B.find_nonfinite(array)[0] else None
+    has_nonfinite = nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0
+    split = B.split_nonfinite(array) if has_nonfinite else None
     work = split.filled if split is not None else array
     side_nbytes = split.side_nbytes if split is not None else 0
     ev = Evaluation(result=record, nonfinite=split)
     if split is not None:
-        ev.notes.append(f"{split.count} non-finite value(s) passed through losslessly ({side_nbytes} bytes beside the stream)")
-
-    def make(codec_mode: str, codec_bound: float) -> Codec:
-        return cls(codec_mode, codec_bound, **opts)  # bad options raise CodecError: bad input
-
-    # -- resolve the mode into what the codec runs and what is verified ----------------
-    abs_bound: float | None = None
-    pw_rel_bound: float | None = None
-    if mode == "abs":
-        runner, abs_bound = make("abs", bound), bound
-    elif mode == "rel":
-        ref, note = B.rel_reference(work)
-        abs_bound = bound * ref
-        if note:
-            ev.notes.append(note)
-        use_native = "rel" in cls.native_modes and not note
-        runner = make("rel", bound) if use_native else make("abs", abs_bound)
-    elif mode == "pw_rel":
-        runner, pw_rel_bound = make("pw_rel", bound), bound
-    elif mode == "fixed_rate":
-        runner = make("fixed_rate", bound)
-    else:
-        make("abs", 1.0)  # options are checked before the search spends time
-        try:
-            if mode == "psnr":
-                ev.search = B.search_psnr(
-                    work, bound, lambda eb: make("abs", eb).compress(work),
-                    lambda c: make("abs", c.bound).decompress(c),
-                )
-            else:
-                ev.search = B.search_ratio(
-                    work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes
-                )
-        except PerfscoutError as exc:
-            if isinstance(exc, InputError):
-                raise
-            record.status, record.error = "error", f"{mode} search failed: {exc}"
-            return ev
-        except Exception as exc:  # noqa: BLE001 - a backend failure is a result, not a crash
-            record.status, record.error = _failure_status(exc), f"{mode} search failed: {type(exc).__name__}: {exc}"
-            return ev
-        abs_bound = ev.search.abs_bound
-        runner = make("abs", abs_bound)
-        ev.notes.append(
-            f"{mode} search: {ev.search.iterations} trial(s), achieved {ev.search.achieved:.6g} "
-            f"(target {bound:g}) at abs bound {abs_bound:.6g}"
-        )
-    record.abs_bound = abs_bound
-
-    # -- run and time ---------------------------------------------------------------
+        ev.notes.append(f"{split.count} non-finite value(s) passed through losslessly "
+                        f"({side_nbytes} bytes beside the stream)")
     try:
-        timed = runner.timed_run(work, repeats)
-        if timed is not None:
-            compressed, recon = timed.compressed, np.asarray(timed.reconstructed)
-            record.compress_s, record.decompress_s = timed.compress_s, timed.decompress_s
-            record.h2d_s, record.d2h_s = timed.h2d_s, timed.d2h_s
-            record.device_name = timed.device_name or record.device_name
-        else:
-            from perfscout.analysis.timing import time_callable
-
-            ev.compress_timing, compressed = time_callable(lambda: runner.compress(work), repeats=repeats)
-            ev.decompress_timing, recon = time_callable(lambda: runner.decompress(compressed), repeats=repeats)
-            record.compress_s = ev.compress_timing.median_s
-            record.decompress_s = ev.decompress_timing.median_s
-    except PerfscoutError as exc:
-        record.status, record.error = "error", str(exc)
-        return ev
-    except Exception as exc:  # noqa: BLE001 - a backend failure is a result, not a crash
-        record.status, record.error = _failure_status(exc), f"{codec} failed: {type(exc).__name__}: {exc}"
-        return ev
-    for name in ("compress", "decompress"):
-        secs = getattr(record, f"{name}_s")
-        if secs and secs > 0:
-            setattr(record, f"{name}_MBps", record.nbytes / 1e6 / secs)
-
-    # A CUDA codec may fall back to its CPU reference (no GPU, no CuPy): the record then
-    # says where it really ran, and the status says the GPU measurement did not happen.
-    gpu_fallback = ""
-    ran_on = str((compressed.meta or {}).get("device", cls.device))
-    if device == "cuda" and ran_on != "cuda":
-        reason = str((compressed.meta or {}).get("reason", "")) or "the codec ran on the CPU"
-        gpu_fallback = f"gpu_unavailable: {codec} ran its CPU reference instead ({reason})"
-        record.device, record.device_name = "cpu", cpu_name()
-    elif device == "cuda" and not record.device_name:
-        record.device_name = str((compressed.meta or {}).get("device_name", ""))
-
-    if recon.shape != work.shape or recon.dtype != work.dtype:
-        record.status = "error"
-        record.error = f"{codec} returned {recon.dtype}{recon.shape} for {work.dtype}{work.shape}"
+        plan = _plan(cls, mode, bound, work, dict(options or {}), ev, side_nbytes)
+        record.abs_bound = plan.abs_bound
+        compressed, recon = _run_timed(plan.runner, work, repeats, record, ev)
+    except _RunFailed as exc:
+        record.status, record.error = exc.status, str(exc)  # type: ignore[assignment]
         return ev
     ev.compressed = compressed
+    gpu_note = _gpu_fallback(device, cls, compressed, record)
 
-    # -- verify element by element -------------------------------------------------------
+    # -- verify element by element (non-finite positions: restored exactly, not checked) --
     if split is not None:
         recon = B.restore_nonfinite(recon, split)
-    ev.reconstructed = recon
-    finite = array if split is None else np.where(split.mask, split.fill_value, array).astype(array.dtype)
-    check_recon = recon if split is None else np.where(split.mask, finite, recon).astype(array.dtype)
-    check = B.verify_bound(finite, check_recon, abs_bound=abs_bound, pw_rel_bound=pw_rel_bound)
-    if split is not None and not np.array_equal(
-        recon[split.mask].view(f"u{array.dtype.itemsize}"), split.values.view(f"u{array.dtype.itemsize}")
-    ):
-        raise AssertionError("non-finite pass-through did not restore the exact bit patterns")
-    ev.check = check
+        finite = np.where(split.mask, split.fill_value, array).astype(array.dtype)
+        check = B.verify_bound(finite, np.where(split.mask, finite, recon).astype(array.dtype),
+                               abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
+    else:
+        check = B.verify_bound(array, recon, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
+    ev.reconstructed, ev.check = recon, check
+    record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
+    messages = [m for m in (gpu_note, check.message) if m]
+    if gpu_note and record.status == "ok":
+        record.status = "gpu_unavailable"
 
+    # -- quality metrics (analysis.metrics; non-finite elements count as exact) -----------
     from perfscout.analysis.metrics import quality_metrics
 
-    messages = [check.message] if check.message else []
     try:
-        metrics = quality_metrics(array, recon, compressed.nbytes + side_nbytes)
+        ev.metrics = quality_metrics(array, recon, compressed.nbytes + side_nbytes)
     except ArithmeticError as exc:
         # Extreme magnitudes can overflow a metric's float64 intermediates; the bound
         # verdict above stands on its own, so keep it and say what is missing.
-        metrics = {}
         messages.append(f"quality metrics failed: {type(exc).__name__}: {exc}")
-    ev.metrics = metrics
-    for key in ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse",
-                "nrmse", "psnr", "snr", "pearson", "ssim", "err_autocorr_lag1"):
-        value = metrics.get(key)
+    for key in _METRIC_COLUMNS:
+        value = ev.metrics.get(key)
         setattr(record, key, None if value is None else float(value))
-    record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
-    if gpu_fallback:
-        messages.insert(0, gpu_fallback)
-        if record.status == "ok":
-            record.status = "gpu_unavailable"
     if mode == "psnr" and ev.search is not None and record.psnr is not None and record.psnr < bound:
         record.bound_ok, record.status = False, "bound_violated"
         messages.append(ev.search.note("PSNR") or f"PSNR {record.psnr:.4g} dB is below the target {bound:g} dB")

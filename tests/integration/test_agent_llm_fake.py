@@ -162,3 +162,12 @@ def test_prompt_injection_in_tool_output_never_widens_the_whitelist(perfscout_ho
     assert all("passwd" not in json.dumps(o["args"]) for o in out.values["observations"])
     assert "follow-up was rejected" in out.report and "'run_shell' is not a tool" in out.report
     assert "dataset '/etc/passwd' was not asked for" in out.report
+
+
+def test_a_plan_of_the_wrong_shape_is_a_parse_error_then_repaired(perfscout_home):
+    wrong = AIMessage(content="", tool_calls=[{"name": "Plan", "args": {"goal": ["not", "text"], "tasks": "sz3"},
+                                               "id": "call_w", "type": "tool_call"}])
+    model = ScriptedChatModel(script=[wrong, plan_call([ev("sz3"), ev("zfp")], 1), plan_call([], 2)])
+    out = agent.run(REQUEST, thread_id="llm-shape", context=_ctx(perfscout_home, model))
+    assert out.planner == "llm" and out.status == "done"
+    assert "the reply did not parse" in out.report

@@ -246,3 +246,26 @@ def test_passthrough_survives_the_container(tmp_path: Path) -> None:
     assert np.array_equal(y[bad].view(np.uint32), x[bad].view(np.uint32))
     R = float(x[~bad].max()) - float(x[~bad].min())
     assert np.abs(y[~bad].astype(np.float64) - x[~bad]).max() <= 1e-3 * R
+
+
+def test_messages_with_brackets_survive_rich(tmp_path: Path) -> None:
+    # rich reads "[...]" as markup; an error quoting a list must still print in full.
+    result = invoke("eval", "--synthetic", "grf:8,8", "--codec", "sz3", "--mode", "abs", "--bound", "1",
+                    "--option", "algorithm=[bold]")
+    assert result.exit_code == 2 and "'[bold]'" in result.stderr
+
+
+def test_demo_falls_back_to_a_synthetic_field_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSCOUT_SHARED_DATA", str(tmp_path))  # an empty directory
+    result = invoke("demo", "--repeats", "1")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "field: synthetic grf field 512x512 f32, seed 0 (vorticity.512_512 not available" in out
+    assert "12 evaluations" in out and "bound_violated" not in out
+
+
+def test_failed_save_keeps_the_measurement(tmp_path: Path) -> None:
+    result = invoke("eval", "--synthetic", "grf:16,16", "--codec", "zfp", "--mode", "abs", "--bound", "0.1",
+                    "--json", "--save-compressed", str(tmp_path / "no" / "such" / "dir" / "x.pscz"))
+    assert result.exit_code == 2 and "cannot write the compressed stream" in result.stderr
+    assert json.loads(result.stdout)["status"] == "ok"

@@ -216,7 +216,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
 h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #ccc;margin-top:2.2rem}
 table{border-collapse:collapse;font-size:.8rem;margin:.6rem 0;display:block;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.2rem .45rem;text-align:left;vertical-align:top}
-th{white-space:nowrap}td{max-width:34rem;overflow-wrap:anywhere}
+th{white-space:nowrap}td{max-width:34rem;overflow-wrap:break-word}
 th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}
 code{background:#f3f3f3;padding:0 .2rem;border-radius:3px;font-size:.85em}
 pre{background:#f6f6f6;padding:.8rem;overflow-x:auto;font-size:.8rem}

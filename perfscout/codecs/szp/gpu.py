@@ -332,6 +332,13 @@ def decompress_device(src: DeviceStream | bytes) -> Any:
 # -- host arrays: chunked streaming -------------------------------------------------------
 
 
+def _fit_chunk(chunk_bytes: int) -> int:
+    """A slab needs about 5x its size on the device at once (two slabs in flight, each
+    with its worst-case stream buffer), so cap the slab at a sixth of free memory."""
+    free, _total = _cp().cuda.runtime.memGetInfo()
+    return max(1 << 20, min(int(chunk_bytes), free // 6))
+
+
 def _chunk_plan(geo: Geometry, itemsize: int, chunk_bytes: int) -> tuple[int, list[tuple[int, int]]]:
     """Split along the slowest view axis that has more than one block: (axis, [(b0, b1)])
     in block units. Blocks of consecutive ranges are consecutive in the stream."""
@@ -366,6 +373,7 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
     x = np.asarray(x, order="C")
     if x.dtype not in F.DTYPE_CODES:
         raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
+    chunk_bytes = min(chunk_bytes, _fit_chunk(DEFAULT_CHUNK_BYTES))
     if x.nbytes <= chunk_bytes:
         return to_host(compress_device(cp.asarray(x), mode, bound, block_ndim))
     bnd = F.default_block_ndim(x.ndim) if block_ndim is None else int(block_ndim)
@@ -442,6 +450,7 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
 
     parsed = F.parse(data)
     h = parsed.header
+    chunk_bytes = min(chunk_bytes, _fit_chunk(DEFAULT_CHUNK_BYTES))
     if h.nelem * h.dtype.itemsize <= chunk_bytes:
         return decompress_device(data).get()
     geo = geometry(h.shape, h.block_ndim)
