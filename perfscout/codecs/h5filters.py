@@ -28,6 +28,9 @@ from perfscout.errors import CodecError
 
 _names = itertools.count()
 
+#: Absolute bounds below this (float64's smallest normal) crash both SZ filters.
+SMALLEST_NORMAL_BOUND = float(np.finfo(np.float64).tiny)
+
 
 def _memory_file() -> Any:
     import h5py
@@ -78,8 +81,25 @@ class _H5FilterCodec(Codec):
         """The shape handed to the filter (a subclass may work around library limits)."""
         return shape
 
+    def _check_bound(self, data: np.ndarray) -> None:
+        """Refuse absolute bounds below the smallest normal double: both SZ filters
+        segfault on them (found by fuzzing in child processes)."""
+        if self.mode == "pw_rel":
+            return
+        eb, value_range = self.bound, 1.0
+        if self.mode == "rel":  # the filter resolves rel to bound * R itself
+            with np.errstate(over="ignore"):
+                value_range = float(np.max(data)) - float(np.min(data))
+            eb = self.bound * value_range
+        if eb < SMALLEST_NORMAL_BOUND and value_range > 0:  # eb may even underflow to 0
+            raise CodecError(
+                f"{self.codec_id}: absolute bound {eb:.3g} is below the smallest normal double "
+                f"({SMALLEST_NORMAL_BOUND:.3g}); the SZ filter crashes on such bounds"
+            )
+
     def compress(self, array: np.ndarray) -> Compressed:
         data = checked_input(self, array, self.max_ndim)
+        self._check_bound(data)
         stream_shape = self._stream_shape(data.shape)
         flat = data.reshape(stream_shape)
         origin = (0,) * flat.ndim

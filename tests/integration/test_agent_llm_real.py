@@ -64,7 +64,7 @@ def smollm_url(tmp_path_factory):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(20)
+            proc.wait(5)  # a server busy generating may not stop on SIGTERM at once
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
