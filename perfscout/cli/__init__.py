@@ -13,6 +13,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from perfscout.errors import PerfscoutError
 
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except PerfscoutError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        # Messages quote user input ("[1, 2]", paths): escape so rich does not eat it as markup.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(2)
 
 

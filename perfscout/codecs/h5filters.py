@@ -11,6 +11,11 @@ optional filter declines it; we then report the raw size honestly).
 
 ``sz2`` (SZ 2.1): modes ``abs``, ``rel`` and ``pw_rel`` (native point-wise relative).
 ``sz3-h5`` (SZ3 filter): mode ``abs`` (``rel`` is resolved to ``abs`` by perfscout).
+
+Both filters take down the process on some inputs (found by fuzzing this build in
+child processes); those inputs are refused with a :class:`CodecError` before the
+library sees them: absolute bounds below the smallest normal double (both filters),
+and for SZ2 arrays of exactly 20 values (see :class:`SZ2Codec`).
 """
 
 from __future__ import annotations

@@ -188,6 +188,29 @@ def _command_error(command: list[str], request: Any) -> str:
     return ""
 
 
+def _same_path(a: str, b: str) -> bool:
+    import os
+
+    return os.path.normpath(os.path.expanduser(a)) == os.path.normpath(os.path.expanduser(b))
+
+
+def _sweep_error(args: dict[str, Any], request: Any) -> str:
+    """A model may only run the sweep spec the request names, into the directory it names."""
+    from perfscout.graph.planner import requested_sweep
+
+    if "spec_doc" in args:
+        return "run_sweep takes `spec` (the path the request names); `spec_doc` is for YAML requests"
+    asked = requested_sweep(request) if isinstance(request, str) else None
+    if not asked:
+        return "the request names no sweep spec (write e.g. 'sweep examples/sweep_quick.yaml')"
+    if not _same_path(str(args.get("spec", "")), asked["spec"]):
+        return f"sweep spec {args.get('spec')!r} is not the one the request names ({asked['spec']!r})"
+    if args.get("out") and not (asked.get("out") and _same_path(str(args["out"]), asked["out"])):
+        return f"output directory {args['out']!r} was not asked for" + (
+            f" (asked: {asked['out']!r})" if asked.get("out") else " (leave `out` out)")
+    return ""
+
+
 def _constraint_errors(calls: list[dict[str, Any]], request: Any) -> list[str]:
     """An intent's explicit codecs/mode/bounds/datasets/devices must be kept and covered."""
     if not isinstance(request, str):
@@ -246,6 +269,13 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
         if call.tool == "profile_command":
             if (why := _command_error(args["command"], request)):
                 errors.append(f"task {n}: {why}")
+        if call.tool == "run_sweep":
+            if allow_empty:
+                # a follow-up task has a new key, hence a new sweep directory: it would
+                # repeat every finished task of the sweep the plan already ran
+                errors.append(f"task {n}: run_sweep is not a follow-up (the plan's sweep already ran)")
+            elif (why := _sweep_error(args, request)):
+                errors.append(f"task {n}: {why}")
         if call.tool == "diagnose_profile":
             # the model cannot know our task keys: tie it to the plan's latest profile task
             earlier = [t.key for t in tasks if t.tool == "profile_command"]
@@ -268,6 +298,11 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
                       + "; or synthetic:KIND:SHAPE, or an existing raw file path")
     if not errors:
         errors += _constraint_errors(evaluations, request)
+    if not errors and not allow_empty and isinstance(request, str):
+        from perfscout.graph.planner import requested_sweep
+
+        if (asked := requested_sweep(request)) and not any(t.tool == "run_sweep" for t in tasks):
+            errors.append(f"the plan has no run_sweep task for {asked['spec']}")
     return ([], errors) if errors else (tasks, [])
 
 

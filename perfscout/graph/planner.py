@@ -3,9 +3,12 @@
 No network, no model: the same request always gives the same plan. It understands
 
 * a spec (a dict as YAML loads it): ``datasets``, ``codecs``, ``mode``, ``bounds``,
-  ``devices``, ``repeats``, ``fallback_dataset`` and explicit ``tasks`` (tool + args);
-* intents such as "compare sz3 and zfp at rel 1e-3 on vorticity on cpu and gpu" or
-  "evaluate every codec at abs 1e-4 on synthetic:grf:64,64 with 5 repeats".
+  ``devices``, ``repeats``, ``fallback_dataset``, explicit ``tasks`` (tool + args) and
+  ``sweep`` (a sweep spec file, or ``{spec, out, jobs}``, or a list of them);
+* a sweep spec itself (:mod:`perfscout.tools.sweep.spec`), recognised by its shape;
+* intents such as "compare sz3 and zfp at rel 1e-3 on vorticity on cpu and gpu",
+  "evaluate every codec at abs 1e-4 on synthetic:grf:64,64 with 5 repeats" or
+  "sweep examples/sweep_quick.yaml [into DIR]".
 
 A request it cannot understand raises :class:`PlanningError` saying what it accepts.
 """
@@ -16,6 +19,7 @@ import importlib
 import re
 import shlex
 from itertools import product
+from pathlib import Path
 from typing import Any
 
 from perfscout.errors import InputError
@@ -38,6 +42,7 @@ DEMO_SPEC: dict[str, Any] = {
 ACCEPTED_FORMS = (
     "compare CODEC [and CODEC ...] at MODE BOUND[, BOUND ...] on DATASET [on cpu|gpu ...]",
     "evaluate every codec at MODE BOUND on DATASET [with N repeats]",
+    "sweep SPEC.yaml [into DIR] (run a sweep spec, see examples/sweep_*.yaml)",
     "MODE is abs|rel|pw_rel|psnr|ratio|fixed_rate; DATASET a dataset name, "
     "synthetic:KIND:SHAPE or a raw file path [shape Z,Y,X] [f32|f64]",
 )
@@ -144,12 +149,69 @@ def _dataset_arg(entry: Any) -> dict[str, Any]:
     return {"dataset": str(entry)}
 
 
+#: Keys of an agent spec (what :func:`plan_from_spec` expands).
+AGENT_SPEC_KEYS = frozenset({"goal", "datasets", "dataset", "fallback_dataset", "codecs", "mode",
+                             "bounds", "bound", "devices", "repeats", "tasks", "intent", "sweep"})
+#: Agent-spec keys a sweep spec never has: their presence means "agent spec".
+_AGENT_ONLY_KEYS = frozenset({"goal", "dataset", "fallback_dataset", "mode", "bound", "tasks",
+                              "intent", "sweep"})
+_SWEEP_ARG_KEYS = frozenset({"spec", "out", "jobs"})
+
+
+def is_sweep_spec(spec: dict[str, Any]) -> bool:
+    """Whether a mapping is a sweep spec rather than an agent spec, judged by its shape.
+
+    The two share ``datasets, codecs, devices, bounds, repeats``; a sweep spec is one with
+    no agent-only key and either a key only sweep specs have (``name``, ``modes``,
+    ``experiments``, ``timeout_s``...), per-mode ``bounds``, or a ``synthetic:`` dataset entry.
+    """
+    from perfscout.tools.sweep.spec import SweepSpec
+
+    keys = set(spec)
+    if keys & _AGENT_ONLY_KEYS or not keys <= set(SweepSpec.model_fields):
+        return False
+    if keys - AGENT_SPEC_KEYS:
+        return True
+    datasets = spec.get("datasets")
+    return isinstance(spec.get("bounds"), dict) or (isinstance(datasets, list) and any(
+        isinstance(d, dict) and "synthetic" in d for d in datasets))
+
+
+def _sweep_args(entry: Any) -> dict[str, Any]:
+    """run_sweep arguments from a ``sweep:`` entry: a path, or ``{spec, out, jobs}``."""
+    if isinstance(entry, str) and entry.strip():
+        return {"spec": entry.strip()}
+    if isinstance(entry, dict) and isinstance(entry.get("spec"), str) and set(entry) <= _SWEEP_ARG_KEYS:
+        return {k: (int(v) if k == "jobs" else str(v)) for k, v in entry.items() if v is not None}
+    raise PlanningError("a 'sweep' entry is the path of a sweep spec (YAML) or a mapping "
+                        f"with 'spec' and optional 'out', 'jobs': got {entry!r}")
+
+
+def _sweep_task(i: int, args: dict[str, Any], label: str) -> Task:
+    return Task(key=_key(i, "sweep", label), tool="run_sweep", args=args,
+                purpose=f"run the sweep {label} (resumable) and write its report")
+
+
+def plan_from_sweep_spec(spec: dict[str, Any]) -> Plan:
+    """A sweep spec given as the request: one run_sweep task that carries it."""
+    from perfscout.tools.sweep.spec import SpecError, load_spec
+
+    try:
+        model = load_spec(spec)
+    except SpecError as exc:
+        raise PlanningError(f"the request looks like a sweep spec but is not a valid one: {exc}") from exc
+    goal = f"sweep {model.name}" + (f": {model.description}" if model.description else "")
+    return Plan(goal=goal, tasks=[_sweep_task(1, {"spec_doc": dict(spec)}, model.name)],
+                planner="deterministic", notes=["the request is a sweep spec: one run_sweep task runs it"])
+
+
 def plan_from_spec(spec: dict[str, Any]) -> Plan:
-    """Expand a spec into tasks: datasets x (codec, device) x bounds, then explicit tasks."""
+    """Expand a spec into tasks: datasets x (codec, device) x bounds, explicit tasks, sweeps."""
     if not isinstance(spec, dict):
         raise PlanningError(f"a spec must be a mapping, got {type(spec).__name__}")
-    unknown = set(spec) - {"goal", "datasets", "dataset", "fallback_dataset", "codecs", "mode",
-                           "bounds", "bound", "devices", "repeats", "tasks", "intent"}
+    if is_sweep_spec(spec):
+        return plan_from_sweep_spec(spec)
+    unknown = set(spec) - AGENT_SPEC_KEYS
     if unknown:
         raise PlanningError(f"unknown spec keys: {', '.join(sorted(unknown))}")
     if "intent" in spec and len(spec) <= 2:
@@ -198,8 +260,12 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
             raise PlanningError(f"an explicit task needs 'tool' (and 'args'): {extra!r}")
         tasks.append(Task(key=_key(len(tasks) + 1, str(extra["tool"])), tool=str(extra["tool"]),
                           args=dict(extra.get("args") or {}), purpose=str(extra.get("purpose", ""))))
+    sweeps = spec.get("sweep")
+    for entry in (sweeps if isinstance(sweeps, list) else [sweeps] if sweeps is not None else []):
+        args = _sweep_args(entry)
+        tasks.append(_sweep_task(len(tasks) + 1, args, Path(args["spec"]).stem))
     if not tasks:
-        raise PlanningError("the spec asks for nothing: give datasets, codecs and bounds, or tasks")
+        raise PlanningError("the spec asks for nothing: give datasets, codecs and bounds, tasks, or sweep")
     return Plan(goal=str(spec.get("goal", "")), tasks=tasks, planner="deterministic", notes=notes)
 
 
@@ -214,6 +280,8 @@ _SHAPE_RE = re.compile(r"\bshape\s*[:=]?\s*(\d+(?:\s*[,x]\s*\d+)*)", re.IGNORECA
 _DTYPE_RE = re.compile(r"\b(f32|f64|float32|float64)\b", re.IGNORECASE)
 _REPEATS_RE = re.compile(r"\b(\d+)\s+repeats\b|\brepeats?\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
 _PROFILE_RE = re.compile(r"\bprofile\s*:?(?:\s+(.*))?$", re.IGNORECASE)
+_SWEEP_RE = re.compile(r"\bsweep\b.*?([^\s`'\"]+\.ya?ml)(?![\w.-])(?:[`'\"]?\s+(?:into|to|--out)\s+"
+                       r"[`'\"]?([^\s`'\"]+))?", re.IGNORECASE)
 
 
 def _device(word: str) -> str:
@@ -285,6 +353,9 @@ def plan_from_intent(text: str) -> Plan:
         raise PlanningError("empty request; accepted forms: " + " | ".join(ACCEPTED_FORMS))
     if _PROFILE_RE.search(text):
         return _profile_plan(text)
+    if (sweep := requested_sweep(text)) is not None:
+        return Plan(goal=text, tasks=[_sweep_task(1, sweep, Path(sweep["spec"]).stem)],
+                    planner="deterministic")
     c = intent_constraints(text)
     missing = [what for what, ok in (("a codec", c["codecs"]), ("a mode and bound", c.get("bounds")),
                                      ("a dataset", c["datasets"])) if not ok]
@@ -305,6 +376,14 @@ def requested_command(text: str) -> list[str] | None:
         return shlex.split((m.group(1) or "").strip().strip("`"))
     except ValueError as exc:  # unbalanced quotes
         raise PlanningError(f"cannot split the command to profile: {exc}") from exc
+
+
+def requested_sweep(text: str) -> dict[str, str] | None:
+    """run_sweep arguments named by an intent ("sweep SPEC.yaml [into DIR]"), or None."""
+    m = _SWEEP_RE.search(" ".join(str(text).split()))
+    if not m:
+        return None
+    return {"spec": m.group(1), **({"out": m.group(2).rstrip(".,;")} if m.group(2) else {})}
 
 
 def _profile_plan(text: str) -> Plan:

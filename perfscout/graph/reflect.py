@@ -141,6 +141,28 @@ def _max_cv(data: dict[str, Any]) -> float | None:
     return max(cvs) if cvs else None
 
 
+def sweep_notes(task: Task, data: dict[str, Any]) -> list[Note]:
+    """A sweep's failed tasks and violated bounds, one note per kind (the report lists each).
+
+    They are stored results of the sweep, not retried here: a sweep re-runs only tasks
+    that have no stored result, so a crash or timeout stays on record.
+    """
+    notes = []
+    by_status: dict[str, list[dict[str, Any]]] = {}
+    for row in data.get("failures") or []:
+        by_status.setdefault(str(row.get("status")), []).append(row)
+    for status, rows in by_status.items():
+        what = "; ".join(f"{r.get('codec')}@{r.get('device')} {r.get('mode')} {r.get('bound')} on "
+                         f"{r.get('dataset')}" for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+        notes.append(Note(task_key=task.key, kind=status,
+                          message=f"sweep {data.get('name', '')}: {len(rows)} task(s) {status}: {what}"))
+    violations = data.get("violations") or []
+    if violations:
+        notes.append(Note(task_key=task.key, kind="bound_violated",
+                          message=f"sweep {data.get('name', '')}: {len(violations)} task(s) broke their bound"))
+    return notes
+
+
 def decide(state: dict[str, Any], ctx: Context) -> Decision:
     """Apply the rules above to the state after an observation."""
     obs = Observation(**state["observations"][-1])
@@ -183,6 +205,8 @@ def decide(state: dict[str, Any], ctx: Context) -> Decision:
     elif obs.kind in ("error", "refused"):
         notes.append(Note(task_key=task.key, kind="codec_crashed" if obs.kind == "error" else "refused",
                           message=obs.error or obs.summary))
+    elif obs.kind == "result" and task.tool == "run_sweep" and isinstance(obs.data, dict):
+        notes += sweep_notes(task, obs.data)
     elif obs.kind == "result" and task.tool == "evaluate_codec" and isinstance(obs.data, dict):
         rec = obs.data.get("record") or {}
         status = rec.get("status")

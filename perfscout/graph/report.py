@@ -105,6 +105,13 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
             body = diagnosis_markdown(o["data"]).splitlines()
             lines += ["#" + ln if ln.startswith("#") else ln for ln in body] + [""]
         others = [o for o in others if o not in diagnoses]
+    sweeps = [o for o in finals if o["tool"] == "run_sweep" and o["kind"] == "result"
+              and isinstance(o.get("data"), dict)]
+    if sweeps:
+        lines += ["## Sweeps", ""]
+        for o in sweeps:
+            lines += sweep_section(o, run_dir)
+        others = [o for o in others if o not in sweeps]
     if others:
         lines += ["## Other tool results", ""]
         for o in others:
@@ -123,9 +130,77 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
     write_json(run_dir / "results.json", {
         "run_id": state.get("run_id", ""), "planner": planner, "plan": plan,
         "records": records, "other": others, "notes": notes,
+        "sweeps": [{"task_key": o["task_key"], **{k: v for k, v in o["data"].items() if k != "rows"}}
+                   for o in sweeps],
         "plan_error": state.get("plan_error", ""),
     })
     return write_text(run_dir / "report.md", "\n".join(lines))
+
+
+def _link(path: str, run_dir: Path) -> str:
+    """A Markdown link to ``path``, relative to the agent run directory when inside it."""
+    p = Path(path)
+    try:
+        shown = p.resolve().relative_to(run_dir.resolve()).as_posix()
+    except ValueError:
+        shown = str(p)
+    return f"[{p.name}]({shown})"
+
+
+def sweep_section(obs: dict[str, Any], run_dir: Path) -> list[str]:
+    """One sweep: where it is, counts by status, failed tasks, violated bounds, bests."""
+    d = obs["data"]
+    counts = ", ".join(f"{k}: {v}" for k, v in (d.get("status_counts") or {}).items()) or "none"
+    out = [f"### {obs['task_key']}: sweep `{d.get('name', '')}`", "",
+           f"- Results: {d.get('tasks', 0)} task(s); by status: {counts}",
+           f"- Sweep directory: `{d.get('run_dir', '')}` (store `{Path(d.get('store', '')).name}`, "
+           f"run `{d.get('run_id', '')}`)"]
+    if d.get("spec"):
+        out.append(f"- Spec: `{d['spec']}`")
+    if d.get("report_md"):
+        out.append(f"- Sweep report: {_link(d['report_md'], run_dir)}, {_link(d['report_html'], run_dir)}")
+    else:
+        out.append(f"- Sweep report: not written ({d.get('report_error') or 'unknown reason'}); "
+                   f"`perfscout report {d.get('run_dir', '')}` writes it from the stored results")
+    failures = d.get("failures") or []
+    out += ["", f"Failed tasks: {len(failures)}" + (":" if failures else "."), ""]
+    if failures:
+        out += ["| task | dataset | codec | device | mode | bound | status | error |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['task_key']} | {r['dataset']} | {r['codec']} | {r['device']} | {r['mode']} "
+                f"| {_fmt(r['bound'])} | {r['status']} | {_cell(r.get('error'))} |" for r in failures]
+        out.append("")
+    violations = d.get("violations") or []
+    out += [f"Bound violated: {len(violations)}" + (":" if violations else "."), ""]
+    if violations:
+        out += ["| task | dataset | codec | device | mode | bound | max abs err | max rel err | status |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['task_key']} | {r['dataset']} | {r['codec']} | {r['device']} | {r['mode']} "
+                f"| {_fmt(r['bound'])} | {_fmt(r['max_abs_err'])} | {_fmt(r['max_rel_err'])} "
+                f"| {r['status']} |" for r in violations]
+        out.append("")
+    if d.get("best_ratio"):
+        out += ["Highest ratio with the bound held (per dataset and codec@device):", "",
+                "| dataset | codec@device | mode | bound | ratio | PSNR dB | compress MB/s | task |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['dataset']} | {r['series']} | {r['mode']} | {_fmt(r['bound'])} | {_fmt(r['ratio'])} "
+                f"| {_fmt(r['psnr'])} | {_fmt(r['compress_MBps'], '.1f')} | {r['task_key']} |"
+                for r in d["best_ratio"]]
+        out.append("")
+    if d.get("fastest"):
+        out += [f"Fastest compression with PSNR >= {_fmt(d.get('psnr_min'))} dB and the bound held:", "",
+                "| dataset | codec@device | mode | bound | compress MB/s | decompress MB/s | PSNR dB | task |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['dataset']} | {r['series']} | {r['mode']} | {_fmt(r['bound'])} "
+                f"| {_fmt(r['compress_MBps'], '.1f')} | {_fmt(r['decompress_MBps'], '.1f')} "
+                f"| {_fmt(r['psnr'])} | {r['task_key']} |" for r in d["fastest"]]
+        out.append("")
+    return out
+
+
+def _cell(text: Any) -> str:
+    """Free text made safe for one Markdown table cell."""
+    return " ".join(str(text or "").split()).replace("|", "\\|")[:300] or "–"
 
 
 def json_line(doc: Any) -> str:

@@ -271,9 +271,149 @@ def diagnose_profile(
     return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
 
 
+# ---- sweeps ----------------------------------------------------------------------
+
+#: Where a run_sweep task writes its sweep when no ``out`` is given, inside the agent run.
+SWEEPS_DIR = "sweeps"
+#: Most result rows a run_sweep artifact carries (the full table stays in the sweep's store).
+SWEEP_ROWS_MAX = 200
+
+
+def allowed_roots(agent_run_dir: str = "") -> list[Path]:
+    """Where paths the agent accepts may point: the working directory (the user's area, as
+    for profile_command; not when it is ``/``) and this agent run's own directory."""
+    cwd = Path.cwd().resolve()
+    roots = [cwd] if cwd != Path(cwd.anchor) else []
+    if agent_run_dir:
+        roots.append(Path(agent_run_dir).resolve())
+    return roots
+
+
+def confine(path: str, roots: list[Path], what: str) -> Path:
+    """``path`` resolved (symlinks followed: a link cannot lead out), or InputError."""
+    p = Path(path).expanduser()
+    p = (p if p.is_absolute() else Path.cwd() / p).resolve()
+    if not any(p == r or p.is_relative_to(r) for r in roots):
+        where = " or ".join(str(r) for r in roots) or "nowhere (the working directory is /)"
+        raise InputError(f"{what} {path!r} resolves to {p}, outside {where}")
+    return p
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    """DataFrame rows as plain JSON values (NaN/NA -> None), for state and checkpoints."""
+    import json
+
+    return json.loads(df.to_json(orient="records")) if len(df) else []
+
+
+def sweep_digest(df: Any, psnr_min: float) -> dict[str, Any]:
+    """What a sweep amounted to, from its stored rows: counts, failures, violations, bests."""
+    from perfscout.analysis.report import summary as S
+
+    counts = {str(k): int(v) for k, v in df["status"].value_counts().sort_index().items()}
+    return {
+        "tasks": int(len(df)), "status_counts": counts, "psnr_min": float(psnr_min),
+        "failures": _records(S.failures_table(df)), "violations": _records(S.violations_table(df)),
+        "best_ratio": _records(S.best_cr_table(df)), "fastest": _records(S.fastest_table(df, psnr_min)),
+    }
+
+
+def _sweep_summary(name: str, run_dir: Path, digest: dict[str, Any], report_md: str) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in digest["status_counts"].items()) or "none"
+    parts = [f"sweep {name}: {digest['tasks']} task(s) ({counts}) in {run_dir}"]
+    if digest["failures"]:
+        parts.append("failed: " + "; ".join(
+            f"{r['codec']}@{r['device']} {r['mode']} {r['bound']:g} on {r['dataset']}: {r['status']}"
+            for r in digest["failures"][:5]) + (" ..." if len(digest["failures"]) > 5 else ""))
+    parts.append(f"bound violated: {len(digest['violations'])}" + (": " + "; ".join(
+        f"{r['codec']}@{r['device']} {r['mode']} {r['bound']:g}" for r in digest["violations"][:5])
+        if digest["violations"] else ""))
+    if digest["best_ratio"]:
+        parts.append("highest ratio with bound held: " + "; ".join(
+            f"{r['series']} {r['ratio']:.4g} at {r['mode']} {r['bound']:g} on {r['dataset']}"
+            for r in digest["best_ratio"][:4]))
+    if digest["fastest"]:
+        parts.append(f"fastest with PSNR >= {digest['psnr_min']:g}: " + "; ".join(
+            f"{r['series']} {r['compress_MBps']:.4g} MB/s at {r['mode']} {r['bound']:g} on {r['dataset']}"
+            for r in digest["fastest"][:4]))
+    parts.append(f"report: {report_md}" if report_md else "report: not written")
+    return "; ".join(parts)[:1900]
+
+
+@tool(response_format="content_and_artifact")
+def run_sweep(
+    spec: Annotated[str | None, Field(description="Path to a YAML sweep spec (see examples/sweep_*.yaml), "
+                                      "exactly as the user gave it; inside the working directory.")] = None,
+    out: Annotated[str | None, Field(description="Directory for the sweep's results; default: a folder "
+                                     "of this agent run. Inside the working directory.")] = None,
+    jobs: Annotated[int | None, Field(ge=1, le=256, description="Tasks at once (default: the "
+                                      "spec's jobs, else the number of cores).")] = None,
+    spec_doc: Annotated[dict[str, Any] | None, Field(description="The sweep spec itself as a mapping, "
+                                                     "instead of `spec` (YAML requests only).")] = None,
+    runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
+) -> tuple[str, Artifact]:
+    """Run an evaluation campaign from a sweep spec (its datasets x codecs x devices x modes
+    x bounds, each task in its own process, each result stored as it lands), then write the
+    sweep's report (report.md, report.html). Calling it again for the same run continues the
+    sweep: finished tasks are not repeated. Returns task counts by status, failed tasks,
+    violated bounds and the best setting per goal."""
+    state = (runtime.state if runtime is not None else None) or {}
+    agent_run_dir = str(state.get("run_dir") or "")
+    try:
+        from perfscout import api_sweep
+        from perfscout.tools.sweep.spec import load_spec
+
+        if (spec is None) == (spec_doc is None):
+            raise InputError("run_sweep needs exactly one of `spec` (a YAML file) or `spec_doc` (a mapping)")
+        roots = allowed_roots(agent_run_dir)
+        source: Path | dict[str, Any]
+        if spec is not None:
+            source = confine(spec, roots, "sweep spec")
+            if source.suffix not in (".yaml", ".yml") or not source.is_file():
+                raise InputError(f"sweep spec {spec!r} is not an existing .yaml/.yml file")
+        else:
+            source = dict(spec_doc or {})
+        model = load_spec(source)
+        if out:
+            target = confine(out, roots, "sweep output directory")
+        elif agent_run_dir:
+            # named after the task, not the attempt: a retry or a resumed agent run
+            # continues the same sweep instead of starting another
+            key = _run_info(runtime)["task_key"] or model.name
+            target = Path(agent_run_dir) / SWEEPS_DIR / re.sub(r"[^A-Za-z0-9._+-]+", "_", key)
+        else:
+            target = api_sweep.default_run_dir(model)
+        df = api_sweep.sweep(source if isinstance(source, Path) else model, out=target, resume=True,
+                             jobs=jobs, progress=False)
+    except PerfscoutError as exc:
+        from perfscout.tools.sweep import SweepInterrupted
+
+        interrupted = isinstance(exc, SweepInterrupted)  # finished tasks are kept: a retry resumes
+        prefix = "failed" if interrupted else "refused"
+        return f"{prefix}: {exc}", _artifact("error", error=str(exc), transient=interrupted)
+    except Exception as exc:
+        return _failure(exc)
+    report_md, report_html, report_error = "", "", ""
+    try:
+        report_html = str(api_sweep.report(target))
+        report_md = str(target / "report.md")
+    except Exception as exc:  # the results are stored; a report that fails must not hide them
+        report_error = f"{type(exc).__name__}: {exc}"
+    digest = sweep_digest(df, model.report.psnr_min)
+    rows = _records(df.head(SWEEP_ROWS_MAX))
+    data = {"name": model.name, "run_id": str(df.attrs.get("run_id", "")), "run_dir": str(target),
+            "spec": str(source) if isinstance(source, Path) else "", "store": str(target / "results.sqlite"),
+            "report_md": report_md, "report_html": report_html, "report_error": report_error,
+            **digest, "rows": rows, "rows_truncated": len(df) > len(rows)}
+    summary = _sweep_summary(model.name, target, digest, report_md)
+    if report_error:
+        summary += f"; report failed: {report_error[:200]}"
+    return summary, _artifact("result", data=data)
+
+
 #: The whitelist, in the order a model sees it. Extend only here.
 TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program,
-                               diagnose_profile)
+                               diagnose_profile, run_sweep)
 
 
 def tool_names() -> list[str]:

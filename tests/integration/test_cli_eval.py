@@ -115,16 +115,18 @@ def test_violated_bound_exits_1_with_the_record(tmp_path: Path) -> None:
     assert record["status"] == "bound_violated" and record["bound_ok"] is False and "at index" in record["error"]
 
 
-def test_demo_prints_the_table() -> None:
-    proc = perfscout("demo", "--repeats", "1")
+def test_demo_prints_the_table(perfscout_home: Path) -> None:
+    proc = perfscout("demo", "--repeats", "1")  # the agent on the embedded default
     assert proc.returncode == 0, proc.stderr
     for codec in ("sz3", "sz2", "sz3-h5", "zfp"):
         assert codec in proc.stdout
-    assert "field:" in proc.stdout and "bound_ok" in proc.stdout and "12 evaluations" in proc.stdout
+    assert "note: dataset vorticity.512_512" in proc.stdout
+    assert "bound_ok" in proc.stdout and "12 evaluations" in proc.stdout
+    assert "agent report:" in proc.stdout and list(perfscout_home.glob("runs/*/report.md"))
     as_json = perfscout("demo", "--repeats", "1", "--json")
     rows = json.loads(as_json.stdout)
     assert len(rows) == 12 and all(r["mode"] == "rel" for r in rows)
-    assert "field:" in as_json.stderr
+    assert "note:" in as_json.stderr
 
 
 # -- CliRunner: every bad input is exit 2 with a message ---------------------------------
@@ -257,11 +259,17 @@ def test_messages_with_brackets_survive_rich(tmp_path: Path) -> None:
 
 def test_demo_falls_back_to_a_synthetic_field_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSCOUT_SHARED_DATA", str(tmp_path))  # an empty directory
-    result = invoke("demo", "--repeats", "1")
+    monkeypatch.setenv("PERFSCOUT_HOME", str(tmp_path / "home"))
+    result = invoke("demo", "--repeats", "1")  # through the agent
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
-    assert "field: synthetic grf field 512x512 f32, seed 0 (vorticity.512_512 not available" in out
+    assert "vorticity.512_512 is not available here" in out
+    assert "using the synthetic fallback synthetic:grf:512,512" in out
     assert "12 evaluations" in out and "bound_violated" not in out
+    direct = invoke("demo", "--repeats", "1", "--direct")
+    assert direct.exit_code == 0, direct.stderr
+    out = " ".join(direct.stdout.split())
+    assert "field: synthetic grf field 512x512 f32, seed 0 (vorticity.512_512 not available" in out
 
 
 def test_failed_save_keeps_the_measurement(tmp_path: Path) -> None:
