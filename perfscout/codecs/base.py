@@ -12,8 +12,10 @@ Implementations are short modules in this package; the registry
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any, ClassVar
 
 import numpy as np
@@ -66,6 +68,11 @@ class Codec(ABC):
     device: ClassVar[str] = "cpu"  # "cpu" or "cuda"
     native_modes: ClassVar[tuple[str, ...]]  # subset of ALL_MODES implemented natively
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64")
+    #: The library a backend wraps: the distribution whose version names it, the modules
+    #: it must import, and what to tell a user who lacks them.
+    distribution: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    install_hint: ClassVar[str] = ""
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         if mode not in self.native_modes:
@@ -79,13 +86,23 @@ class Codec(ABC):
 
     # -- identity ---------------------------------------------------------------
     @classmethod
-    @abstractmethod
     def version(cls) -> str:
         """Version of the backend library (or of our own format)."""
+        if not cls.distribution:
+            return ""
+        try:
+            return f"{cls.distribution} {metadata.version(cls.distribution)}"
+        except metadata.PackageNotFoundError:
+            return ""
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
         """(usable, reason). The reason says why a backend is missing."""
+        for module in cls.requires:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                return False, f"{module} is not installed ({exc}); {cls.install_hint}".rstrip("; ")
         return True, ""
 
     # -- numcodecs-style config -------------------------------------------------

@@ -21,7 +21,6 @@ and for SZ2 arrays of exactly 20 values (see :class:`SZ2Codec`).
 from __future__ import annotations
 
 import itertools
-from importlib import metadata
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,6 +48,9 @@ class _H5FilterCodec(Codec):
 
     family = "sz"
     device = "cpu"
+    distribution = "hdf5plugin"
+    requires = ("h5py", "hdf5plugin")
+    install_hint = "pip install hdf5plugin h5py"
     filter_class: ClassVar[str]  # attribute of hdf5plugin
     filter_key: ClassVar[str]  # key in hdf5plugin.get_config().registered_filters
     mode_keywords: ClassVar[dict[str, str]]  # perfscout mode -> hdf5plugin keyword
@@ -59,20 +61,14 @@ class _H5FilterCodec(Codec):
         if self.options:
             raise CodecError(f"{self.codec_id}: takes no options, got {', '.join(sorted(self.options))}")
 
-    @classmethod
-    def version(cls) -> str:
-        try:
-            return f"hdf5plugin {metadata.version('hdf5plugin')}"
-        except metadata.PackageNotFoundError:
-            return ""
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        try:
-            import h5py  # noqa: F401
-            import hdf5plugin
-        except ImportError as exc:
-            return False, f"h5py/hdf5plugin not installed ({exc}); pip install hdf5plugin h5py"
+        ok, reason = super().availability()
+        if not ok:
+            return ok, reason
+        import hdf5plugin
+
         if cls.filter_key not in hdf5plugin.get_config().registered_filters:
             return False, f"hdf5plugin {hdf5plugin.version} has no {cls.filter_key!r} filter registered"
         return True, ""

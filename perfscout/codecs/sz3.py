@@ -8,7 +8,6 @@ offered. Options: ``algorithm`` (``interp_lorenzo`` default, ``interp``,
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,9 @@ class SZ3Codec(Codec):
     family = "sz"
     device = "cpu"
     native_modes = ("abs", "rel")
+    distribution = "pysz"
+    requires = ("pysz",)
+    install_hint = "pip install 'pysz>=1.1'"
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
@@ -37,20 +39,6 @@ class SZ3Codec(Codec):
             raise CodecError(f"sz3: unknown algorithm {algorithm!r}; choose one of {', '.join(_ALGORITHMS)}")
         self._algorithm = _ALGORITHMS.index(algorithm)  # szAlgorithm values are the tuple order
 
-    @classmethod
-    def version(cls) -> str:
-        try:
-            return f"pysz {metadata.version('pysz')}"
-        except metadata.PackageNotFoundError:
-            return ""
-
-    @classmethod
-    def availability(cls) -> tuple[bool, str]:
-        try:
-            import pysz  # noqa: F401
-        except ImportError as exc:
-            return False, f"pysz is not installed ({exc}); pip install 'pysz>=1.1'"
-        return True, ""
 
     def compress(self, array: np.ndarray) -> Compressed:
         from pysz import sz, szConfig, szErrorBoundMode

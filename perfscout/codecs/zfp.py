@@ -9,7 +9,6 @@ for every input: perfscout verifies each result and reports any excess as
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,9 @@ class ZFPCodec(Codec):
     family = "zfp"
     device = "cpu"
     native_modes = ("abs", "fixed_rate")
+    distribution = "zfpy"
+    requires = ("zfpy",)
+    install_hint = "pip install zfpy"
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
@@ -33,20 +35,6 @@ class ZFPCodec(Codec):
         if mode == "fixed_rate" and not 0 < self.bound <= 64:
             raise CodecError(f"zfp fixed_rate needs 0 < bits per value <= 64, got {self.bound}")
 
-    @classmethod
-    def version(cls) -> str:
-        try:
-            return f"zfpy {metadata.version('zfpy')}"
-        except metadata.PackageNotFoundError:
-            return ""
-
-    @classmethod
-    def availability(cls) -> tuple[bool, str]:
-        try:
-            import zfpy  # noqa: F401
-        except ImportError as exc:
-            return False, f"zfpy is not installed ({exc}); pip install zfpy"
-        return True, ""
 
     def compress(self, array: np.ndarray) -> Compressed:
         import zfpy
