@@ -77,3 +77,21 @@ def perfscout_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("PERFSCOUT_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _isolated_codec_registry():
+    """Plug-in codecs registered by one test (e.g. the crashing fake a sweep spec imports
+    in-process) must not leak into the next: a later "every installed CPU codec" run
+    would otherwise call a codec that aborts the test process."""
+    import sys
+
+    from perfscout.codecs import registry
+
+    known = dict(registry._KNOWN)
+    yield
+    registry._KNOWN.clear()
+    registry._KNOWN.update(known)
+    # Importing a plug-in registers it; forget the module so the next import registers again.
+    for name in [m for m in sys.modules if m.startswith("tests.fakes")]:
+        del sys.modules[name]

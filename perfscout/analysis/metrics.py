@@ -374,6 +374,35 @@ def _lag1_autocorr(xp: ModuleType, e: Any) -> float:
     return to_float(xp.sum(d[:-1] * d[1:])) / den
 
 
+def _log10_mse(mse: float, max_abs: float, n: int) -> float:
+    """log10(MSE), or a lower bound of it when the squares of tiny errors underflowed."""
+    if mse > 0:
+        return math.log10(mse)
+    if max_abs > 0:  # MSE >= max|e|^2 / n
+        return 2 * math.log10(max_abs) - math.log10(n)
+    return -math.inf
+
+
+def _psnr_db(R: float, log_mse: float, exact: bool) -> float:
+    """20 log10(R) - 10 log10(MSE); +inf when exact, -inf when R = 0 < MSE."""
+    return math.inf if exact else 20 * _log10(R) - 10 * log_mse
+
+
+def psnr(original: Any, reconstructed: Any) -> float:
+    """PSNR in dB, exactly as :func:`quality_metrics` reports it, without the rest.
+
+    For a search that evaluates PSNR many times (``psnr`` mode): the same definition
+    and the same handling of non-finite elements and extreme magnitudes as the record.
+    """
+    p = _prepare(original, reconstructed)
+    xv = p.flat_valid(p.x)
+    ev = p.flat_valid(p.y) - xv
+    R = to_float(p.xp.max(xv)) - to_float(p.xp.min(xv))
+    max_abs, _ = _max_abs_scaled(p)
+    mse = to_float(p.xp.sum(ev * ev)) / p.n_valid
+    return _psnr_db(R, _log10_mse(mse, max_abs, p.n_valid), max_abs == 0)
+
+
 def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -> dict[str, Any]:
     """Every quality figure of a reconstruction, as plain Python values.
 
@@ -418,13 +447,7 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -
     R = to_float(xp.max(xv)) - to_float(xp.min(xv))
     max_abs, max_idx = _max_abs_scaled(p)
     mse = to_float(xp.sum(ev * ev)) / n
-    if mse > 0:
-        log_mse = math.log10(mse)
-    elif max_abs > 0:
-        # Squares of errors tiny next to the data underflowed: use MSE >= max|e|^2 / n.
-        log_mse = 2 * math.log10(max_abs) - math.log10(n)
-    else:
-        log_mse = -math.inf
+    log_mse = _log10_mse(mse, max_abs, n)
 
     # Point-wise ratios on the unscaled values: scaling a field spanning more than
     # float64's exponent range could flush its smallest elements to zero.
@@ -467,7 +490,7 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -
         "mse": _unscale(_unscale(mse, k), k),
         "rmse": _unscale(rmse, k),
         "nrmse": _ratio_or_limit(rmse if mse > 0 or exact else 10.0 ** min(log_mse / 2, 300.0), R),
-        "psnr": math.inf if exact else 20 * _log10(R) - 10 * log_mse,
+        "psnr": _psnr_db(R, log_mse, exact),
         "snr": math.inf if exact else 10 * _log10(var_x) - 10 * log_mse,
         "pearson": pearson,
         "ssim": 1.0 if exact else _ssim_prepared(xp, p.x, p.y, SSIM_WINDOW, R if R > 0 else None),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, stdout
@@ -38,7 +39,7 @@ def list_cmd(
     try:
         infos = list_datasets()
     except PerfscoutError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))  # messages quote registry text that rich would read as markup
     found = shared_data_dir()
     if as_json:
         emit_json(
@@ -66,9 +67,9 @@ def list_cmd(
     stdout.print(table)
     for i in infos:
         note = i.description if i.available else i.reason
-        stdout.print(f"[bold]{i.name}[/]: {note}", highlight=False)
+        stdout.print(f"[bold]{escape(i.name)}[/]: {escape(note)}", highlight=False)
     stdout.print(
-        f"shared data: {found or 'not found'}; SDRBench downloads: set {ENV_SDRBENCH_DIR}; "
+        f"shared data: {escape(str(found)) if found else 'not found'}; SDRBench downloads: set {ENV_SDRBENCH_DIR}; "
         "synthetic specs: KIND:SHAPE[:DTYPE], e.g. grf:64,64,64",
         highlight=False,
     )

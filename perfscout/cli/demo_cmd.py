@@ -31,8 +31,12 @@ def _agent_demo(repeats: int) -> tuple[list[CompressionResult], list[str], str]:
     out = agent.run({**DEMO_SPEC, "repeats": repeats})
     if out.status != "done":
         fail(f"the demo run stopped ({out.status}); resume it with: perfscout resume {out.thread_id}")
-    stored = json.loads((Path(out.run_dir) / "results.json").read_text(encoding="utf-8"))
-    records = [CompressionResult(**r) for r in stored["records"]]
+    results = Path(out.run_dir) / "results.json"
+    try:
+        stored = json.loads(results.read_text(encoding="utf-8"))
+        records = [CompressionResult(**r) for r in stored["records"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # ValueError: JSON and pydantic
+        fail(escape(f"the demo run finished but its results cannot be read from {results}: {exc}"))
     # Planning notes say which field was used (real, or the synthetic fallback and why);
     # run notes say what reflect decided (retries, noisy timings, fallbacks).
     notes = list((stored.get("plan") or {}).get("notes", [])) + [str(n) for n in stored.get("notes", [])]

@@ -56,8 +56,13 @@ def verify_command(
                 fail("live mode needs both --before-cmd and --after-cmd")
             if run_dir is None:
                 run_dir = Path(os.environ.get("PERFSCOUT_HOME", ".perfscout")) / "verify"
+            # As for `perfscout profile`: the commands run in the current directory, which
+            # is declared as an input (unless it is /, which would allow every path).
+            cwd = Path.cwd()
+            here = [cwd] if cwd != Path(cwd.anchor) else []
             result = verify_live(shlex.split(before_cmd), shlex.split(after_cmd), kernel, run_dir,
-                                 after_kernel=after_kernel, finding_id=finding)
+                                 after_kernel=after_kernel, finding_id=finding,
+                                 inputs=here, cwd=cwd if here else None)
         else:
             if before_csv is None or after_csv is None:
                 fail("give --before-csv and --after-csv (or --before-cmd and --after-cmd)")

@@ -9,6 +9,16 @@ from perfscout.codecs.framing import check_seal
 from perfscout.errors import CodecError
 
 
+def check_options(codec: Codec, known: tuple[str, ...] = ()) -> None:
+    """CodecError naming any option the backend does not take (and those it does)."""
+    unknown = sorted(set(codec.options) - set(known))
+    if not unknown:
+        return
+    if not known:
+        raise CodecError(f"{codec.codec_id}: takes no options, got {', '.join(unknown)}")
+    raise CodecError(f"{codec.codec_id}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
 def checked_input(codec: Codec, array: np.ndarray, max_ndim: int | None = None) -> np.ndarray:
     """The array as the C-contiguous float array the library expects, or CodecError."""
     if not isinstance(array, np.ndarray):

@@ -51,6 +51,8 @@ def check_seal(compressed: Compressed) -> None:
             f"{compressed.codec_id} stream carries no checksum; refusing to hand unverified "
             "bytes to the native library (a corrupt stream can abort the process)"
         )
+    if not all(isinstance(meta[k], int) for k in ("crc32", "stream_nbytes")):
+        raise CodecError(f"{compressed.codec_id} stream checksum entries are malformed (not integers)")
     n = len(compressed.data)
     if n != meta["stream_nbytes"]:
         kind = "truncated" if n < meta["stream_nbytes"] else "has trailing bytes"

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from perfscout.codecs._checks import checked_input, checked_stream
+from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
@@ -58,9 +58,7 @@ class _H5FilterCodec(Codec):
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        if self.options:
-            raise CodecError(f"{self.codec_id}: takes no options, got {', '.join(sorted(self.options))}")
-
+        check_options(self)
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -132,7 +130,10 @@ class _H5FilterCodec(Codec):
                 raise CodecError(f"{self.codec_id} stream metadata is malformed: {exc}") from exc
             if int(np.prod(shape)) != int(np.prod(out_shape)) or min(shape) <= 0:
                 raise CodecError(f"{self.codec_id} stream shape {shape} does not hold {out_shape}")
-        mask = int(compressed.meta.get("filter_mask", 0))
+        try:
+            mask = int(compressed.meta.get("filter_mask", 0))
+        except (TypeError, ValueError) as exc:
+            raise CodecError(f"{self.codec_id} stream metadata is malformed: filter_mask: {exc}") from exc
         if mask:  # the filter declined the chunk: HDF5 stored the raw values
             expected = int(np.prod(shape)) * dtype.itemsize
             if len(compressed.data) != expected:

@@ -79,13 +79,18 @@ def evaluable_modes(cls: type[Codec]) -> tuple[str, ...]:
     return tuple(m for m in ALL_MODES if m in modes)
 
 
+def _probe(cls: type[Codec]) -> tuple[bool, str]:
+    """``cls.availability()``; a probe that raises makes the backend unavailable."""
+    try:
+        return cls.availability()
+    except Exception as exc:  # availability probes touch drivers; never let them crash a listing
+        return False, f"availability check raised {type(exc).__name__}: {exc}"
+
+
 def codec_class(codec_id: str) -> type[Codec]:
     """The backend class, or CodecError (unknown) / CodecUnavailable (not usable here)."""
     cls = _load(codec_id)
-    try:
-        ok, reason = cls.availability()
-    except Exception as exc:  # availability probes touch drivers; never let them crash a listing
-        ok, reason = False, f"availability check raised {type(exc).__name__}: {exc}"
+    ok, reason = _probe(cls)
     if not ok:
         raise CodecUnavailable(f"codec {codec_id!r} is unavailable: {reason}")
     return cls
@@ -96,10 +101,7 @@ def info(codec_id: str) -> CodecInfo:
         cls = _load(codec_id)
     except CodecUnavailable as exc:
         return CodecInfo(id=codec_id, available=False, reason=str(exc))
-    try:
-        ok, reason = cls.availability()
-    except Exception as exc:
-        ok, reason = False, f"availability check raised {type(exc).__name__}: {exc}"
+    ok, reason = _probe(cls)
     try:
         version = cls.version() if ok else ""
     except Exception as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from perfscout.codecs._checks import checked_input, checked_stream
+from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
@@ -31,14 +31,11 @@ class SZ3Codec(Codec):
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        unknown = set(self.options) - {"algorithm"}
-        if unknown:
-            raise CodecError(f"sz3: unknown option(s) {', '.join(sorted(unknown))}; known: algorithm")
+        check_options(self, ("algorithm",))
         algorithm = self.options.get("algorithm", "interp_lorenzo")
         if algorithm not in _ALGORITHMS:
             raise CodecError(f"sz3: unknown algorithm {algorithm!r}; choose one of {', '.join(_ALGORITHMS)}")
         self._algorithm = _ALGORITHMS.index(algorithm)  # szAlgorithm values are the tuple order
-
 
     def compress(self, array: np.ndarray) -> Compressed:
         from pysz import sz, szConfig, szErrorBoundMode

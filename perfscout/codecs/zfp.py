@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perfscout.codecs._checks import checked_input, checked_stream
+from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
@@ -30,11 +30,9 @@ class ZFPCodec(Codec):
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        if self.options:
-            raise CodecError(f"zfp: takes no options, got {', '.join(sorted(self.options))}")
+        check_options(self)
         if mode == "fixed_rate" and not 0 < self.bound <= 64:
             raise CodecError(f"zfp fixed_rate needs 0 < bits per value <= 64, got {self.bound}")
-
 
     def compress(self, array: np.ndarray) -> Compressed:
         import zfpy

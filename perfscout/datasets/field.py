@@ -73,7 +73,7 @@ def parse_shape(shape: str | Iterable[int]) -> tuple[int, ...]:
     """A shape tuple from "Z,Y,X", "64x64" or a sequence of positive ints (1 to 4 axes)."""
     if isinstance(shape, str):
         text = shape.strip().lower().replace("x", ",").replace(" ", "")
-        parts = [p for p in text.split(",")] if text else []
+        parts = text.split(",") if text else []
         try:
             dims = tuple(int(p) for p in parts)
         except ValueError as exc:
@@ -82,10 +82,11 @@ def parse_shape(shape: str | Iterable[int]) -> tuple[int, ...]:
             ) from exc
     else:
         try:
-            dims = tuple(int(d) for d in shape)
+            given = list(shape)  # once: a generator would be empty on a second pass
+            dims = tuple(int(d) for d in given)
         except (TypeError, ValueError) as exc:
             raise InputError(f"bad shape {shape!r}: expected a sequence of integers") from exc
-        if any(int(d) != d for d in shape):
+        if any(int(d) != d for d in given):
             raise InputError(f"bad shape {shape!r}: dimensions must be integers")
     if not dims:
         raise InputError("empty shape: give at least one dimension, e.g. 512,512")

@@ -107,6 +107,8 @@ def _resolve_codecs(codecs: Any, devices: list[str], notes: list[str]) -> list[t
         codecs = [codecs]
     pairs: list[tuple[str, str]] = []
     for entry in codecs or ["cpu"]:
+        if not isinstance(entry, str):
+            raise PlanningError(f"a codec is named by its id (e.g. sz3), got {entry!r}")
         if entry in ("cpu", "all", "every", "installed"):
             wanted = devices if entry != "cpu" else ["cpu"]
             chosen = [c for c, i in infos.items() if i["available"] and i["device"] in wanted]
@@ -177,12 +179,20 @@ def is_sweep_spec(spec: dict[str, Any]) -> bool:
         isinstance(d, dict) and "synthetic" in d for d in datasets))
 
 
+def _number(kind: type, value: Any, what: str) -> Any:
+    """``kind(value)``, or a PlanningError naming the field (a spec is user input)."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise PlanningError(f"{what} must be a number, got {value!r}") from None
+
+
 def _sweep_args(entry: Any) -> dict[str, Any]:
     """run_sweep arguments from a ``sweep:`` entry: a path, or ``{spec, out, jobs}``."""
     if isinstance(entry, str) and entry.strip():
         return {"spec": entry.strip()}
     if isinstance(entry, dict) and isinstance(entry.get("spec"), str) and set(entry) <= _SWEEP_ARG_KEYS:
-        return {k: (int(v) if k == "jobs" else str(v)) for k, v in entry.items() if v is not None}
+        return {k: (_number(int, v, "jobs") if k == "jobs" else str(v)) for k, v in entry.items() if v is not None}
     raise PlanningError("a 'sweep' entry is the path of a sweep spec (YAML) or a mapping "
                         f"with 'spec' and optional 'out', 'jobs': got {entry!r}")
 
@@ -241,9 +251,10 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
     if mode not in MODES:
         raise PlanningError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     bounds = spec.get("bounds", spec.get("bound", []))
-    bounds = [float(b) for b in (bounds if isinstance(bounds, list) else [bounds])]
-    devices = [_device(d) for d in (spec.get("devices") or ["cpu"])]
-    repeats = int(spec.get("repeats", 3))
+    bounds = [_number(float, b, "a bound") for b in (bounds if isinstance(bounds, list) else [bounds])]
+    devices = spec.get("devices") or ["cpu"]
+    devices = [_device(d) for d in (devices if isinstance(devices, list) else [devices])]
+    repeats = _number(int, spec.get("repeats", 3), "repeats")
     tasks: list[Task] = []
     if datasets or spec.get("codecs"):
         if not datasets or not bounds:
@@ -256,8 +267,8 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
                               tool="evaluate_codec", args=args,
                               purpose=f"{codec} on {args['dataset']} ({dev}) at {mode} {b:g}"))
     for extra in spec.get("tasks") or []:
-        if not isinstance(extra, dict) or "tool" not in extra:
-            raise PlanningError(f"an explicit task needs 'tool' (and 'args'): {extra!r}")
+        if not isinstance(extra, dict) or "tool" not in extra or not isinstance(extra.get("args") or {}, dict):
+            raise PlanningError(f"an explicit task needs 'tool' (and 'args', a mapping): {extra!r}")
         tasks.append(Task(key=_key(len(tasks) + 1, str(extra["tool"])), tool=str(extra["tool"]),
                           args=dict(extra.get("args") or {}), purpose=str(extra.get("purpose", ""))))
     sweeps = spec.get("sweep")

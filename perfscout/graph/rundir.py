@@ -23,29 +23,22 @@ from typing import Any
 
 
 def write_json(path: Path, doc: Any) -> Path:
+    return write_text(path, json.dumps(doc, indent=2, default=str, allow_nan=True) + "\n")
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to a temp file beside ``path``, fsync it, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, default=str, allow_nan=True)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)  # no stray temp file beside the results
         raise
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
     return path
 
 

@@ -35,7 +35,8 @@ against):
 Verification statuses. Every result is decompressed and compared element by element,
 in float64, with the bound. An element's *rounding slack* is two units in the last
 place of the data type at its magnitude (``max(|x|, |x'|)``) plus ``4 * eps * bound``
-(the bound's own representation in the codec's arithmetic):
+(the bound's own representation in the codec's arithmetic), where for ``pw_rel`` the
+bound is the element's own ``bound * |x|``:
 
 * ``ok``: every element within the bound (``bound_ok=True``);
 * ``bound_overshoot``: some elements beyond the bound, none by more than their
@@ -61,8 +62,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfscout.analysis.metrics import psnr, value_range
 from perfscout.codecs.base import ALL_MODES, Compressed
-from perfscout.errors import InputError
+from perfscout.errors import CodecError, InputError
 
 PSNR_TRIES = 5
 RATIO_TOLERANCE = 0.05
@@ -97,13 +99,6 @@ def check_mode_bound(mode: str, bound: float) -> float:
     return value
 
 
-def value_range(array: np.ndarray) -> float:
-    """R = max - min, from the shared metrics module."""
-    from perfscout.analysis.metrics import value_range as _value_range
-
-    return float(_value_range(array))
-
-
 def rel_reference(array: np.ndarray) -> tuple[float, str]:
     """What a ``rel`` bound multiplies: R, or |c| for a constant field, or 1 when all zero."""
     r = value_range(array)
@@ -131,7 +126,9 @@ class BoundCheck:
     message: str = ""
 
 
-def rounding_slack(original: np.ndarray, reconstructed: np.ndarray, bound: float) -> np.ndarray:
+def rounding_slack(
+    original: np.ndarray, reconstructed: np.ndarray, bound: float | np.ndarray
+) -> np.ndarray:
     """Per-element float-rounding allowance in the data type (see module docstring)."""
     dtype = np.dtype(original.dtype) if np.issubdtype(original.dtype, np.floating) else np.dtype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -166,7 +163,9 @@ def verify_bound(
         return BoundCheck("ok", None, max_err, index)
     if pw_rel_bound is not None:
         allowed = pw_rel_bound * np.abs(x)
-        slack = rounding_slack(original, reconstructed, pw_rel_bound * float(np.max(np.abs(x))))
+        # Each element's own bound: the field's largest one would excuse a 100% error on
+        # a small element as "rounding" (float32: 4 eps of 10 is ~5e-6).
+        slack = rounding_slack(original, reconstructed, allowed)
         what = f"point-wise relative bound {pw_rel_bound:g}"
     else:
         allowed = np.float64(abs_bound)
@@ -261,8 +260,6 @@ def unpack_nonfinite(sections: dict[str, bytes], shape: tuple[int, ...], dtype: 
     """(mask, values) from stored sections, or None when there are none."""
     if "nonfinite_mask" not in sections:
         return None
-    from perfscout.errors import CodecError
-
     n = int(np.prod(shape))
     try:
         bits = np.frombuffer(zlib.decompress(sections["nonfinite_mask"]), dtype=np.uint8)
@@ -276,15 +273,6 @@ def unpack_nonfinite(sections: dict[str, bytes], shape: tuple[int, ...], dtype: 
 
 
 # -- searched modes --------------------------------------------------------------------------
-def psnr_of(original: np.ndarray, reconstructed: np.ndarray, value_range_: float) -> float:
-    """PSNR (dB) used as the search objective; the record's PSNR comes from analysis.metrics."""
-    diff = original.astype(np.float64) - reconstructed.astype(np.float64)
-    mse = float(np.mean(diff * diff))
-    if mse == 0:
-        return math.inf
-    return 20 * math.log10(value_range_) - 10 * math.log10(mse)
-
-
 def psnr_initial_bound(target_db: float, value_range_: float) -> float:
     """Absolute bound whose uniform error would give ``target_db``."""
     return value_range_ * math.sqrt(3.0) * 10 ** (-target_db / 20)
@@ -330,7 +318,7 @@ def search_psnr(
     for i in range(1, tries + 1):
         packed = compress(eb)
         recon = decompress(packed)
-        got = psnr_of(array, recon, r)
+        got = psnr(array, recon)  # the record's definition: the search and the verdict agree
         trials.append((eb, got))
         best = SearchOutcome(eb, got, target_db, i, got >= target_db, trials, packed, recon)
         if got >= target_db:
@@ -354,13 +342,20 @@ def search_ratio(
     ref, _ = rel_reference(array)
     lo, hi = ref * 1e-9, ref
     trials: list[tuple[float, float]] = []
-    kept: dict[float, Compressed] = {}
+    # Only the closest stream so far is kept: up to max_iter streams of a large field
+    # would otherwise sit in memory at once.
+    best: tuple[float, float, Compressed] | None = None
+
+    def miss(got: float) -> float:
+        return abs(math.log(got / target_ratio))
 
     def ratio_at(eb: float) -> float:
+        nonlocal best
         packed = compress(eb)
         got = array.nbytes / (packed.nbytes + side_nbytes)
         trials.append((eb, got))
-        kept[eb] = packed
+        if best is None or miss(got) < miss(best[1]):  # ties: the earlier trial stays
+            best = (eb, got, packed)
         return got
 
     def close(got: float) -> bool:
@@ -381,5 +376,6 @@ def search_ratio(
                     lo = mid
                 else:
                     hi = mid
-    eb, got = min(trials, key=lambda t: abs(math.log(t[1] / target_ratio)))
-    return SearchOutcome(eb, got, target_ratio, len(trials), close(got), trials, kept[eb], None)
+    assert best is not None
+    eb, got, packed = best
+    return SearchOutcome(eb, got, target_ratio, len(trials), close(got), trials, packed, None)

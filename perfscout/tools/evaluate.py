@@ -26,6 +26,7 @@ import numpy as np
 
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.registry import codec_class, evaluable_modes
+from perfscout.datasets.field import dtype_tag, shape_str, validate_array
 from perfscout.errors import CodecError, CodecUnavailable, InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.tools import bounds as B
@@ -33,7 +34,6 @@ from perfscout.tools import bounds as B
 DEVICES = ("cpu", "cuda")
 _METRIC_COLUMNS = ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse",
                    "nrmse", "psnr", "snr", "pearson", "ssim", "err_autocorr_lag1")
-_DTYPE_NAMES = {"float32": "f32", "float64": "f64"}
 
 
 @dataclass
@@ -83,19 +83,15 @@ def _as_array(data: Any) -> tuple[np.ndarray, str]:
 
 
 def _validated(array: np.ndarray, nonfinite: str) -> np.ndarray:
-    from perfscout.datasets import validate_array
-
+    """The array as every codec takes it (see datasets.validate_array), policy applied."""
     if nonfinite not in B.NONFINITE_POLICIES:
         raise InputError(f"nonfinite policy must be one of {', '.join(B.NONFINITE_POLICIES)}, got {nonfinite!r}")
-    if array.ndim == 0 or array.size == 0:
-        raise InputError(f"need a non-empty array with at least one axis, got shape {array.shape}")
-    if array.dtype.name not in _DTYPE_NAMES:
-        raise InputError(f"dtype {array.dtype} is not supported; use float32 (f32) or float64 (f64)")
+    array = validate_array(array, allow_nonfinite=True)  # the policy below says what NaN/Inf mean
     if nonfinite == "refuse":
         B.refuse_nonfinite(array)
     elif B.find_nonfinite(array)[0] == array.size:
         raise InputError("every element is non-finite: there is nothing for a codec to compress")
-    return validate_array(array, allow_nonfinite=True)  # native byte order, C-contiguous
+    return array
 
 
 def _codec_class_for(codec: str, mode: str, device: str) -> type[Codec]:
@@ -272,7 +268,7 @@ def evaluate_full(
     array = _validated(array, nonfinite)
     record = CompressionResult(
         run_id=run_id, task_key=task_key, dataset=dataset or field_name or "array",
-        shape=",".join(str(s) for s in array.shape), dtype=_DTYPE_NAMES[array.dtype.name],
+        shape=shape_str(array.shape), dtype=dtype_tag(array.dtype),
         nbytes=int(array.nbytes), codec=codec, device=device, mode=mode, bound=bound,
         repeats=repeats, started_at=started_at, platform_id=platform_id,
         device_name=cpu_name() if device == "cpu" else "",
@@ -305,13 +301,12 @@ def evaluate_full(
     gpu_note = _gpu_fallback(device, cls, compressed, record)
 
     # -- verify element by element (non-finite positions: restored exactly, not checked) --
+    # ``work`` holds the fill value at the non-finite positions; giving the check that
+    # same value there makes those positions exact, as the restore below makes them.
+    checked = recon if split is None else np.where(split.mask, work, recon)
+    check = B.verify_bound(work, checked, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
     if split is not None:
         recon = B.restore_nonfinite(recon, split)
-        finite = np.where(split.mask, split.fill_value, array).astype(array.dtype)
-        check = B.verify_bound(finite, np.where(split.mask, finite, recon).astype(array.dtype),
-                               abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
-    else:
-        check = B.verify_bound(array, recon, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
     ev.reconstructed, ev.check = recon, check
     record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
     messages = [m for m in (gpu_note, check.message) if m]
@@ -323,9 +318,11 @@ def evaluate_full(
 
     try:
         ev.metrics = quality_metrics(array, recon, compressed.nbytes + side_nbytes)
-    except ArithmeticError as exc:
-        # Extreme magnitudes can overflow a metric's float64 intermediates; the bound
-        # verdict above stands on its own, so keep it and say what is missing.
+    except (ArithmeticError, InputError) as exc:
+        # Extreme magnitudes can overflow a metric's float64 intermediates, and a codec
+        # that returns no finite value leaves nothing to compare (InputError here is the
+        # codec's fault: the input was validated). The bound verdict above stands on its
+        # own, so keep it and say what is missing.
         messages.append(f"quality metrics failed: {type(exc).__name__}: {exc}")
     for key in _METRIC_COLUMNS:
         value = ev.metrics.get(key)

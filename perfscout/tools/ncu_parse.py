@@ -360,19 +360,18 @@ def duration_digest(kernels: list[KernelProfile], top: int = 10) -> list[dict[st
     return ranked[:top]
 
 
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
 def load_raw_csv(path: str | Path) -> NcuReport:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read ncu CSV {p}: {exc.strerror or exc}") from exc
-    return parse_raw_csv(text, source=str(p))
+    return parse_raw_csv(_read(p, "ncu CSV"), source=str(p))
 
 
 def load_details_csv(path: str | Path) -> list[NcuRule]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read ncu details CSV {p}: {exc.strerror or exc}") from exc
-    return parse_details_csv(text, source=str(p))
+    return parse_details_csv(_read(p, "ncu details CSV"), source=str(p))

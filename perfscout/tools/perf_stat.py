@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfscout.errors import InputError
+from perfscout.errors import InputError, ToolRefused
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Evidence, Finding
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
@@ -30,7 +30,8 @@ _UNIT_SCALE = {"msec": ("second", 1e-3), "usec": ("second", 1e-6), "nsec": ("sec
 
 
 def _event_name(event: str) -> str:
-    # perf appends modifiers (":u") and, on hybrid CPUs, the PMU ("cpu_core/cycles/").
+    # Kept as perf printed it, modifiers (":u") and hybrid PMU ("cpu_core/cycles/")
+    # included, so both cores' counts stay apart; event_base() names the event underneath.
     return event.strip()
 
 
@@ -117,10 +118,10 @@ def _record(prof: PerfProfile, event: str, raw: str, unit: str, pct: float | Non
 
 
 def _settle(prof: PerfProfile) -> None:
-    hw = [e for e in prof.events if _base(e) in HARDWARE_EVENTS]
+    hw = [e for e in prof.events if event_base(e) in HARDWARE_EVENTS]
     prof.hardware_counters = bool(hw)
     if not prof.hardware_counters and prof.fallback == "":
-        counted = [e for e in prof.events if _base(e) in SOFTWARE_EVENTS]
+        counted = [e for e in prof.events if event_base(e) in SOFTWARE_EVENTS]
         prof.fallback = ("no hardware counters: software events only ("
                          + (", ".join(counted) or "none counted") + ")")
     multiplexed = {e: p for e, p in prof.multiplexing.items() if p < 100.0}
@@ -129,7 +130,8 @@ def _settle(prof: PerfProfile) -> None:
                           + ", ".join(f"{e} {p:.1f}%" for e, p in multiplexed.items()))
 
 
-def _base(event: str) -> str:
+def event_base(event: str) -> str:
+    """The event underneath perf's spelling: ``cycles:u``, ``cpu_core/cycles/`` -> ``cycles``."""
     e = event.split(":")[0]
     if "/" in e:  # cpu_core/cycles/ -> cycles
         parts = [p for p in e.split("/") if p]
@@ -149,7 +151,7 @@ def counters_unavailable_finding(prof: PerfProfile) -> Finding | None:
     if prof.hardware_counters:
         return None
     evidence = [Evidence(metric=e, value=why, threshold="a count")
-                for e, why in prof.unavailable.items() if _base(e) in HARDWARE_EVENTS]
+                for e, why in prof.unavailable.items() if event_base(e) in HARDWARE_EVENTS]
     if not evidence:
         evidence = [Evidence(metric="perf", value=prof.fallback or "perf stat unavailable")]
     return Finding(
@@ -174,7 +176,7 @@ def perf_supports_json(sandbox: Sandbox) -> bool:
     """Does this perf accept ``-j``? (perf 6.2+ and some 6.1 backports.) Cached per binary."""
     try:
         exe = str(sandbox.resolve_executable("perf"))
-    except Exception:
+    except ToolRefused:
         return False
     if exe not in _JSON_SUPPORT:
         res = sandbox.run(["perf", "stat", "-j", "-e", "task-clock", "true"],
@@ -202,7 +204,7 @@ def run_perf_stat(
     try:
         sandbox.resolve_executable("perf")
         have_perf = True
-    except Exception:
+    except ToolRefused:
         have_perf = False
     if not have_perf:
         res = sandbox.run(cmd, limits=limits)
@@ -224,7 +226,15 @@ def run_perf_stat(
         _add_rusage(prof, res)
         return prof, res
     text = out_file.read_text(errors="replace")
-    prof = parse_perf_json(text, cmd) if use_json else parse_perf_csv(text, cmd)
+    try:
+        prof = parse_perf_json(text, cmd) if use_json else parse_perf_csv(text, cmd)
+    except InputError:
+        # perf started but wrote no counts (killed at the timeout, or refused by the
+        # kernel): the command's run and its getrusage figures are still worth returning.
+        prof = PerfProfile(command=cmd, fallback=f"perf stat wrote no counts ({res.status}: "
+                                                  f"{res.reason or 'see stderr'})")
+        _add_rusage(prof, res)
+        return prof, res
     prof.elapsed_s = res.wall_s
     if not prof.hardware_counters:
         prof.fallback += " + getrusage of the child (perf's own process included)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,7 +60,9 @@ def looks_like_cuda_program(command: Sequence[str], resolve: Any = None) -> tupl
     if exe_path.name.startswith("python") and scripts:
         text = scripts[0].read_text(errors="replace")
         for mod in _CUDA_PY_IMPORTS:
-            if f"import {mod}" in text or f"from {mod}" in text or (mod.startswith("from") and mod in text):
+            # whole module names only: "import jaxtyping" is not "import jax"
+            if (mod in text if mod.startswith("from ")
+                    else re.search(rf"\b(?:import|from)\s+{re.escape(mod)}\b", text)):
                 return True, f"{scripts[0].name} imports {mod.replace('from ', '').split()[0]}"
         return False, f"{scripts[0].name} imports no CUDA library"
     try:

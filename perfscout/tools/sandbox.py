@@ -12,7 +12,8 @@ Rules, in the order they are applied:
    them keeps a generated command honest.
 4. An argument that names a path (contains ``/``, starts with ``.`` or ``~``, or is
    ``--opt=PATH``) must be free of shell metacharacters and resolve (symlinks
-   followed) inside the run directory or a declared input.
+   followed) inside the run directory or a declared input. The values of extra
+   environment variables passed to ``run`` are held to the same rule.
 5. The child gets a new session (its own process group), a scrubbed environment
    (explicit allowlist of variables) and ``resource`` limits set in the child before
    exec: address space, CPU seconds, open files, processes and file size.
@@ -292,6 +293,8 @@ class Sandbox:
                 raise ToolRefused(f"working directory {work} is outside the run directory")
             full = (self.prepare(wrap, work) if wrap else []) + self.prepare(argv, work)
             child_env = self.child_env(env)
+            for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
+                self.check_argument(value, work)
         except ToolRefused as exc:
             return SandboxResult(status="refused", argv=[str(a) for a in shown],
                                  reason=str(exc), cwd=str(work))
@@ -323,9 +326,11 @@ _FLAG_NAME = re.compile(r"^-{1,2}[A-Za-z][A-Za-z0-9_]*")
 
 def _path_pieces(arg: str) -> list[str]:
     """The parts of ``arg`` that may name a file: the whole argument, the value of
-    ``--opt=V`` / ``key=V``, the text after a glued short flag (``-o/tmp/x``), and each
-    ``:`` or ``,`` separated part (``file:/etc/passwd``, ``a.txt,/etc/shadow``). Only
-    parts that look like paths (contain ``/``, start with ``.`` or ``~``) are returned.
+    ``--opt=V`` / ``key=V``, the text after a glued short flag (``-o/tmp/x``), the file
+    of a response-file argument (``@/etc/passwd``: gcc, clang, nvcc and ld read their
+    arguments from it), and each ``:`` or ``,`` separated part (``file:/etc/passwd``,
+    ``a.txt,/etc/shadow``). Only parts that look like paths (contain ``/``, start with
+    ``.`` or ``~``) are returned.
     """
     body = arg
     if arg.startswith("-"):
@@ -333,6 +338,7 @@ def _path_pieces(arg: str) -> list[str]:
             body = arg.split("=", 1)[1]
         else:
             body = _FLAG_NAME.sub("", arg, count=1)
+    body = body.removeprefix("@")
     pieces = {body, *re.split(r"[=:,]", body)}
     return [p for p in pieces if p and (os.sep in p or p.startswith((".", "~")))]
 
@@ -375,7 +381,9 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
             preexec_fn=lambda: _set_limits(lim),
             close_fds=True,
         )
-    except OSError as exc:  # e.g. exec format error, limits refused
+    except (OSError, subprocess.SubprocessError) as exc:
+        # OSError: e.g. exec format error. SubprocessError: _set_limits raised in the
+        # child (setrlimit refused a value, e.g. a negative limit).
         return SandboxResult(status="refused", argv=argv, cwd=str(cwd),
                              reason=f"could not start: {exc}", wall_s=time.monotonic() - start)
     pgid = proc.pid  # with start_new_session the leader's pid is the group id

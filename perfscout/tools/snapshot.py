@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ from perfscout.state.platform import (
     ToolVersion,
     Virtualization,
 )
+from perfscout.errors import ToolRefused
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
 
 #: Packages whose versions matter to results perfscout records.
@@ -70,7 +72,7 @@ class _Probes:
         """Run a probe command; None (and a 'missing' note by the caller) if absent."""
         try:
             self.sb.resolve_executable(argv[0])
-        except Exception:
+        except ToolRefused:
             return None
         return self.sb.run(argv, limits=_PROBE_LIMITS)
 
@@ -85,8 +87,6 @@ class _Probes:
             self.mark("lscpu", "failed", _failed(res))
             self._cpu_from_proc()
             return
-        import json
-
         try:
             rows = json.loads(res.stdout)["lscpu"]
         except (ValueError, KeyError) as exc:
@@ -285,7 +285,7 @@ class _Probes:
             pass
         try:
             self.sb.resolve_executable("perf")
-        except Exception:
+        except ToolRefused:
             pa.detail = "perf not on PATH (Debian: apt-get install linux-perf)"
             self.p.perf = pa
             self.mark("perf", "missing", pa.detail)
@@ -360,6 +360,7 @@ class _Probes:
                 g.multiprocessors = _try(lambda: _sm_count_cuda(i), None)
                 self.p.gpus.append(g)
         except Exception as exc:
+            self.p.gpus = []  # a partial list must not pass for the machine's GPUs
             return f"NVML query failed: {exc}"
         finally:
             _try(nv.nvmlShutdown, None)

@@ -21,7 +21,9 @@ from pydantic import BaseModel, Field
 from perfscout.analysis.diagnosis.engine import diagnose_kernel
 from perfscout.errors import InputError, ToolRefused
 from perfscout.state.profiles import KernelProfile
-from perfscout.tools.ncu_parse import kernel_duration_s, load_raw_csv, parse_raw_csv
+from perfscout.tools.ncu import NcuOptions, run_ncu
+from perfscout.tools.ncu_parse import kernel_duration_s, load_raw_csv
+from perfscout.tools.sandbox import Sandbox
 
 #: A prediction holds when the measured gain is within this much of the predicted gain
 #: (absolute), or within half of the prediction, whichever is larger: timing noise on a
@@ -167,31 +169,39 @@ def verify_with_timings(before: KernelProfile, after: KernelProfile, finding_id:
 
 
 def profile_live(command: list[str], kernel: str, run_dir: str | Path, timeout_s: float = 600.0,
-                 inputs: list[str | Path] = ()) -> list[KernelProfile]:
-    """Run ``command`` under ncu (full set, clocks untouched) through the sandbox; parse it."""
-    from perfscout.tools.sandbox import Sandbox, SandboxLimits
+                 inputs: list[str | Path] = (), cwd: str | Path | None = None) -> list[KernelProfile]:
+    """Run ``command`` under ncu (full set, clocks untouched) through the sandbox; parse it.
 
+    ``cwd`` (default: the run directory) is where the command runs and relative paths in
+    it resolve; it must be the run directory or one of ``inputs``.
+    """
     if not command:
         raise InputError("empty command to profile")
-    sb = Sandbox(run_dir, inputs=list(inputs), limits=SandboxLimits(timeout_s=timeout_s))
+    sb = Sandbox(run_dir, inputs=list(inputs), cwd=cwd)
     exe = command[0]
-    if "/" in exe or Path(exe).exists():
-        sb.register(exe)
-    wrap = ["ncu", "--set", "full", "--csv", "--page", "raw", "--clock-control", "none",
-            "-k", f"regex:^{kernel}", "-c", "1"]
-    res = sb.run(command, wrap=wrap)
+    if "/" in exe or (sb.cwd / exe).exists():
+        try:
+            sb.register(exe)
+        except ToolRefused as exc:
+            raise InputError(str(exc)) from exc
+    opts = NcuOptions(kernel_regex=f"^{kernel}", launch_count=1, details=False, timeout_s=timeout_s)
+    run = run_ncu(sb, command, opts)
+    res = run.results[0]
     if res.status == "refused":
         raise ToolRefused(f"refused to profile {command[0]}: {res.reason}")
-    if not res.ok:
-        raise InputError(f"ncu run failed ({res.status}, rc={res.returncode}): {res.stderr[-800:] or res.stdout[-800:]}")
-    return parse_raw_csv(res.stdout, source=" ".join(command)).kernels
+    if not res.ok or run.report is None:
+        raise InputError(f"ncu run failed ({res.status}, rc={res.returncode}): "
+                         f"{run.error or res.stderr[-800:] or res.stdout[-800:]}")
+    return run.report.kernels
 
 
 def verify_live(before_cmd: list[str], after_cmd: list[str], kernel: str, run_dir: str | Path,
                 after_kernel: str | None = None, finding_id: str | None = None,
-                inputs: list[str | Path] = ()) -> VerifyResult:
+                inputs: list[str | Path] = (), cwd: str | Path | None = None) -> VerifyResult:
     """Profile before and after now (needs ncu and a GPU), then compare."""
-    b = find_kernel(profile_live(before_cmd, kernel, Path(run_dir) / "before", inputs=inputs), kernel)
+    b = find_kernel(profile_live(before_cmd, kernel, Path(run_dir) / "before", inputs=inputs, cwd=cwd),
+                    kernel)
     a_name = after_kernel or kernel
-    a = find_kernel(profile_live(after_cmd, a_name, Path(run_dir) / "after", inputs=inputs), a_name)
+    a = find_kernel(profile_live(after_cmd, a_name, Path(run_dir) / "after", inputs=inputs, cwd=cwd),
+                    a_name)
     return verify_pair(b, a, finding_id)

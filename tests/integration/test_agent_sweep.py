@@ -112,6 +112,22 @@ def test_a_sweep_spec_given_as_the_request_runs_inline(workdir: Path, perfscout_
     assert "1 task(s); by status: ok: 1" in out.report and "Failed tasks: 0." in out.report
 
 
+def test_a_sweep_spec_file_finds_its_data_next_to_it_not_in_the_cwd(workdir: Path, perfscout_home: Path):
+    import numpy as np
+
+    folder = workdir / "campaign"
+    folder.mkdir()
+    np.linspace(0, 1, 256, dtype=np.float32).tofile(folder / "field.f32")
+    (folder / "raw.yaml").write_text("name: raw\nrepeats: 1\ndatasets: [{path: field.f32, shape: [16, 16]}]\n"
+                                     "codecs: [sz3]\nmodes: [abs]\nbounds: [1.0e-2]\n")
+    out = agent.run(folder / "raw.yaml", thread_id="sw5", context=_ctx(perfscout_home))  # cwd: workdir
+    assert out.status == "done"
+    (sweep_dir,) = (Path(out.run_dir) / "sweeps").iterdir()
+    with ResultStore(sweep_dir / "results.sqlite") as store:
+        df = store.results()
+    assert list(df.status) == ["ok"] and list(df.dataset) == ["field.f32"]
+
+
 def test_a_spec_outside_the_working_directory_is_refused_and_reported(workdir: Path, perfscout_home: Path,
                                                                       tmp_path_factory: pytest.TempPathFactory):
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "tiny.yaml"

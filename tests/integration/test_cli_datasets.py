@@ -81,3 +81,13 @@ def test_datasets_list_json_in_a_real_subprocess(shared_data: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert {d["kind"] for d in doc["datasets"]} == {"shared", "remote", "synthetic"}
+
+
+def test_table_prints_reasons_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reason quotes a path; "[red]" in it is text, not rich markup to swallow.
+    where = tmp_path / "[red]nowhere"
+    monkeypatch.setenv(ENV_SHARED_DATA, str(where))
+    monkeypatch.delenv(ENV_SDRBENCH_DIR, raising=False)
+    result = runner.invoke(app, ["datasets", "list"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "".join(str(where).split()) in "".join(result.stdout.split())

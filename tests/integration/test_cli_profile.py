@@ -106,6 +106,9 @@ def test_cuda_program_detection(workdir: Path) -> None:
     assert not no and "no CUDA" in why
     true = shutil.which("true")
     assert looks_like_cuda_program([true])[0] is False
+    # whole module names: jaxtyping is a typing library, not JAX
+    (workdir / "typed.py").write_text("import jaxtyping\nimport numpy\n")
+    assert looks_like_cuda_program([sys.executable, str(workdir / "typed.py")])[0] is False
 
 
 def test_diagnose_ncu_csv_json_shape(tmp_path: Path, perfscout_home: Path) -> None:

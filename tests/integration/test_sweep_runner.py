@@ -119,6 +119,11 @@ def test_cli_sweep_json_and_errors(tmp_path: Path) -> None:
     message = "".join(bad.stderr.split())  # rich wraps long lines (paths included)
     assert bad.returncode == 2 and f"{spec}:4".replace(" ", "") in message and "Traceback" not in message
     assert not (tmp_path / "run2").exists()  # nothing written for an invalid spec
+    (tmp_path / "taken").write_text("a file where the run directory should go")
+    spec.write_text("repeats: 1\ndatasets: [{synthetic: 'smooth:8,8'}]\ncodecs: [zfp]\nbounds: [0.1]\n")
+    blocked = cli("sweep", str(spec), "--out", str(tmp_path / "taken" / "run"))
+    assert blocked.returncode == 2 and "cannot create the run directory" in blocked.stderr
+    assert "Traceback" not in blocked.stderr
 
 
 @pytest.mark.slow
@@ -175,3 +180,30 @@ def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> No
     assert not runner._can_start(gpu[1], [SimpleNamespace(task=gpu[0])])  # one task per GPU
     other = big_tasks[0].model_copy(update={"device": "cuda:1"})
     assert runner._can_start(other, [SimpleNamespace(task=gpu[0])])
+
+
+def test_an_unexpected_error_kills_the_children_still_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that refuses the first row ends the sweep, and the hanging task's child with it."""
+    from perfscout.tools.sweep.store import StoreError
+
+    spec = tmp_path / "hangs.yaml"
+    spec.write_text("name: hangs\nrepeats: 1\ntimeout_s: 600\njobs: 2\nplugins: [tests.fakes.crashing_codec]\n"
+                    "datasets: [{synthetic: 'grf:8,8'}]\ncodecs: [sz3, {id: fake-crash, options: {behaviour: hang}}]\n"
+                    "modes: [abs]\nbounds: [1.0e-1]\n")
+    out = tmp_path / "run"
+
+    def refuse(self: ResultStore, record: object, attempt_id: object = None) -> None:
+        raise StoreError("injected: the store refuses this row")
+
+    monkeypatch.setattr(ResultStore, "put_result", refuse)
+    with pytest.raises(StoreError, match="injected"):
+        sweep(spec, out=out, progress=False)
+    workers = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended while we looked
+            continue
+        if any(str(out).encode() in a for a in argv):
+            workers.append(b" ".join(argv))
+    assert workers == []

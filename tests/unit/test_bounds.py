@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from perfscout.analysis.metrics import quality_metrics
 from perfscout.codecs import get_codec
 from perfscout.errors import InputError
 from perfscout.tools import bounds as B
@@ -91,6 +92,18 @@ def test_verify_pointwise_zero_must_be_exact() -> None:
     assert check.status == "bound_violated" and check.worst_index == (0,)
 
 
+def test_verify_pointwise_slack_is_per_element() -> None:
+    # A 100% error on a small float32 element is a violation, whatever the largest
+    # element's bound (4 eps of 1e3 * 1e-2 would otherwise excuse it as rounding).
+    x = np.array([1e-6, 1e3], dtype=np.float32)
+    y = np.array([2e-6, 1e3], dtype=np.float32)
+    check = B.verify_bound(x, y, pw_rel_bound=1e-2)
+    assert check.status == "bound_violated" and check.worst_index == (0,)
+    # One ulp off at the large element is still only rounding.
+    y = np.array([1e-6, np.nextafter(np.float32(1e3 * 1.01), np.float32(np.inf))], dtype=np.float32)
+    assert B.verify_bound(x, y, pw_rel_bound=1e-2).status == "bound_overshoot"
+
+
 def test_fixed_rate_has_no_verdict() -> None:
     x = np.arange(6, dtype=np.float32)
     check = B.verify_bound(x, x + 1, abs_bound=None, pw_rel_bound=None)
@@ -145,7 +158,7 @@ def test_psnr_search_reaches_target(codec: str) -> None:
         lambda c: get_codec(codec, "abs", c.bound).decompress(c),
     )
     assert out.reached and out.achieved >= 70.0 and 1 <= out.iterations <= B.PSNR_TRIES
-    assert out.achieved == pytest.approx(B.psnr_of(x, out.reconstructed, B.value_range(x)))
+    assert out.achieved == pytest.approx(quality_metrics(x, out.reconstructed, 1)["psnr"])
 
 
 def test_psnr_search_on_constant_field_is_input_error() -> None:
@@ -168,3 +181,6 @@ def test_ratio_search_reports_an_unreachable_target() -> None:
     out = B.search_ratio(x, 1e6, lambda eb: get_codec("sz3", "abs", eb).compress(x), max_iter=6)
     assert not out.reached and out.iterations <= 6
     assert "not reached" in out.note("ratio")
+    # The closest trial is the one kept, stream and all.
+    assert (out.abs_bound, out.achieved) == max(out.trials, key=lambda t: t[1])
+    assert out.compressed is not None and out.compressed.bound == out.abs_bound

@@ -61,6 +61,26 @@ def test_missing_and_broken_backends_are_listed_with_reasons(tmp_path: Path, mon
         register_codec("bad", "no_colon_here")
 
 
+def test_a_probe_that_raises_makes_the_backend_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real backend (zfp) whose driver probe blows up: listed with the reason, refused on use.
+    (tmp_path / "perfscout_probe_codec.py").write_text(
+        "from perfscout.codecs.zfp import ZFPCodec\n"
+        "class Probe(ZFPCodec):\n"
+        "    codec_id = 'probe'\n"
+        "    @classmethod\n"
+        "    def availability(cls):\n"
+        "        raise OSError('no driver')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._KNOWN, "probe", "perfscout_probe_codec:Probe")
+    info = {i.id: i for i in list_codecs()}["probe"]
+    assert not info.available and info.reason == "availability check raised OSError: no driver"
+    with pytest.raises(CodecUnavailable, match="no driver"):
+        get_codec("probe", "abs", 1e-3)
+
+
 def test_unknown_codec_mode_and_unsupported_mode() -> None:
     with pytest.raises(CodecError, match="unknown codec 'nope'.*sz3"):
         get_codec("nope", "abs", 1e-3)
@@ -76,6 +96,8 @@ def test_unknown_codec_mode_and_unsupported_mode() -> None:
         get_codec("sz3", "abs", 1e-3, algorithm="fast")
     with pytest.raises(CodecError, match="takes no options"):
         get_codec("zfp", "abs", 1e-3, precision=3)
+    with pytest.raises(CodecError, match="sz2: takes no options, got level"):
+        get_codec("sz2", "abs", 1e-3, level=3)
     assert "sz3" in codec_ids()
 
 
@@ -160,6 +182,13 @@ def test_unsealed_or_foreign_stream_is_refused(codec: str) -> None:
         c.decompress(dataclasses.replace(packed, codec_id=other))  # type: ignore[attr-defined]
     with pytest.raises(CodecError, match="malformed"):
         c.decompress(dataclasses.replace(packed, shape=(0, 5)))  # type: ignore[attr-defined]
+    # A container's JSON header can carry anything: a non-integer seal is refused too.
+    odd = {**packed.meta, "stream_nbytes": str(packed.meta["stream_nbytes"])}
+    with pytest.raises(CodecError, match="checksum entries are malformed"):
+        c.decompress(dataclasses.replace(packed, meta=odd))  # type: ignore[attr-defined]
+    if "filter_mask" in packed.meta:
+        with pytest.raises(CodecError, match="filter_mask"):
+            c.decompress(dataclasses.replace(packed, meta={**packed.meta, "filter_mask": "x"}))  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("codec", CPU_CODECS)

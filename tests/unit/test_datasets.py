@@ -55,7 +55,8 @@ def test_parse_shape() -> None:
     assert parse_shape("41,128,128") == (41, 128, 128)
     assert parse_shape("64x64") == (64, 64)
     assert parse_shape([3, 4]) == (3, 4)
-    for bad in ["", "4,,5", "a,b", "0,4", "-1", "1,2,3,4,5", [2.5]]:
+    assert parse_shape(d for d in (3, 4)) == (3, 4)
+    for bad in ["", "4,,5", "a,b", "0,4", "-1", "1,2,3,4,5", [2.5], (d for d in [2.5])]:
         with pytest.raises(InputError):
             parse_shape(bad)
 

@@ -78,6 +78,13 @@ def test_topdown_shares_pick_the_category():
     assert "cpu_frontend_bound" not in ids and "cpu_retiring" not in ids
 
 
+def test_a_small_percentage_share_is_not_read_as_a_fraction():
+    # perf prints TopDown shares in percent: 0.8 % backend-bound must not become 80 %.
+    td = WITH_COUNTERS + "0.8,%,tma_backend_bound,1523410000,100.00,,\n"
+    p = _prog(parse_perf_csv(td))
+    assert "cpu_backend_bound" not in [f["id"] for f in p["findings"]]
+
+
 def test_high_retiring_is_at_roof_with_dont_list():
     td = WITH_COUNTERS.replace("2612345678,,instructions", "17612345678,,instructions")
     td = td.replace("23456789,,cache-misses", "2345,,cache-misses").replace("61234567,,branch-misses", "61,,branch-misses")

@@ -73,22 +73,26 @@ def test_cli_verify_json_and_error_exit():
     assert res.exit_code == 2
 
 
-def test_live_mode_runs_ncu_through_the_sandbox(tmp_path, monkeypatch):
-    """A stand-in `ncu` on PATH (this machine has no GPU) runs the wrapped program, which
-    prints real ncu CSV: the live path (sandbox, wrapper argv, parsing) is exercised."""
+def _stand_in_ncu(tmp_path, monkeypatch) -> None:
+    """Put a stand-in `ncu` on PATH that drops ncu's own options and runs the program."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     ncu = bindir / "ncu"
-    # Drop ncu's own options (everything up to the program) and run the program.
     ncu.write_text(textwrap.dedent("""\
         #!/bin/sh
         while [ "$#" -gt 0 ]; do
-          case "$1" in -k|-c|--set|--page|--clock-control) shift 2;; --csv) shift;; *) break;; esac
+          case "$1" in -k|-c|--set|--page|--clock-control|--print-units) shift 2;; --csv) shift;; *) break;; esac
         done
         exec "$@"
         """))
     ncu.chmod(ncu.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_live_mode_runs_ncu_through_the_sandbox(tmp_path, monkeypatch):
+    """A stand-in `ncu` on PATH (this machine has no GPU) runs the wrapped program, which
+    prints real ncu CSV: the live path (sandbox, wrapper argv, parsing) is exercised."""
+    _stand_in_ncu(tmp_path, monkeypatch)
     script = tmp_path / "emit.py"
     script.write_text("import sys\nsys.stdout.write(open(sys.argv[1]).read())\n")
     emit = [sys.executable, str(script), str(RAW)]
@@ -96,3 +100,20 @@ def test_live_mode_runs_ncu_through_the_sandbox(tmp_path, monkeypatch):
                     inputs=[RAW, script])
     assert r.finding == "low_occupancy_registers" and r.time_source == "ncu gpu__time_duration"
     assert r.verdict == "hit"
+    assert (tmp_path / "run" / "before" / "ncu_raw.csv").is_file()  # kept for audit
+
+
+def test_cli_live_mode_resolves_relative_paths_in_the_current_directory(tmp_path, monkeypatch):
+    """`--before-cmd "python emit.py raw.csv"` names files relative to where the user is."""
+    _stand_in_ncu(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "emit.py").write_text("import sys\nsys.stdout.write(open(sys.argv[1]).read())\n")
+    (work / "raw.csv").write_bytes(RAW.read_bytes())
+    monkeypatch.chdir(work)
+    cmd = f"{sys.executable} emit.py raw.csv"
+    res = CliRunner().invoke(app, ["verify", "--before-cmd", cmd, "--after-cmd", cmd,
+                                   "--kernel", "pk_occ_registers", "--after-kernel", "pk_occ_registers_fixed",
+                                   "--run-dir", str(tmp_path / "run"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["verdict"] == "hit"

@@ -252,6 +252,18 @@ class _SelfTimedSZ3(_FailingSZ3):
         return TimedRun(packed, self.decompress(packed), 0.002, 0.001, h2d_s=0.0005, d2h_s=0.0004, device_name="Test Device")
 
 
+class _NaNSZ3(_SelfTimedSZ3):
+    """Real SZ3 round trip whose decoder then loses every value (NaN everywhere)."""
+
+    codec_id = "test-nan"
+
+    def decompress(self, compressed: Compressed) -> np.ndarray:
+        return np.full_like(super().decompress(compressed), np.nan)
+
+    def timed_run(self, array: np.ndarray, repeats: int) -> None:
+        return None
+
+
 @pytest.fixture()
 def test_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
@@ -259,6 +271,15 @@ def test_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "perfscout_test_codecs", sys.modules[__name__])
     monkeypatch.setitem(registry._KNOWN, "test-failing", "perfscout_test_codecs:_FailingSZ3")
     monkeypatch.setitem(registry._KNOWN, "test-selftimed", "perfscout_test_codecs:_SelfTimedSZ3")
+    monkeypatch.setitem(registry._KNOWN, "test-nan", "perfscout_test_codecs:_NaNSZ3")
+
+
+def test_all_nan_reconstruction_keeps_the_measured_record(grf: np.ndarray, test_codecs: None) -> None:
+    # Metrics have nothing finite to compare; the verdict and the timings still stand.
+    r = evaluate(grf, "test-nan", "abs", 1e-3, repeats=1)
+    assert r.status == "bound_violated" and r.bound_ok is False and r.max_abs_err is None
+    assert "quality metrics failed" in r.error and "no element is finite" in r.error
+    assert r.compress_s is not None and r.decompress_s is not None
 
 
 def test_codec_failure_becomes_error_record(grf: np.ndarray, test_codecs: None) -> None:

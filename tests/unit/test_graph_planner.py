@@ -59,6 +59,21 @@ def test_spec_with_explicit_tasks_and_unknown_keys():
         plan_request({"colour": "blue"})
 
 
+_EVAL = {"datasets": ["synthetic:grf:8,8"], "codecs": ["sz3"], "mode": "abs", "bounds": [1e-3]}
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ({**_EVAL, "bounds": ["abc"]}, "a bound must be a number, got 'abc'"),
+    ({**_EVAL, "repeats": "many"}, "repeats must be a number"),
+    ({**_EVAL, "codecs": [{"id": "sz3"}]}, "a codec is named by its id"),
+    ({"sweep": {"spec": "s.yaml", "jobs": "two"}}, "jobs must be a number"),
+    ({"tasks": [{"tool": "list_codecs", "args": ["x"]}]}, "'args', a mapping"),
+])
+def test_malformed_spec_values_are_planning_errors_not_crashes(spec, fragment):
+    with pytest.raises(PlanningError, match=fragment):
+        plan_request(spec)
+
+
 @pytest.mark.parametrize("text", ["", "hello there", "compare sz3 on vorticity.512_512"])
 def test_unplannable_intents_say_what_is_accepted(text):
     with pytest.raises(PlanningError, match="accepted forms|empty request"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 
@@ -50,7 +49,6 @@ def test_unknown_tool_and_bad_arguments_are_error_replies(tmp_path):
     assert sorted(p.name for p in (tmp_path / "raw").glob("*.json")) == ["c1.json"]
 
 
-@pytest.mark.skipif(not (NCU_FIXTURES / "h200_transpose_raw.csv").is_file(), reason="ncu fixtures absent")
 def test_diagnose_profile_reads_a_real_ncu_profile(tmp_path):
     prof_dir = tmp_path / "profile-run"
     prof_dir.mkdir()

@@ -16,6 +16,7 @@ from perfscout.analysis import metrics as metrics_module
 from perfscout.analysis.metrics import (
     ERR_HIST_BINS,
     max_abs_error,
+    psnr,
     quality_metrics,
     ssim,
     value_range,
@@ -225,6 +226,22 @@ def test_pointwise_error_over_a_range_wider_than_float64_exponents() -> None:
     assert m["max_pw_rel_err"] == pytest.approx(2**-40, rel=1e-3)  # 1e-300 not flushed to 0
     assert m["max_rel_err"] == pytest.approx(2**-41, rel=1e-3)  # |e| of 1e300 over R = 2e300
     assert m["mse"] == math.inf and math.isfinite(m["psnr"])  # MSE itself overflows float64
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [
+        (X4, Y4),
+        (X4, X4.copy()),  # exact: +inf
+        (np.full(4, 2.0), np.array([2.0, 2.0, 2.0, 2.5])),  # R = 0 < MSE: -inf
+        (np.array([1.0, 2.0, 3.0, 1e-200]), np.array([1.0, 2.0, 3.0, 1.5e-200])),  # e^2 underflows
+        (np.array([1e300, -1e300, 5.0]), np.array([1e300, -1e300, 5.0]) * (1 + 2**-40)),  # e^2 overflows
+        (np.array([1.0, np.nan, 3.0]), np.array([1.5, np.nan, 3.0])),  # NaN passed through
+    ],
+)
+def test_psnr_alone_is_the_records_psnr(x: np.ndarray, y: np.ndarray) -> None:
+    # The psnr-mode search uses psnr(); its verdict must agree with the record's figure.
+    assert psnr(x, y) == quality_metrics(x, y, compressed_nbytes=8)["psnr"]
 
 
 def test_tiny_errors_never_look_exact() -> None:

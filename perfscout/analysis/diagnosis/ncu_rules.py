@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfscout.tools.ncu_parse import LOW_VALUE_RULES
+
 #: Why a disagreeing ncu rule is a symptom here rather than the cause.
 WHY_NOT = {
     "HighPipeUtilization": ("'compute pipelines under-utilized' is what any memory-, latency- or "
@@ -19,10 +21,9 @@ WHY_NOT = {
     "CPIStall": "the stall reason names where warps wait; the primary names why and what to change",
     "AchievedOccupancy": "achieved below theoretical occupancy follows from the primary limiter",
     "WorkloadImbalance": "a few percent of imbalance between units does not limit this kernel",
-    "MemoryL2Compression": ("fires on ordinary buffers: L2 compression applies only to memory "
-                            "allocated as compressible through the driver API"),
     "FPInstructions": "fusing FADD/FMUL pairs into FMA matters only when the FP32 pipe limits the kernel",
     "SOLBottleneck": "a restatement of the speed-of-light classification",
+    **LOW_VALUE_RULES,  # rules that fire where following them gains nothing (said once, there)
 }
 
 

@@ -88,6 +88,11 @@ def _table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _cited(st: summary.Statement) -> str:
+    """A summary sentence followed by the task keys of the rows it quotes."""
+    return st.text + (f" (tasks {', '.join(f'`{k}`' for k in st.task_keys)})" if st.task_keys else "")
+
+
 def build_blocks(run_dir: Path) -> tuple[str, list[Block]]:
     store_path = run_dir / STORE_NAME
     if not store_path.is_file():
@@ -116,14 +121,9 @@ def build_blocks(run_dir: Path) -> tuple[str, list[Block]]:
 
     blocks.append(Heading("Summary"))
     statements = summary.summarize(df, psnr_min)
-    blocks.append(Bullets([
-        st.text + (f" (tasks {', '.join(f'`{k}`' for k in st.task_keys)})" if st.task_keys else "")
-        + (f" [{st.dataset}]" if st.dataset and st.kind in ("overview",) else "")
-        for st in statements if not st.dataset
-    ]))
+    blocks.append(Bullets([_cited(st) for st in statements if not st.dataset]))
     for dataset in sorted(df["dataset"].unique()) if not df.empty else []:
-        items = [st.text + (f" (tasks {', '.join(f'`{k}`' for k in st.task_keys)})" if st.task_keys else "")
-                 for st in statements if st.dataset == dataset]
+        items = [_cited(st) for st in statements if st.dataset == dataset]
         if items:
             blocks += [Heading(f"{dataset}", 3), Bullets(items)]
 

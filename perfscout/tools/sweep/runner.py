@@ -92,8 +92,16 @@ def write_platform(run_dir: Path) -> dict[str, Any]:
             "python": sys.version.split()[0], "hostname": _platform.node(), "os": _platform.platform(),
             "cpu": {"model": _platform.processor() or _platform.machine(), "logical_cpus": os.cpu_count()},
         }
-    path.write_text(json.dumps(doc, indent=1, default=str))
+    _write_atomic(path, json.dumps(doc, indent=1, default=str))
     return doc
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Temp file + rename: a sweep killed mid-write leaves the old file or the new one, never
+    half of one (a truncated platform.json would make every resume fail to parse it)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _mem_available_mb() -> float:
@@ -122,10 +130,10 @@ def _prepare_run_dir(spec: SweepSpec, spec_text: str | None, out: Path, store: R
         spec.model_dump(mode="json", exclude_none=True), sort_keys=False
     )
     if not spec_file.is_file():
-        spec_file.write_text(text)
+        _write_atomic(spec_file, text)
     elif resume and spec_file.read_text() != text:
         n = int(store.get_meta("sessions", "0") or 0) + 1
-        (out / f"spec.session-{n}.yaml").write_text(text)
+        _write_atomic(out / f"spec.session-{n}.yaml", text)
 
 
 def _child_env(task: Task, jobs: int) -> dict[str, str]:
@@ -232,7 +240,10 @@ class SweepRunner:
 
     # -- main loop ---------------------------------------------------------------
     def run(self) -> SweepOutcome:
-        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash
+            raise InputError(f"cannot create the run directory {self.out}: {exc}") from None
         store = ResultStore(self.out / STORE_NAME)
         try:
             return self._run(store)
@@ -254,7 +265,7 @@ class SweepRunner:
         store.set_meta("skipped", json.dumps([s.model_dump() for s in skipped]))
         store.set_meta("spec_name", self.spec.name)
         store.set_meta("report_options", self.spec.report.model_dump_json())
-        (self.out / "spec.resolved.json").write_text(json.dumps({
+        _write_atomic(self.out / "spec.resolved.json", json.dumps({
             "spec": self.spec.model_dump(mode="json"), "base_dir": self.spec.base_dir,
             "tasks": [t.model_dump(mode="json") for t in tasks], "skipped": [s.model_dump() for s in skipped],
         }, indent=1))
@@ -316,19 +327,27 @@ class SweepRunner:
                         progress.update(bar, advance=1, note=f"{bad} not ok" if bad else "")
                     time.sleep(_POLL_S)
         except KeyboardInterrupt:
-            for child in running:
-                self._kill(child)
-                child.log.close()
+            self._stop_all(running)
             store.export(self.out)
             raise SweepInterrupted(
                 f"sweep interrupted: {outcome.already_done + outcome.ran} of {outcome.total} tasks are stored in "
                 f"{self.out}; continue with: perfscout sweep SPEC --out {self.out} --resume"
             ) from None
         finally:
+            # any other error too (a store that refuses a row, a failed fork): no child may
+            # outlive the loop that watches its timeout, least of all in a long-lived agent
+            self._stop_all(running)
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
         store.export(self.out)
         return outcome
+
+    def _stop_all(self, running: list[_Child]) -> None:
+        """Kill the children still running and close their logs (idempotent)."""
+        for child in running:
+            if child.proc.poll() is None:
+                self._kill(child)
+            child.log.close()
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._stop = True

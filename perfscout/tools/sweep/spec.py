@@ -282,6 +282,41 @@ def load_spec(spec: str | Path | dict | SweepSpec) -> SweepSpec:
     return _validate(data, source, _node_lines(root) if root is not None else {}, base_dir=base)
 
 
+def rebase_file_refs(doc: dict[str, Any], base_dir: str | Path) -> dict[str, Any]:
+    """A copy of a spec mapping whose relative file references are absolute against ``base_dir``.
+
+    :func:`load_spec` resolves a file's dataset ``path:``s, ``.py`` plug-ins and ``output``
+    against the file's folder; a mapping carries no folder. Whoever reads a YAML file into
+    a mapping (``perfscout run --spec``) rebases it here so that it means what the file meant.
+    Entries of the wrong type are left as they are: validation reports them.
+    """
+    base = Path(base_dir)
+
+    def absolute(value: Any) -> Any:
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            return value
+        return str(base / value)
+
+    def datasets(entries: Any) -> Any:
+        if not isinstance(entries, list):
+            return entries
+        return [{**e, "path": absolute(e["path"])} if isinstance(e, dict) and "path" in e else e
+                for e in entries]
+
+    out = dict(doc)
+    if "datasets" in out:
+        out["datasets"] = datasets(out["datasets"])
+    if isinstance(out.get("experiments"), list):
+        out["experiments"] = [{**e, "datasets": datasets(e["datasets"])}
+                              if isinstance(e, dict) and "datasets" in e else e for e in out["experiments"]]
+    if isinstance(out.get("plugins"), list):
+        out["plugins"] = [absolute(p) if isinstance(p, str) and p.endswith(".py") else p
+                          for p in out["plugins"]]
+    if "output" in out:
+        out["output"] = absolute(out["output"])
+    return out
+
+
 def _validate(data: dict, source: str, lines: dict, base_dir: str) -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)

@@ -19,22 +19,19 @@ def memory_roof_finding(ctx: KernelContext, rule_id: str, unit_label: str, *,
     cls = ctx.cls
     if cls is None or cls.kind != "memory" or cls.unit != rule_id.split("_")[0]:
         return None
-    gain = cls.headroom
     if cls.at_roof:
         title = f"{unit_label} at its roof ({cls.top_pct:.0f}% of peak): reduce work or bytes"
         rec = (f"At roof: {unit_label} already moves data near its sustainable rate, so only "
                f"moving fewer bytes helps. {recommendation}")
-        expected = gain
     else:
         title = f"{unit_label} bandwidth limits the kernel ({cls.top_pct:.0f}% of peak)"
         rec = recommendation
-        expected = gain
     return make(
         ctx, rule_id, "roof", title, confidence=0.85 if cls.at_roof else 0.7,
         evidence=list(cls.evidence), recommendation=rec,
         verify=verify_text(ctx, f"{verify_metric} should fall in proportion to the {reduce_what} removed, "
                                 f"with the unit staying near {cls.top_pct:.0f}%", None),
-        not_when=not_when, expected_gain=expected, at_roof=cls.at_roof,
+        not_when=not_when, expected_gain=cls.headroom, at_roof=cls.at_roof,
         what_not_to_do=MEMORY_NOT_TO_DO,
         verify_plan={**time_plan(ctx, None, {verify_metric: "decrease"}),
                      "time_scales_with": verify_metric, "next_roof_gain": cls.next_roof_gain()},

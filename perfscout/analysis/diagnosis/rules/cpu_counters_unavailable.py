@@ -5,12 +5,13 @@ from __future__ import annotations
 from perfscout.analysis.diagnosis.cpu_context import CpuContext, base
 from perfscout.analysis.diagnosis.rules._cpu import make
 from perfscout.state.records import Evidence, Finding
+from perfscout.tools.perf_stat import HARDWARE_EVENTS
 
 ID = "cpu_counters_unavailable"
 ROLE = "roof"
 READS = {"software": ("task-clock", "context-switches", "cpu-migrations", "page-faults")}
-#: The hardware events perf stat counts by default (perf_stat.HARDWARE_EVENTS).
-HARDWARE = ("cycles", "instructions", "branches", "branch-misses", "cache-references", "cache-misses")
+#: The hardware events perf stat counts by default.
+HARDWARE = HARDWARE_EVENTS
 
 
 def check(ctx: CpuContext) -> Finding | None:
