@@ -53,6 +53,12 @@ class RunOutcome:
     def report(self) -> str:
         return Path(self.report_path).read_text(encoding="utf-8") if self.report_path else ""
 
+    @property
+    def html_path(self) -> str:
+        """``report.html`` beside the Markdown report (same content, plots inlined), when written."""
+        page = Path(self.report_path).with_name("report.html") if self.report_path else None
+        return str(page) if page is not None and page.is_file() else ""
+
 
 @dataclass
 class RunInfo:

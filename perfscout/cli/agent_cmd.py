@@ -49,7 +49,7 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         answer = typer.prompt("answer (JSON)")
         outcome = agent.resume(outcome.thread_id, _parse_answer(answer))
     doc = {"thread_id": outcome.thread_id, "status": outcome.status, "planner": outcome.planner,
-           "report_path": outcome.report_path, "run_dir": outcome.run_dir,
+           "report_path": outcome.report_path, "html_path": outcome.html_path, "run_dir": outcome.run_dir,
            "plan_error": outcome.plan_error, "question": outcome.question}
     if as_json:
         emit_json(doc)
@@ -65,7 +65,7 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
             sys.stdout.write(outcome.report)  # raw Markdown: no wrapping of table rows
             sys.stdout.flush()
         stderr.print(f"thread {outcome.thread_id}: {outcome.status}; planner: {outcome.planner}; "
-                     f"report: {outcome.report_path or '-'}")
+                     f"report: {outcome.report_path or '-'}; html: {outcome.html_path or '-'}")
     if outcome.status != "done":
         raise typer.Exit(1)
 

@@ -1,13 +1,17 @@
-"""The report node's writer: Markdown + JSON from the stored results only.
+"""The report node's writer: Markdown, a self-contained HTML page and JSON, from the stored results only.
 
 Every figure comes from ``results/*.json`` in the run directory (what observe stored),
 never from the model or from memory. For each task only its last attempt is a result;
 earlier attempts (retries, GPU fallbacks, noisy timings) appear in the notes.
 Timings sit in their own last columns, so two runs of the same plan differ only there.
+``report.html`` is the Markdown rendered to HTML (every value escaped: tool output may hold
+any text) plus, with two or more compression records, the sweep report's plots inlined as PNG.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +79,7 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
                 f"| {_fmt(r['max_abs_err'])} | {_fmt(r['psnr'])} | {_fmt(r['bound_ok'])} "
                 f"| {r['status']} | {_fmt(r['compress_MBps'], '.1f')} | {_fmt(r['decompress_MBps'], '.1f')} |")
         lines.append("")
+    plots_at = len(lines)  # the HTML page shows its plots here, right after the results table
     profiles = [o for o in finals if o["tool"] == "profile_command" and isinstance(o.get("data"), dict)]
     if profiles:
         lines += ["## Profiles", ""]
@@ -134,7 +139,9 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
                    for o in sweeps],
         "plan_error": state.get("plan_error", ""),
     })
-    return write_text(run_dir / "report.md", "\n".join(lines))
+    md_path = write_text(run_dir / "report.md", "\n".join(lines))
+    write_html(run_dir, lines, records, plots_at)
+    return md_path
 
 
 def _link(path: str, run_dir: Path) -> str:
@@ -213,3 +220,148 @@ def _request_text(request: Any) -> str:
     if isinstance(request, dict):
         return str(request.get("goal") or request.get("intent") or "spec")
     return str(request or "")
+
+
+# ----------------------------------------------------------------------------- HTML
+
+#: Record columns the sweep report's plots read; coerced to numbers (a column of all-None is object dtype).
+_PLOT_NUMBERS = ["bound", "ratio", "bitrate", "psnr", "max_abs_err", "max_rel_err", "compress_MBps",
+                 "decompress_MBps"]
+
+
+def write_html(run_dir: Path, lines: list[str], records: list[dict[str, Any]], plots_at: int) -> Path:
+    """``report.html``: the Markdown ``lines`` as HTML, the plots inserted before ``lines[plots_at]``."""
+    from perfscout.analysis.report.render import CSS
+
+    title = lines[0].removeprefix("# ") if lines else "perfscout report"
+    body = markdown_html(lines[1:plots_at])
+    if len(records) >= 2:
+        body += plots_html(records, run_dir / "plots")
+    body += markdown_html(lines[plots_at:])
+    page = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",
+            f"<h1>{_inline_html(title)}</h1>", body, "</body></html>"]
+    return write_text(run_dir / "report.html", "\n".join(page) + "\n")
+
+
+def plots_html(records: list[dict[str, Any]], plot_dir: Path) -> str:
+    """The sweep report's per-dataset figures, drawn from the stored records and inlined."""
+    import pandas as pd
+
+    from perfscout.analysis.report import plots
+    from perfscout.analysis.report.render import figure_html
+
+    out = ["<h2>Plots</h2>"]
+    df = pd.DataFrame(records)
+    for col in _PLOT_NUMBERS:
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
+    for dataset in sorted(df["dataset"].astype(str).unique()):
+        out.append(f"<h3>{html.escape(dataset)}</h3>")
+        try:
+            figures = plots.dataset_figures(df, dataset, plot_dir)
+        except Exception as exc:  # noqa: BLE001 - a plot must not cost the run its report
+            out.append(f'<p class="empty">Plots not drawn: {html.escape(f"{type(exc).__name__}: {exc}")}</p>')
+            continue
+        if not figures:
+            out.append('<p class="empty">No measured result to plot for this dataset.</p>')
+        out += [figure_html(f.path, f"{dataset}: {f.title}", f.caption) for f in figures]
+    return "\n".join(out) + "\n"
+
+
+_HEADING = re.compile(r"^(#{1,6}) (.*)$")
+_BULLET = re.compile(r"^( *)- (.*)$")
+_TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def markdown_html(lines: list[str]) -> str:
+    """HTML for the Markdown this module emits: headings, nested bullets, pipe tables, paragraphs.
+
+    Not a general Markdown parser (the ``markdown`` package is not a dependency): every other
+    line is a paragraph, and every piece of text is escaped before any markup is added.
+    """
+    out: list[str] = []
+    depth: list[int] = []  # indentation of each open <ul>
+    table: list[list[str]] = []
+
+    def close_lists(indent: int = -1) -> None:
+        while depth and depth[-1] > indent:
+            depth.pop()
+            out.append("</li></ul>")
+
+    def flush_table() -> None:
+        if table:
+            head, rows = table[0], table[1:]
+            out.append("<table><thead><tr>" + "".join(f"<th>{_inline_html(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>")
+            out.extend("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>" for r in rows)
+            out.append("</tbody></table>")
+            table.clear()
+
+    for line in lines:
+        bullet = _BULLET.match(line)
+        if not line.startswith("|"):
+            flush_table()
+        if not bullet:
+            close_lists()
+        if not line.strip():
+            continue
+        if bullet:
+            indent, text = len(bullet.group(1)), bullet.group(2)
+            close_lists(indent)
+            if depth and depth[-1] == indent:
+                out.append(f"</li><li>{_inline_html(text)}")
+            else:
+                depth.append(indent)
+                out.append(f"<ul><li>{_inline_html(text)}")
+        elif line.startswith("|"):
+            if not _TABLE_RULE.match(line):
+                table.append(_cells(line))
+        elif heading := _HEADING.match(line):
+            n = len(heading.group(1))
+            out.append(f"<h{n}>{_inline_html(heading.group(2))}</h{n}>")
+        else:
+            out.append(f"<p>{_inline_html(line)}</p>")
+    flush_table()
+    close_lists()
+    return "\n".join(out) + "\n"
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of one pipe-table row; ``\\|`` is a literal bar inside a cell."""
+    cells = re.split(r"(?<!\\)\|", row.strip())
+    if cells and cells[0] == "":
+        cells = cells[1:]
+    if cells and cells[-1] == "":
+        cells = cells[:-1]
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _inline_html(text: str) -> str:
+    """Escape ``text``, then add `code` spans, **bold** and [links](relative/path) as HTML."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick stays a backtick
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else _prose_html(p) for i, p in enumerate(parts))
+
+
+def _prose_html(text: str) -> str:
+    out, last = [], 0
+    for m in _LINK.finditer(text):
+        out.append(_bold_html(text[last:m.start()]))
+        label, target = m.group(1), m.group(2)
+        if _SCHEME.match(target):  # only relative or absolute file paths: no javascript:, data:, ...
+            out.append(_bold_html(m.group(0)))
+        else:
+            out.append(f'<a href="{html.escape(target, quote=True)}">{_bold_html(label)}</a>')
+        last = m.end()
+    out.append(_bold_html(text[last:]))
+    return "".join(out)
+
+
+def _bold_html(text: str) -> str:
+    bold = html.escape(text).split("**")
+    if len(bold) % 2 == 0:  # an unmatched ** stays as written
+        bold[-2:] = [bold[-2] + "**" + bold[-1]]
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(bold))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from perfscout.errors import InputError, ToolRefused
 from perfscout.state.profiles import Metric, PerfProfile
-from perfscout.state.records import Evidence, Finding
+from perfscout.state.records import Finding
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
 
 HARDWARE_EVENTS = ("cycles", "instructions", "branches", "branch-misses",
@@ -147,26 +147,16 @@ def _float(text: str) -> float | None:
 
 
 def counters_unavailable_finding(prof: PerfProfile) -> Finding | None:
-    """The DESIGN.md finding ``cpu_counters_unavailable`` when no hardware event counted."""
-    if prof.hardware_counters:
-        return None
-    evidence = [Evidence(metric=e, value=why, threshold="a count")
-                for e, why in prof.unavailable.items() if event_base(e) in HARDWARE_EVENTS]
-    if not evidence:
-        evidence = [Evidence(metric="perf", value=prof.fallback or "perf stat unavailable")]
-    return Finding(
-        id="cpu_counters_unavailable",
-        title="CPU hardware performance counters are not available here",
-        confidence=1.0,
-        evidence=evidence,
-        recommendation=("Profile on bare metal or a VM with a virtual PMU (e.g. KVM with "
-                        "'-cpu host,pmu=on'), and check /proc/sys/kernel/perf_event_paranoid. "
-                        "Until then only software events and getrusage are reported."),
-        verify="perf stat -e instructions true prints a count instead of <not supported>",
-        not_when="the program is GPU-bound: profile it with ncu instead",
-        arch="any",
-        extra={"fallback": prof.fallback},
-    )
+    """The DESIGN.md finding ``cpu_counters_unavailable`` when no hardware event counted.
+
+    Built by the diagnosis rule itself, so ``perfscout profile`` and ``perfscout diagnose``
+    on the saved output report the same finding.
+    """
+    # Imported here: the diagnosis package imports this module.
+    from perfscout.analysis.diagnosis.cpu_context import CpuContext
+    from perfscout.analysis.diagnosis.rules import cpu_counters_unavailable
+
+    return cpu_counters_unavailable.check(CpuContext(prof))
 
 
 _JSON_SUPPORT: dict[str, bool] = {}

@@ -62,8 +62,30 @@ def test_profile_cpu_program_json(workdir: Path, perfscout_home: Path) -> None:
         ids = [f["id"] for f in doc["findings"]]
         assert ids == ["cpu_counters_unavailable"]
         ev = doc["findings"][0]["evidence"]
-        assert ev and all(e["value"] in ("<not supported>", "<not counted>") or e["metric"] == "perf"
-                          for e in ev)
+        # Only events the profile holds: hardware ones marked unavailable, software ones counted.
+        assert ev and all(perf["unavailable"].get(e["metric"]) == e["value"]
+                          or perf["events"][e["metric"]]["value"] == e["value"] for e in ev)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None,
+                    reason="perf is not installed (Debian: apt-get install linux-perf)")
+def test_profile_and_diagnose_of_its_saved_output_agree(workdir: Path, perfscout_home: Path) -> None:
+    r = perfscout("profile", "--json", "--", sys.executable, "busy.py", cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(r.stdout)
+    if prof["perf"]["hardware_counters"]:
+        pytest.skip("this host has a PMU; the test is about cpu_counters_unavailable")
+    run_dir = Path(prof["run_dir"])
+    (raw,) = [run_dir / n for n in ("perf_stat.jsonl", "perf_stat.csv") if (run_dir / n).exists()]
+    r = perfscout("diagnose", "--json", "--perf-csv", str(raw), cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    diag = json.loads(r.stdout)["programs"][0]["primary"]
+    (found,) = prof["findings"]
+    assert found["id"] == diag["id"] == "cpu_counters_unavailable"
+    assert found["title"] == diag["title"]
+    cited = [(e["metric"], e["value"]) for e in found["evidence"]]
+    assert cited == [(e["metric"], e["value"]) for e in diag["evidence"]]
+    assert {"cycles", "instructions", "task-clock"} <= {m for m, _ in cited}
 
 
 def test_profile_refuses_paths_outside_cwd_with_a_hint(workdir: Path, perfscout_home: Path,

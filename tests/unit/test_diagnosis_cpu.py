@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfscout.analysis.diagnosis import diagnose_perf
-from perfscout.tools.perf_stat import load_perf_file, parse_perf_csv
+from perfscout.tools.perf_stat import counters_unavailable_finding, load_perf_file, parse_perf_csv
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
 
@@ -45,7 +45,13 @@ def test_counters_unavailable_is_primary_and_reports_software_events():
 
 
 def test_json_perf_output_gives_the_same_verdict():
-    assert _prog(load_perf_file(FIX / "default_events_j.jsonl"))["primary"]["id"] == "cpu_counters_unavailable"
+    prof = load_perf_file(FIX / "default_events_j.jsonl")
+    primary = _prog(prof)["primary"]
+    assert primary["id"] == "cpu_counters_unavailable"
+    # `perfscout profile` reports this finding through perf_stat: the very same one.
+    assert counters_unavailable_finding(prof).model_dump() == primary
+    cited = {e["metric"] for e in primary["evidence"]}
+    assert cited and cited <= set(prof.events) | set(prof.unavailable)
 
 
 def test_with_counters_ipc_cache_and_branch_findings():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from perfscout.analysis.diagnosis import diagnose_perf
 from perfscout.errors import InputError
 from perfscout.tools.perf_stat import (
     HARDWARE_EVENTS,
@@ -70,11 +71,18 @@ def test_multiplexed_counts_are_reported() -> None:
     assert counters_unavailable_finding(p) is None
 
 
-def test_finding_cites_the_unsupported_events() -> None:
-    f = counters_unavailable_finding(load_perf_file(FX / "cpu_loop_x.csv"))
+def test_finding_cites_the_unsupported_events_and_the_software_ones() -> None:
+    prof = load_perf_file(FX / "cpu_loop_x.csv")
+    f = counters_unavailable_finding(prof)
     assert f is not None and f.id == "cpu_counters_unavailable"
-    assert {e.metric for e in f.evidence} == set(HARDWARE_EVENTS)
-    assert all(e.value == "<not supported>" for e in f.evidence)
+    unsupported = {e.metric: e.value for e in f.evidence if e.metric in HARDWARE_EVENTS}
+    assert unsupported == dict.fromkeys(HARDWARE_EVENTS, "<not supported>")
+    counted = {e.metric: e.value for e in f.evidence if e.metric not in HARDWARE_EVENTS}
+    assert counted == {"task-clock": pytest.approx(0.08273), "context-switches": 54,
+                       "cpu-migrations": 0, "page-faults": 824}
+    assert "824 page faults" in f.recommendation
+    # The same finding as `perfscout diagnose` builds from the same profile.
+    assert f.model_dump() == diagnose_perf(prof)["programs"][0]["primary"]
 
 
 @pytest.mark.parametrize("text", ["", "# started on Mon\n\n", "hello world\n"])
@@ -122,7 +130,11 @@ def test_without_perf_the_command_still_runs_with_getrusage(tmp_path: Path,
     assert prof.fallback.startswith("perf not installed")
     assert prof.rusage["user_s"] > 0 and not prof.events
     f = counters_unavailable_finding(prof)
-    assert f is not None and f.evidence[0].metric == "perf"
+    # Nothing counted, so nothing is cited as evidence; the text says what was used instead.
+    assert f is not None and f.evidence == []
+    assert "perf counted nothing (perf not installed" in f.recommendation
+    assert "the child's getrusage: " in f.recommendation and " s user" in f.recommendation
+    assert f.extra["fallback"] == prof.fallback
 
 
 def test_refused_command_is_reported_not_raised(tmp_path: Path) -> None:

@@ -210,7 +210,8 @@ def to_markdown(title: str, blocks: list[Block], run_dir: Path) -> str:
 
 # ----------------------------------------------------------------------------- HTML
 
-_CSS = """
+#: The page style, shared with the agent's report.html (perfscout.graph.report).
+CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;color:#222;
      line-height:1.45;padding:0 1rem}
 h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #ccc;margin-top:2.2rem}
@@ -233,9 +234,16 @@ def _inline(text: str) -> str:
     return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(bold))
 
 
+def figure_html(path: Path, alt: str, caption: str) -> str:
+    """A PNG file as an HTML figure with the image inlined (base64 data URI): the page needs no files."""
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
 def to_html(title: str, blocks: list[Block]) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style></head><body>",
+           f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",
            f"<h1>{html.escape(title)}</h1>"]
     for b in blocks:
         if isinstance(b, Heading):
@@ -252,9 +260,7 @@ def to_html(title: str, blocks: list[Block]) -> str:
             else:
                 out.append(b.df.to_html(index=False, escape=True, na_rep="", border=0))
         elif isinstance(b, Image):
-            data = base64.b64encode(b.path.read_bytes()).decode("ascii")
-            out.append(f'<figure><img alt="{html.escape(b.alt)}" src="data:image/png;base64,{data}">'
-                       f"<figcaption>{html.escape(b.caption)}</figcaption></figure>")
+            out.append(figure_html(b.path, b.alt, b.caption))
     out.append("</body></html>")
     return "\n".join(out)
 
