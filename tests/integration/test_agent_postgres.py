@@ -11,7 +11,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 
@@ -19,6 +18,8 @@ import pytest
 
 from perfscout import agent
 from perfscout.graph.context import Context
+from tests.servers import free_port
+
 
 pytestmark = pytest.mark.postgres
 
@@ -26,12 +27,6 @@ pytestmark = pytest.mark.postgres
 def _bin(name: str) -> str | None:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return found[-1] if found else shutil.which(name)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +46,7 @@ def pg_url():
             pytest.skip("running as root and there is no 'postgres' user to run the server as")
         os.chown(root, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = os.path.join(root, "data"), _free_port()
+    data, port = os.path.join(root, "data"), free_port()
     subprocess.run([*as_user, initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"],
                    check=True, capture_output=True, timeout=120)
     subprocess.run([*as_user, pg_ctl, "-D", data, "-w", "-t", "60", "-l", os.path.join(root, "log"),

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.servers import free_port, stop_group, wait_until_serving
+
+
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
@@ -29,7 +22,7 @@ def server(tmp_path):
     if not LANGGRAPH.exists() and shutil.which("langgraph") is None:
         pytest.skip("langgraph-cli[inmem] is not installed (pip install 'perfscout[server]')")
     pytest.importorskip("langgraph_sdk", reason="langgraph-sdk is not installed")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PERFSCOUT_HOME": str(tmp_path / "home"),
            "PERFSCOUT_PLANNER": "deterministic", "PERFSCOUT_NOISE_THRESHOLD": "1e9",
            # offline: no telemetry, no tracing, no license or metadata calls
@@ -45,26 +38,11 @@ def server(tmp_path):
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/ok", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("langgraph dev did not come up:\n"
-                                     + (tmp_path / "server.log").read_text()[-3000:])
-            time.sleep(0.3)
+        wait_until_serving(f"{url}/ok", proc, tmp_path / "server.log", timeout_s=90,
+                           what="langgraph dev", poll_s=0.3)
         yield url, tmp_path / "home"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc, grace_s=20)
         log.close()
 
 
