@@ -1,6 +1,7 @@
 """szp-gpu throughput on one GPU, against the device-to-device copy measured in the same run.
 
     python3 benchmarks/gpu_codec.py bench --data DIR --out FILE.json [--gib 1.0] [--repeats 20]
+    python3 benchmarks/gpu_codec.py bench --quick --out FILE.json   # smooth3d, REL 1e-3 only
     python3 benchmarks/gpu_codec.py ncu             # one compress + decompress, for ncu -k szp_
 
 Fields (float32, >= --gib GiB each): a smooth multi-mode 3-D field with small noise, a
@@ -237,6 +238,33 @@ def bench(args: argparse.Namespace) -> None:
     print(table(doc))
 
 
+def quick(args: argparse.Namespace) -> None:
+    """Copy bandwidth, then one smooth field (>= --gib GiB) at REL 1e-3 with 3-D and 1-D
+    blocks: a short A/B check of a kernel change inside one device call."""
+    t0 = time.time()
+    info = device_info()
+    copy = copy_bandwidth(int(2 * 2**30), 20)
+    cgb = copy["GBps_read_plus_write"]
+    print(f"device: {info.get('nvml_name', info['device'])}  copy {cgb:.0f} GB/s", flush=True)
+    x = smooth_field(args.gib)
+    rows = []
+    for bnd in (3, 1):
+        row = measure("smooth3d", x, 1e-3, bnd, args.repeats, cgb)
+        mod = G._module("float32", bnd)
+        for kn in ("szp_compress", "szp_decompress"):
+            fn = mod.get_function(kn)
+            row[f"{kn}_regs"], row[f"{kn}_local_bytes"] = fn.num_regs, fn.local_size_bytes
+        rows.append(row)
+        print(f"regs {row['szp_compress_regs']}/{row['szp_decompress_regs']} local "
+              f"{row['szp_compress_local_bytes']}/{row['szp_decompress_local_bytes']}  " + _line(row),
+              flush=True)
+    doc = {"device": info, "copy": copy, "rows": rows, "repeats": args.repeats, "quick": True,
+           "wall_s": time.time() - t0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print()
+    print(table(doc))
+
+
 def _line(r: dict) -> str:
     return (f"{r['field']:<34} b{r['block_ndim']} rel {r['rel']:.0e}  CR {r['ratio']:7.2f}  "
             f"comp {r['compress_kernel_GBps']:6.0f} ({r['compress_e2e_GBps']:6.0f} e2e)  "
@@ -277,8 +305,13 @@ def main() -> None:
     ap.add_argument("--out", default="szp_gpu_bench.json")
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--quick", action="store_true",
+                    help="bench only the smooth field at REL 1e-3 (3-D and 1-D blocks) and the copy")
     args = ap.parse_args()
-    bench(args) if args.what == "bench" else ncu_target(args)
+    if args.what == "ncu":
+        ncu_target(args)
+    else:
+        quick(args) if args.quick else bench(args)
 
 
 if __name__ == "__main__":
