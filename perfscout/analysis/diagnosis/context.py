@@ -12,6 +12,7 @@ from typing import Any
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.arch import Arch, arch_for
+from perfscout.analysis.diagnosis.evidence import derived_evidence
 from perfscout.state.profiles import KernelProfile
 from perfscout.state.records import Evidence
 
@@ -123,11 +124,7 @@ class KernelContext:
 
     def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
                 threshold: str = "") -> Evidence:
-        missing = [i for i in inputs if i not in self.kernel.metrics]
-        if missing:
-            raise KeyError(f"derived:{name} cites absent metrics {missing}")
-        return Evidence(metric=f"derived:{name}", value=round(value, 6), unit=unit,
-                        threshold=threshold, inputs=list(inputs))
+        return derived_evidence(name, value, inputs, self.kernel.metrics, unit=unit, threshold=threshold)
 
     def host(self, name: str, value: float, unit: str, threshold: str = "") -> Evidence:
         """Evidence measured on the host (not in the ncu profile): cited as ``host:NAME``."""

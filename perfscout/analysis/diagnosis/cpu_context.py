@@ -7,6 +7,7 @@ Evidence cites the event name exactly as the profile holds it.
 
 from __future__ import annotations
 
+from perfscout.analysis.diagnosis.evidence import derived_evidence
 from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence
 from perfscout.tools.perf_stat import event_base
@@ -63,8 +64,8 @@ class CpuContext:
 
     def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
                 threshold: str = "") -> Evidence:
-        return Evidence(metric=f"derived:{name}", value=round(value, 6), unit=unit,
-                        threshold=threshold, inputs=inputs)
+        present = set(self.profile.events) | set(self.profile.unavailable)
+        return derived_evidence(name, value, inputs, present, unit=unit, threshold=threshold)
 
     def seconds(self) -> float | None:
         """CPU time the program used (task-clock), in seconds."""
