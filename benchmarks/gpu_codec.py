@@ -9,10 +9,14 @@ Gaussian random field (white noise filtered to a k^-3 power spectrum by FFT), an
 fields of ../shared/data tiled periodically to size. Each at REL 1e-2, 1e-3, 1e-4.
 
 Times are medians of CUDA-event intervals after one warm-up. "e2e" is the device-resident
-call (compress: range pass for rel, fused kernel, size/outlier read-back, header and pads;
-decompress: fused kernel, outlier scatter, validation read-back); "kernel" is the fused
-kernel alone. GB/s count uncompressed bytes (1e9 bytes per GB). The copy counts bytes read
-plus bytes written.
+call, one call between two events (compress: range pass for rel, fused kernel, size and
+outlier read-back, header and pads; decompress: width scan and decode kernels, outlier
+scatter, validation read-back), so it includes the host's Python time between launches.
+"kernel" is the compress kernel alone (with the zeroing of its scratch), and for
+decompress the width scan plus the decode kernel; each sample averages 10 back-to-back
+launches between two events, so the host's launch work overlaps the GPU's. The copy is
+timed the same way. GB/s count uncompressed bytes (1e9 bytes per GB); the copy counts
+bytes read plus bytes written.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -52,6 +57,24 @@ def events(fn, repeats: int) -> list[float]:
         b.record()
         b.synchronize()
         out.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
+    return out
+
+
+def batched_events(fn, repeats: int, batch: int = 10) -> list[float]:
+    """Seconds per call from ``repeats`` batches of ``batch`` back-to-back calls between
+    one pair of events: the host's launch work for a call overlaps the GPU's work on the
+    one before, so a sample is GPU time (the kernels and the gaps of a busy queue), not
+    the host's Python time that a single call's events also catch."""
+    fn()
+    out = []
+    for _ in range(repeats):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        for _ in range(batch):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b) / 1e3 / batch)
     return out
 
 
@@ -100,8 +123,7 @@ def copy_bandwidth(nbytes: int, repeats: int) -> dict:
         cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
                                     cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
 
-    run()
-    t = statistics.median(events(run, repeats))
+    t = statistics.median(batched_events(run, repeats))
     del src, dst
     return {"bytes": nbytes, "median_s": t, "GBps_read_plus_write": 2 * nbytes / t / 1e9}
 
@@ -158,10 +180,15 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_g
     frange = G.device_range(x)
     qz = F.resolve_quantizer(x.dtype, "rel", rel, frange)
     geo = G.geometry(tuple(x.shape), bnd)
-    scratch = cp.empty(geo.ntiles + 2, dtype=cp.uint64)
+    scratch = G.new_scratch(geo)
     cap = G._outlier_cap(x.size)
-    kern = events(lambda: G._launch_compress(x, geo, qz, cap, scratch), repeats)
+    kern = batched_events(lambda: G._launch_compress(x, geo, qz, cap, scratch), repeats)
     rng_t = events(lambda: G.device_range(x), repeats)
+    # where the end-to-end compress time goes besides the kernel and the range pass
+    pieces = events(lambda: G._compress_pieces(x, geo, qz), repeats)
+    p = G._compress_pieces(x, geo, qz)
+    osort = events(lambda: G._sorted_outliers(p), repeats)
+    del p
     ds = G.compress_device(x, "rel", rel, bnd)
     y = G.decompress_device(ds)
     dec = events(lambda: G.decompress_device(ds), repeats)
@@ -170,10 +197,12 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_g
     out = cp.empty(h.shape, dtype=h.dtype)
     widths = ds.body[lay.widths : lay.widths + geo.nblocks]
     payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
-    dkern = events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch), repeats)
+    dkern = batched_events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch),
+                           repeats)
     err = float(cp.max(cp.abs(x.astype(cp.float64) - y.astype(cp.float64))))
     med = {k: statistics.median(v) for k, v in
            (("compress_e2e_s", comp), ("compress_kernel_s", kern), ("range_pass_s", rng_t),
+            ("compress_pieces_s", pieces), ("outlier_sort_s", osort),
             ("decompress_e2e_s", dec), ("decompress_kernel_s", dkern))}
     gbps = {k.replace("_s", "_GBps"): nbytes / v / 1e9 for k, v in med.items()}
     row = {
@@ -240,7 +269,8 @@ def bench(args: argparse.Namespace) -> None:
 
 def quick(args: argparse.Namespace) -> None:
     """Copy bandwidth, then one smooth field (>= --gib GiB) at REL 1e-3 with 3-D and 1-D
-    blocks: a short A/B check of a kernel change inside one device call."""
+    blocks, and the same field cut to rows of 1021 (unaligned) with 2-D blocks: a short
+    A/B check of a kernel change inside one device call."""
     t0 = time.time()
     info = device_info()
     copy = copy_bandwidth(int(2 * 2**30), 20)
@@ -251,14 +281,20 @@ def quick(args: argparse.Namespace) -> None:
     for bnd in (3, 1):
         row = measure("smooth3d", x, 1e-3, bnd, args.repeats, cgb)
         mod = G._module("float32", bnd)
-        for kn in ("szp_compress", "szp_decompress"):
+        for kn in ("szp_compress", "szp_decompress", "szp_width_scan"):
             fn = mod.get_function(kn)
             row[f"{kn}_regs"], row[f"{kn}_local_bytes"] = fn.num_regs, fn.local_size_bytes
         rows.append(row)
         print(f"regs {row['szp_compress_regs']}/{row['szp_decompress_regs']} local "
               f"{row['szp_compress_local_bytes']}/{row['szp_decompress_local_bytes']}  " + _line(row),
               flush=True)
+    # rows of 1021 elements: not 16-byte aligned, so the kernels take their unaligned paths
+    xo = cp.ascontiguousarray(x[..., :1021])
+    del x
+    rows.append(measure("smooth3d[..., :1021]", xo, 1e-3, 2, args.repeats, cgb))
+    print(_line(rows[-1]), flush=True)
     doc = {"device": info, "copy": copy, "rows": rows, "repeats": args.repeats, "quick": True,
+           "nvrtc_defines": os.environ.get("SZP_NVRTC_DEFINES", ""),
            "wall_s": time.time() - t0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print()
@@ -269,7 +305,10 @@ def _line(r: dict) -> str:
     return (f"{r['field']:<34} b{r['block_ndim']} rel {r['rel']:.0e}  CR {r['ratio']:7.2f}  "
             f"comp {r['compress_kernel_GBps']:6.0f} ({r['compress_e2e_GBps']:6.0f} e2e)  "
             f"decomp {r['decompress_kernel_GBps']:6.0f} ({r['decompress_e2e_GBps']:6.0f} e2e) GB/s  "
-            f"maxerr/eb {r['max_abs_err'] / r['abs_bound']:.3f} out {r['n_outliers']}")
+            f"maxerr/eb {r['max_abs_err'] / r['abs_bound']:.3f} out {r['n_outliers']}  "
+            f"ms: comp e2e {1e3 * r['compress_e2e_s']:.3f} = range {1e3 * r['range_pass_s']:.3f} + "
+            f"kernel&readback {1e3 * r['compress_pieces_s']:.3f} (kernel {1e3 * r['compress_kernel_s']:.3f}) "
+            f"+ sort {1e3 * r['outlier_sort_s']:.3f} + rest")
 
 
 def table(doc: dict) -> str:

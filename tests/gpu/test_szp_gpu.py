@@ -163,10 +163,37 @@ def test_timed_run_reports_event_times() -> None:
     _check_bound(x, t.reconstructed, t.compressed.data)
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bnd", [1, 2, 3])
-def test_kernels_use_no_local_memory(dtype: str, bnd: int) -> None:
-    mod = G._module(dtype, bnd)
-    for name in ("szp_compress", "szp_decompress", "szp_minmax", "szp_scatter"):
+def test_kernels_use_no_local_memory(dtype: str, bnd: int, wide: bool) -> None:
+    mod = G._module(dtype, bnd, wide)
+    for name in ("szp_compress", "szp_decompress", "szp_width_scan", "szp_minmax", "szp_scatter"):
         fn = mod.get_function(name)
         assert fn.local_size_bytes == 0, (name, fn.local_size_bytes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,bnd", [((100_003,), 1), ((61, 130, 131), 3), ((129, 67), 2)])
+def test_64_bit_index_kernels_write_the_same_bytes(monkeypatch, dtype, shape, bnd) -> None:
+    """The SZP_WIDE build (views of 2**31 elements or more) on small arrays."""
+    monkeypatch.setattr(G, "NARROW_LIMIT", 0)
+    assert G.geometry(shape, bnd).wide
+    x = _field(shape, dtype, seed=3)
+    ds = G.compress_device(cp.asarray(x), "rel", 1e-3, bnd)
+    _same_stream(G.to_host(ds), F.encode(x, "rel", 1e-3, bnd))
+    assert np.array_equal(G.decompress_device(ds).get().view(np.uint8), F.decode(G.to_host(ds)).view(np.uint8))
+
+
+def test_device_stream_with_a_corrupt_width_is_rejected() -> None:
+    """A device-resident stream skips host validation; the width scan still catches a
+    width above MAX_WIDTH, and widths that disagree with the payload size."""
+    x = _field((64 * 1024,), np.float32, seed=8)
+    for value, match in ((F.MAX_WIDTH + 1, "exceeds"), (0, "do not add up")):
+        ds = G.compress_device(cp.asarray(x), "abs", 1e-3, 1)
+        lay = F.layout(ds.header)
+        w = ds.body[lay.widths : lay.widths + ds.header.nblocks]
+        k = int(cp.argmax(w))  # a block with a nonzero width
+        w[k] = value
+        with pytest.raises(CodecError, match=match):
+            G.decompress_device(ds)

@@ -16,9 +16,9 @@ Layout (little-endian, every section starts on a 16-byte boundary, pads are zero
     crc32       u32, zlib.crc32 of every byte before it
 
 Bit order inside a 32-bit word: element e of a block (its C-order index in the block
-shape, 0..31) is bit ``8 * (e % 4) + e // 4``. That is the order a warp produces with
-one ballot per sub-element when each lane holds 4 consecutive x-elements, so the GPU
-encoder writes it without any shuffle.
+shape, 0..31) is bit ``8 * (e % 4) + e // 4``. When each of a block's 8 lanes holds 4
+consecutive x-elements, that is the order one 8 x 8 bit transpose across the 8 lanes
+produces (FORMAT.md, "Residuals and words"), so the GPU encoder needs no other shuffling.
 """
 
 from __future__ import annotations

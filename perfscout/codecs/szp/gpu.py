@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +26,12 @@ import numpy as np
 from perfscout.codecs.szp import format as F
 from perfscout.errors import CodecError, InputError
 
-WARPS, STEPS = 8, 4
-TILE_BLOCKS = WARPS * STEPS * 4
+WARPS, STEPS = 8, 4  # must match szp_kernels.cu
+TILE_BLOCKS = WARPS * STEPS * 4  # blocks per tile of the decode kernel
+SCAN_CTA_TILES = 32  # tiles per CTA of szp_width_scan
+#: Resident warps per SM of szp_compress (its __launch_bounds__), 32- / 64-bit indices:
+#: the compress grid is persistent, one CTA per resident slot.
+COMPRESS_RESIDENT_WARPS = {False: 48, True: 40}
 THREADS = WARPS * 32
 VAL_MASK = (1 << 62) - 1
 #: Stage arrays larger than this through the chunked, pinned, two-stream path.
@@ -53,15 +58,28 @@ def _cp() -> Any:
     return cp
 
 
+#: Views with fewer elements than this use the kernels built with 32-bit indices.
+NARROW_LIMIT = 2**31
+
+
 @functools.lru_cache(maxsize=None)
-def _module(dtype: str, block_ndim: int) -> Any:
+def _module(dtype: str, block_ndim: int, wide: bool = False) -> Any:
     cp = _cp()
     src = importlib.resources.files(__package__).joinpath("szp_kernels.cu").read_text()
     opts = ["--std=c++17", "--fmad=false", "--ftz=false", "--prec-div=true",
             f"-DSZP_T={'double' if dtype == 'float64' else 'float'}", f"-DSZP_BDIM={block_ndim}"]
     if dtype == "float64":
         opts.append("-DSZP_F64")
+    if wide:
+        opts.append("-DSZP_WIDE")
+    # A/B knob for benchmarks/szp_try.sh (e.g. "-DSZP_DEC_MIN_CTAS=6"); unset in normal use.
+    opts += os.environ.get("SZP_NVRTC_DEFINES", "").split()
     return cp.RawModule(code=src, options=tuple(opts))
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    return int(_cp().cuda.runtime.deviceGetAttribute(16, device_id))  # cudaDevAttrMultiProcessorCount
 
 
 def device_name() -> str:
@@ -101,10 +119,34 @@ class Geometry:
     def ntiles(self) -> int:
         return -(-self.nblocks // TILE_BLOCKS)
 
-    def args(self) -> tuple[Any, ...]:
+    @property
+    def wide(self) -> bool:
+        """Whether element offsets need 64 bits (the SZP_WIDE kernels)."""
+        return math.prod(self.view) >= NARROW_LIMIT
+
+    def module(self, dtype: Any) -> Any:
+        return _module(str(np.dtype(dtype)), self.block_ndim, self.wide)
+
+    def args(self, data: Any) -> tuple[Any, ...]:
+        """Geometry arguments of the kernels for the device array ``data``: the view in
+        the index width of the build, the block grid, and whether 16-byte accesses are
+        safe (rows of a multiple of 4 elements, a 16-byte aligned base)."""
         Z, Y, X = self.view
-        return (np.int64(Z), np.int64(Y), np.int64(X), np.uint32(self.grid[1]),
-                np.uint32(self.grid[2]), np.uint32(self.nblocks))
+        it = np.uint64 if self.wide else np.uint32
+        vec = X % 4 == 0 and data.data.ptr % 16 == 0
+        return (it(Z), it(Y), it(X), np.uint32(self.grid[1]), np.uint32(self.grid[2]),
+                np.uint32(self.nblocks), np.int32(vec))
+
+
+def scratch_words(geo: Geometry) -> int:
+    """u64 words of scratch one compress or decompress launch of ``geo`` needs: look-back
+    status words, counters, and the decoder's tile offsets (compress tiles of 4 or more
+    warps have at most twice the decoder's tiles)."""
+    return 2 * geo.ntiles + geo.ntiles // WARPS + 8
+
+
+def new_scratch(geo: Geometry) -> Any:
+    return _cp().empty(scratch_words(geo), dtype=np.uint64)
 
 
 def geometry(shape: tuple[int, ...], block_ndim: int) -> Geometry:
@@ -135,6 +177,7 @@ class _Pieces:
     out_idx: Any
     out_val: Any
     cap: int
+    ntiles: int = 0  # compress tiles (their look-back status words lead the scratch)
     payload_words: int = -1
     n_out: int = -1
 
@@ -147,7 +190,7 @@ def device_range(xd: Any) -> tuple[float, float] | None:
     keys = cp.array([np.iinfo(kt).max, 0], dtype=kt)
     if xd.size:
         mod = _module(str(xd.dtype), 1)
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        sms = _sm_count(cp.cuda.Device().id)
         blocks = int(min(sms * 8, max(1, -(-xd.size // (4 * THREADS)))))
         mod.get_function("szp_minmax")((blocks,), (THREADS,), (xd, np.uint64(xd.size), keys))
     lo, hi = (int(k) for k in keys.get())
@@ -168,6 +211,18 @@ def _outlier_cap(n: int) -> int:
     return max(1024, n // 64)
 
 
+def _compress_shape(geo: Geometry, dtype: Any) -> tuple[Any, int, int, int]:
+    """(kernel, threads per CTA, tiles, CTAs) of a compress launch. The CTA size comes back
+    from the compiled kernel (its __launch_bounds__), so a build with another SZP_CWARPS
+    (benchmarks/szp_try.sh A/B runs) launches correctly."""
+    fn = geo.module(dtype).get_function("szp_compress")
+    threads = int(fn.max_threads_per_block)
+    cwarps = threads // 32
+    ntiles = -(-geo.nblocks // (cwarps * STEPS * 4))
+    ctas = _sm_count(_cp().cuda.Device().id) * (COMPRESS_RESIDENT_WARPS[geo.wide] // cwarps)
+    return fn, threads, ntiles, max(1, min(ntiles, ctas))
+
+
 def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch: Any) -> _Pieces:
     """Launch the fused kernel; it writes widths and payload straight into a buffer laid
     out like the final stream (so no copy of the payload follows)."""
@@ -182,18 +237,17 @@ def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch:
     payload = body[pay_off : pay_off + pay_max].view(cp.uint32)
     out_idx = cp.empty(max(1, cap), dtype=cp.uint64)
     out_val = cp.empty(max(1, cap), dtype=xd.dtype)
-    scratch[: geo.ntiles + 2] = 0
-    status = scratch[: geo.ntiles]
-    counter = scratch[geo.ntiles : geo.ntiles + 1].view(cp.uint32)
-    count = scratch[geo.ntiles + 1 : geo.ntiles + 2]
+    ntiles = 0
     if nb:
-        mod = _module(str(xd.dtype), geo.block_ndim)
-        mod.get_function("szp_compress")(
-            (geo.ntiles,), (THREADS,),
-            (xd, *geo.args(), T(qz.recip), T(qz.step), T(qz.check), widths, payload, status,
-             counter, out_idx, out_val, count, np.uint64(cap)),
-        )
-    return _Pieces(body, widths, payload, out_idx, out_val, cap)
+        fn, threads, ntiles, ctas = _compress_shape(geo, xd.dtype)
+        scratch[: ntiles + 2] = 0
+        status = scratch[:ntiles]
+        counter = scratch[ntiles : ntiles + 1].view(cp.uint32)
+        count = scratch[ntiles + 1 : ntiles + 2]
+        fn((ctas,), (threads,),
+           (xd, *geo.args(xd), T(qz.recip), T(qz.step), T(qz.check), widths, payload, status,
+            counter, out_idx, out_val, count, np.uint64(cap)))
+    return _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles)
 
 
 def _finish_launch(p: _Pieces, geo: Geometry, scratch: Any) -> None:
@@ -201,14 +255,13 @@ def _finish_launch(p: _Pieces, geo: Geometry, scratch: Any) -> None:
     if geo.nblocks == 0:
         p.payload_words, p.n_out = 0, 0
         return
-    tail = scratch[geo.ntiles - 1 : geo.ntiles + 2].get()
+    tail = scratch[p.ntiles - 1 : p.ntiles + 2].get()
     p.payload_words = int(tail[0]) & VAL_MASK
     p.n_out = int(tail[2])
 
 
 def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer) -> _Pieces:
-    cp = _cp()
-    scratch = cp.empty(geo.ntiles + 2, dtype=cp.uint64)
+    scratch = new_scratch(geo)
     p = _launch_compress(xd, geo, qz, _outlier_cap(xd.size), scratch)
     _finish_launch(p, geo, scratch)
     if p.n_out > p.cap:  # rare: very many outliers; run again with room for all of them
@@ -269,35 +322,53 @@ def to_host(ds: DeviceStream) -> bytes:
 # -- decompress -----------------------------------------------------------------------
 
 
+def _scan_slots(geo: Geometry) -> tuple[int, int]:
+    """Scratch layout of a decompress launch: [status (one per CTA of the width scan),
+    counter, tile offsets (ntiles + 1, the last one the total), error flag]; returns
+    (CTAs of the scan, index of the first tile offset)."""
+    ctas = geo.ntiles // SCAN_CTA_TILES + 1  # the last CTA also writes the total at [ntiles]
+    return ctas, ctas + 1
+
+
 def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payload: Any,
                        scratch: Any) -> None:
+    """Width scan (one word offset per tile), then the decode kernel. ``payload`` is the
+    u32 view of the payload section; the decoder never reads past its end."""
     cp = _cp()
     if geo.nblocks == 0:
         return
+    if widths.data.ptr % 16:  # the kernels read widths 4 and 16 at a time
+        widths = widths.copy()
     T = out.dtype.type
-    scratch[: geo.ntiles + 2] = 0
-    status = scratch[: geo.ntiles]
-    counter = scratch[geo.ntiles : geo.ntiles + 1].view(cp.uint32)
-    error = scratch[geo.ntiles + 1 : geo.ntiles + 2].view(cp.uint32)
-    mod = _module(str(out.dtype), geo.block_ndim)
+    ctas, first = _scan_slots(geo)
+    end = first + geo.ntiles + 1
+    scratch[:first] = 0
+    scratch[end] = 0
+    prefix = scratch[first:end]
+    mod = geo.module(out.dtype)
+    mod.get_function("szp_width_scan")(
+        (ctas,), (THREADS,),
+        (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[:ctas],
+         scratch[ctas:first].view(cp.uint32), scratch[end : end + 1].view(cp.uint32)),
+    )
     mod.get_function("szp_decompress")(
         (geo.ntiles,), (THREADS,),
-        (out, *geo.args(), T(step), widths, payload, status, counter, error[:1]),
+        (out, *geo.args(out), T(step), widths, payload, prefix, np.uint64(payload.size)),
     )
 
 
 def _check_decompress(geo: Geometry, scratch: Any, payload_words: int) -> None:
     if geo.nblocks == 0:
         return
-    tail = scratch[geo.ntiles - 1 : geo.ntiles + 2].get()
-    if int(tail[2]) & 0xFFFFFFFF:
+    _ctas, first = _scan_slots(geo)
+    total, error = (int(v) for v in scratch[first + geo.ntiles : first + geo.ntiles + 2].get())
+    if error & 0xFFFFFFFF:
         raise CodecError(f"corrupt szp stream: a block width exceeds {F.MAX_WIDTH}")
-    if int(tail[0]) & VAL_MASK != payload_words:
+    if total != payload_words:
         raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
 
 
 def _scatter(out: Any, idx: Any, val: Any) -> None:
-    cp = _cp()
     n = int(idx.size)
     if n:
         mod = _module(str(out.dtype), 1)
@@ -317,7 +388,7 @@ def decompress_device(src: DeviceStream | bytes) -> Any:
     lay = F.layout(h)
     geo = geometry(h.shape, h.block_ndim)
     out = cp.empty(h.shape, dtype=h.dtype)
-    scratch = cp.empty(geo.ntiles + 2, dtype=cp.uint64)
+    scratch = new_scratch(geo)
     widths = body[lay.widths : lay.widths + max(1, geo.nblocks)]
     payload = body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
     _launch_decompress(out, geo, h.step, widths, payload, scratch)
@@ -413,7 +484,7 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
         with s:
             dev = devbuf[k % 2][:n].reshape(g.view)
             dev.set(host, stream=s)
-            scratch = cp.empty(g.ntiles + 2, dtype=cp.uint64)
+            scratch = new_scratch(g)
             p = _launch_compress(dev, g, qz, _outlier_cap(n), scratch)
         if pending is not None:
             collect(*pending)
@@ -488,7 +559,7 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
             wd = cp.asarray(parsed.widths[b0:b1]) if b1 > b0 else cp.zeros(1, cp.uint8)
             pd = cp.asarray(parsed.payload[w0:w1]) if w1 > w0 else cp.zeros(1, cp.uint32)
             dev = cp.empty(g.view, dtype=h.dtype)
-            scratch = cp.empty(g.ntiles + 2, dtype=cp.uint64)
+            scratch = new_scratch(g)
             _launch_decompress(dev, g, h.step, wd, pd, scratch)
         pending.append((k, dev, scratch))
     for item in pending:

@@ -1,7 +1,7 @@
-// szp kernels: fused compress / decompress for the stream format in format.py.
-// Compiled by CuPy (NVRTC) once per (SZP_T, SZP_BDIM) with --fmad=false --ftz=false, so
-// every float operation rounds exactly like NumPy's; the critical ones also use the
-// explicit round-to-nearest intrinsics.
+// szp kernels: compress / decompress for the stream format in format.py.
+// Compiled by CuPy (NVRTC) once per (SZP_T, SZP_BDIM, SZP_WIDE) with --fmad=false
+// --ftz=false, so every float operation rounds exactly like NumPy's; the critical ones
+// also use the explicit round-to-nearest intrinsics.
 //
 // Work decomposition: a warp handles 4 blocks of 32 elements per step; lane l belongs to
 // block j = l / 8 and holds slot t = l % 8, i.e. 4 consecutive x-elements (one 16-byte
@@ -9,10 +9,24 @@
 // stream word. Word m of a block is bit plane m of ext = |residual| << 1 | sign (m = 0
 // is the sign word). Lane t gathers byte g of its 4 ext values into one word, and an
 // 8 x 8 bit transpose across the block's 8 lanes (3 shuffles) leaves lane t holding
-// stream word 8 g + t: 8 words per 12 instructions, the reverse for decoding.
-// A CTA (8 warps x 4 steps) owns a tile of 128 consecutive blocks; tiles are claimed in
-// order through an atomic counter, and their payload offsets come from a single-pass
-// decoupled look-back over per-tile status words.
+// stream word 8 g + t: 8 words per 9 instructions after the gather, the reverse for
+// decoding. A CTA (8 warps x 4 steps) owns a tile of 128 consecutive blocks.
+//
+// Compress: persistent CTAs claim tiles in order through an atomic counter. Each warp
+// encodes its 16 blocks into its own shared-memory slice, so nothing but one word count
+// per warp is live across the CTA barriers. A tile publishes its word count at once; its
+// payload offset is resolved by a single-pass decoupled look-back while the CTA is
+// already one tile further (double-buffered slices), and the warps then copy their
+// slices out with coalesced stores.
+// Decompress: the widths are known up front, so a small kernel (szp_width_scan) turns
+// them into one word offset per tile first; the decode kernel then needs no barrier,
+// no atomics and no look-back.
+//
+// Instruction diet (the kernels are bound by ALU issue, not by DRAM; the measurements are
+// in benchmarks/results/szp_gpu_README.md): 32-bit element indices unless the view has
+// 2^31 elements or more (SZP_WIDE), float32 rounding by the 1.5 * 2^23 trick instead of
+// FRND + F2I, per-warp offsets from byte-packed block sizes (one warp OR, one multiply)
+// instead of shuffles, masked adds as IMAD on the FMA pipe.
 
 #ifndef SZP_T
 #define SZP_T float
@@ -25,13 +39,24 @@ typedef SZP_T T;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
+#if defined(SZP_WIDE)
+typedef u64 IDX;  // element coordinates and offsets
+#else
+typedef u32 IDX;
+#endif
 
-#define WARPS 8
+#define WARPS 8  // warps per CTA of the decode and width-scan kernels
+#ifndef SZP_CWARPS
+#define SZP_CWARPS 8  // warps per CTA of szp_compress (gpu.py reads it back from the kernel)
+#endif
+#define CWARPS SZP_CWARPS
+#define CTILE_BLOCKS (CWARPS * STEPS * 4)  // blocks of one compress tile
 #define STEPS 4
 #define TILE_BLOCKS (WARPS * STEPS * 4)
 #define FULL 0xffffffffu
 #define QLIMIT 67108864.0
 #define MAX_WIDTH 29
+#define WARP_WORDS (STEPS * 4 * (MAX_WIDTH + 1))  // worst-case payload of a warp's 16 blocks
 #define FLAG_AGG (1ULL << 62)
 #define FLAG_PRE (2ULL << 62)
 #define VAL_MASK ((1ULL << 62) - 1)
@@ -51,9 +76,10 @@ typedef long long i64;
 #endif
 
 struct Geom {
-    i64 Z, Y, X;   // the (Z, Y, X) view of the data
+    IDX Z, Y, X;   // the (Z, Y, X) view of the data
     u32 NBy, NBx;  // blocks along y and x
     u32 nblocks;
+    bool vec;      // X % 4 == 0 and the base is 16-byte aligned: 16-byte accesses
 };
 
 // Block coordinates (x, y, z in block units). The first block of a lane is found by
@@ -74,13 +100,13 @@ __device__ __forceinline__ void advance4(const Geom& g, BlockPos& p) {
 }
 
 // Element coordinates of lane slot t of a block (z, y, first x).
-__device__ __forceinline__ void slot_coords(const BlockPos& p, int t, i64& z, i64& y, i64& x0) {
+__device__ __forceinline__ void slot_coords(const BlockPos& p, int t, IDX& z, IDX& y, IDX& x0) {
 #if SZP_BDIM == 1
-    z = p.bz; y = p.by; x0 = (i64)p.bx * 32 + 4 * t;
+    z = p.bz; y = p.by; x0 = (IDX)p.bx * 32 + 4 * t;
 #elif SZP_BDIM == 2
-    z = p.bz; y = (i64)p.by * 4 + (t >> 1); x0 = (i64)p.bx * 8 + (t & 1) * 4;
+    z = p.bz; y = (IDX)p.by * 4 + (t >> 1); x0 = (IDX)p.bx * 8 + (t & 1) * 4;
 #else
-    z = (i64)p.bz * 2 + (t >> 2); y = (i64)p.by * 4 + (t & 3); x0 = (i64)p.bx * 4;
+    z = (IDX)p.bz * 2 + (t >> 2); y = (IDX)p.by * 4 + (t & 3); x0 = (IDX)p.bx * 4;
 #endif
 }
 
@@ -92,28 +118,51 @@ __device__ __forceinline__ u32 gather_byte(u32 a0, u32 a1, u32 a2, u32 a3, int g
 }
 
 // 8 x 8 bit transpose inside every byte, across the 8 lanes of a block: afterwards bit
-// c of byte s in lane t is what bit t of byte s was in lane c.
-__device__ __forceinline__ u32 transpose8(u32 x, int t) {
-#pragma unroll
-    for (int d = 4; d; d >>= 1) {
-        const u32 mask = d == 4 ? 0x0F0F0F0Fu : (d == 2 ? 0x33333333u : 0x55555555u);
-        const bool hi = (t & d) != 0;
-        const u32 send = hi ? mask : ~mask;
-        u32 y = __shfl_xor_sync(FULL, x & send, d);
-        y = __funnelshift_l(y, y, hi ? 32 - d : d);
-        x = (x & ~send) | y;
-    }
-    return x;
+// c of byte s in lane t is what bit t of byte s was in lane c. Three exchange stages
+// (d = 4, 2, 1); in each, a lane sends the bits its partner t ^ d needs and rotates what
+// it receives into place. The masks and rotations depend only on the lane, so they are
+// computed once (written out stage by stage: nvcc left a `d >>= 1` loop rolled, with a
+// branch and two selects per stage).
+struct Transpose {
+    u32 send4, send2, send1;  // bits this lane sends in each stage
+    u32 rot4, rot2, rot1;     // left rotation of the received bits
+};
+
+// Kept in registers: an opaque copy stops ptxas from recomputing each constant (two
+// instructions) at every use, which it did in the decode kernel.
+__device__ __forceinline__ u32 pinned(u32 v) {
+    u32 r;
+    asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+    return r;
+}
+
+__device__ __forceinline__ Transpose transpose_consts(int t) {
+    Transpose c;
+    c.send4 = pinned((t & 4) ? 0x0F0F0F0Fu : 0xF0F0F0F0u);
+    c.send2 = pinned((t & 2) ? 0x33333333u : 0xCCCCCCCCu);
+    c.send1 = pinned((t & 1) ? 0x55555555u : 0xAAAAAAAAu);
+    c.rot4 = pinned((t & 4) ? 28u : 4u);
+    c.rot2 = pinned((t & 2) ? 30u : 2u);
+    c.rot1 = pinned((t & 1) ? 31u : 1u);
+    return c;
+}
+
+// The partner's whole word is exchanged: rotated, the bits it sends land exactly on this
+// lane's send positions and the rest is masked off by the same one LOP3 that merges.
+__device__ __forceinline__ u32 transpose8(u32 x, const Transpose& c) {
+    u32 y = __shfl_xor_sync(FULL, x, 4);
+    x = (x & ~c.send4) | (__funnelshift_l(y, y, c.rot4) & c.send4);
+    y = __shfl_xor_sync(FULL, x, 2);
+    x = (x & ~c.send2) | (__funnelshift_l(y, y, c.rot2) & c.send2);
+    y = __shfl_xor_sync(FULL, x, 1);
+    return (x & ~c.send1) | (__funnelshift_l(y, y, c.rot1) & c.send1);
 }
 
 // Load 4 consecutive x-elements; out-of-range coordinates are clamped (edge padding).
-__device__ __forceinline__ void load4(const T* __restrict__ x, const Geom& g, i64 z, i64 y,
-                                      i64 x0, T v[4]) {
-    i64 zc = z < g.Z ? z : g.Z - 1;
-    i64 yc = y < g.Y ? y : g.Y - 1;
-    const T* row = x + (zc * g.Y + yc) * g.X;
-    const T* p = row + x0;
-    if (x0 + 3 < g.X && (((unsigned long long)p) & 15) == 0) {
+__device__ __forceinline__ void load4(const T* __restrict__ x, const Geom& g, IDX z, IDX y,
+                                      IDX x0, T v[4]) {
+    if (g.vec && z < g.Z && y < g.Y && x0 + 3 < g.X) {  // interior: one 16-byte access
+        const T* p = x + (z * g.Y + y) * g.X + x0;
 #if defined(SZP_F64)
         double2 a = __ldcs(reinterpret_cast<const double2*>(p));
         double2 c = __ldcs(reinterpret_cast<const double2*>(p) + 1);
@@ -123,17 +172,21 @@ __device__ __forceinline__ void load4(const T* __restrict__ x, const Geom& g, i6
         v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
 #endif
     } else {
+        const IDX zc = z < g.Z ? z : g.Z - 1;
+        const IDX yc = y < g.Y ? y : g.Y - 1;
+        const T* row = x + (zc * g.Y + yc) * g.X;
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            i64 xs = x0 + s < g.X ? x0 + s : g.X - 1;
+            const IDX xs = x0 + s < g.X ? x0 + s : g.X - 1;
             v[s] = row[xs];
         }
     }
 }
 
-// Mirrors format.quantize. Subnormal inputs are outliers (told apart by their bits, which
-// no flush-to-zero mode touches), so every float operand below is normal or zero.
-__device__ __forceinline__ int quantize(T v, T recip, T step, T check, bool& bad) {
+// The reference rule (format.quantize), element by element. Subnormal inputs are
+// outliers (told apart by their bits, which no flush-to-zero mode touches), so every
+// float operand below is normal or zero.
+__device__ __forceinline__ int quantize_ref(T v, T recip, T step, T check, bool& bad) {
 #if defined(SZP_F64)
     const u64 mb = (u64)__double_as_longlong(v) & 0x7fffffffffffffffULL;
     const bool sub = mb != 0 && mb < 0x0010000000000000ULL;
@@ -157,6 +210,50 @@ __device__ __forceinline__ int quantize(T v, T recip, T step, T check, bool& bad
     return q;
 }
 
+// The same rule, cheaper, for the common case. r + 1.5 * 2^p (p = mantissa bits) lands
+// in [2^p, 2^(p+1)), where the spacing is 1, so the addition rounds r to an integer half
+// to even exactly as rint does, and the integer sits in the low bits of the sum. For
+// float32 that holds while |r| < 2^22; other elements (and subnormal ones) report
+// fast = false and the caller redoes them with quantize_ref. For float64 it holds for
+// |r| < 2^51, beyond every in-range q, so there is no slow case.
+template <bool EXACT>
+__device__ __forceinline__ int quantize_fast(T v, T recip, T step, T check, bool& bad, bool& fast) {
+#if defined(SZP_F64)
+    const double M = 6755399441055744.0;  // 1.5 * 2^52
+    const u64 mb2 = (u64)__double_as_longlong(v) << 1;
+    const bool sub = mb2 - 2 < 0x001ffffffffffffeULL;  // 0 < |v| < smallest normal
+    const double r = __dmul_rn(v, recip);
+    const double tt = __dadd_rn(r, M);
+    const double qf = __dsub_rn(tt, M);
+    const bool in = fabs(qf) < QLIMIT && !sub;
+    const double qs = in ? qf : 0.0;
+    const int q = in ? (int)(u32)__double_as_longlong(tt) : 0;
+    const double xr = __dmul_rn(qs, step);
+    bad = !(in && (EXACT ? v == xr : fabs(__dsub_rn(v, xr)) <= check));
+    fast = true;
+    return q;
+#else
+    const float M = 12582912.0f;  // 1.5 * 2^23
+    const bool sub = __float_as_uint(v) * 2u - 2u < 0x00fffffeu;  // 0 < |v| < smallest normal
+    const float r = __fmul_rn(v, recip);
+    const float tt = __fadd_rn(r, M);
+    const float qf = __fsub_rn(tt, M);
+    fast = fabsf(r) < 4194304.0f && !sub;  // false for NaN
+    const float xr = __fmul_rn(qf, step);
+    bad = !(EXACT ? v == xr : fabsf(__fsub_rn(v, xr)) <= check);
+    return __float_as_int(tt) - 0x4B400000;
+#endif
+}
+
+// a + b * m with m in {0, 1, -1}: an IMAD, which runs on the FMA pipe, in place of the
+// select and add (both ALU) that a conditional add compiles to. The kernels are bound by
+// ALU issue; inline PTX keeps the compiler from folding the multiply back into a select.
+__device__ __forceinline__ u32 mad_mask(u32 b, u32 m, u32 a) {
+    u32 r;
+    asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(b), "r"(m), "r"(a));
+    return r;
+}
+
 // Lorenzo residuals inside a block; neighbours outside the block count as 0.
 __device__ __forceinline__ void lorenzo(int q[4], int t) {
     int prev = __shfl_up_sync(FULL, q[3], 1);
@@ -171,22 +268,15 @@ __device__ __forceinline__ void lorenzo(int q[4], int t) {
 #pragma unroll
     for (int s = 0; s < 4; s++) q[s] = a[s];
 #if SZP_BDIM == 2
+    const u32 my = (t >> 1) > 0 ? ~0u : 0u;  // -1 where a neighbour along y is inside the block
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        int up = __shfl_up_sync(FULL, q[s], 2);
-        q[s] -= (t >> 1) > 0 ? up : 0;
-    }
+    for (int s = 0; s < 4; s++) q[s] = (int)mad_mask((u32)__shfl_up_sync(FULL, q[s], 2), my, (u32)q[s]);
 #elif SZP_BDIM == 3
+    const u32 my = (t & 3) > 0 ? ~0u : 0u, mz = (t >> 2) > 0 ? ~0u : 0u;
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        int up = __shfl_up_sync(FULL, q[s], 1);
-        q[s] -= (t & 3) > 0 ? up : 0;
-    }
+    for (int s = 0; s < 4; s++) q[s] = (int)mad_mask((u32)__shfl_up_sync(FULL, q[s], 1), my, (u32)q[s]);
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        int up = __shfl_up_sync(FULL, q[s], 4);
-        q[s] -= (t >> 2) > 0 ? up : 0;
-    }
+    for (int s = 0; s < 4; s++) q[s] = (int)mad_mask((u32)__shfl_up_sync(FULL, q[s], 4), mz, (u32)q[s]);
 #endif
 }
 
@@ -196,53 +286,46 @@ __device__ __forceinline__ void unlorenzo(u32 d[4], int t) {
 #if SZP_BDIM == 1
 #pragma unroll
     for (int off = 1; off < 8; off <<= 1) {
-        u32 carry = __shfl_up_sync(FULL, d[3], off);
-        u32 add = t >= off ? carry : 0u;
+        const u32 carry = __shfl_up_sync(FULL, d[3], off);
+        const u32 add = mad_mask(carry, t >= off ? 1u : 0u, 0u);
 #pragma unroll
         for (int s = 0; s < 4; s++) d[s] += add;
     }
-#else
-#if SZP_BDIM == 2
+#elif SZP_BDIM == 2
     {
-        u32 carry = __shfl_up_sync(FULL, d[3], 1);
-        u32 add = (t & 1) ? carry : 0u;
+        const u32 carry = __shfl_up_sync(FULL, d[3], 1);
+        const u32 add = mad_mask(carry, (t & 1) ? 1u : 0u, 0u);
 #pragma unroll
         for (int s = 0; s < 4; s++) d[s] += add;
     }
+    const u32 m1 = (t >> 1) >= 1 ? 1u : 0u, m2 = (t >> 1) >= 2 ? 1u : 0u;
 #pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
+    for (int s = 0; s < 4; s++) d[s] = mad_mask(__shfl_up_sync(FULL, d[s], 2), m1, d[s]);
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            u32 up = __shfl_up_sync(FULL, d[s], 2 * off);
-            d[s] += (t >> 1) >= off ? up : 0u;
-        }
-    }
+    for (int s = 0; s < 4; s++) d[s] = mad_mask(__shfl_up_sync(FULL, d[s], 4), m2, d[s]);
 #else
+    const u32 m1 = (t & 3) >= 1 ? 1u : 0u, m2 = (t & 3) >= 2 ? 1u : 0u, mz = (t >> 2) >= 1 ? 1u : 0u;
 #pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
+    for (int s = 0; s < 4; s++) d[s] = mad_mask(__shfl_up_sync(FULL, d[s], 1), m1, d[s]);
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            u32 up = __shfl_up_sync(FULL, d[s], off);
-            d[s] += (t & 3) >= off ? up : 0u;
-        }
-    }
+    for (int s = 0; s < 4; s++) d[s] = mad_mask(__shfl_up_sync(FULL, d[s], 2), m2, d[s]);
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        u32 up = __shfl_up_sync(FULL, d[s], 4);
-        d[s] += (t >> 2) >= 1 ? up : 0u;
-    }
-#endif
+    for (int s = 0; s < 4; s++) d[s] = mad_mask(__shfl_up_sync(FULL, d[s], 4), mz, d[s]);
 #endif
 }
 
-// Exclusive prefix (in words) of this tile's payload: decoupled look-back, run by warp 0.
-__device__ __forceinline__ u64 tile_lookback(u64* status, u32 tile, u64 total, int lane) {
+// Single-pass decoupled look-back over tiles (tiles of blocks, or tiles of tiles in the
+// width scan), claimed in order. A tile first publishes its own total (an aggregate;
+// tile 0's is already its inclusive prefix), which never waits; resolving its exclusive
+// prefix then walks back over predecessors, 32 per step, adding aggregates until it finds
+// an inclusive prefix, and publishes its own. Both are run by one whole warp.
+__device__ __forceinline__ void tile_publish(u64* status, u32 tile, u64 total, int lane) {
+    if (lane == 0) reinterpret_cast<volatile u64*>(status)[tile] = (tile ? FLAG_AGG : FLAG_PRE) | total;
+}
+
+__device__ __forceinline__ u64 tile_resolve(u64* status, u32 tile, u64 total, int lane) {
     volatile u64* vs = status;
-    if (tile == 0) {
-        if (lane == 0) vs[0] = FLAG_PRE | total;
-        return 0;
-    }
-    if (lane == 0) vs[tile] = FLAG_AGG | total;
+    if (tile == 0) return 0;
     u64 excl = 0;
     i64 pred = (i64)tile - 1;
     while (true) {
@@ -264,203 +347,368 @@ __device__ __forceinline__ u64 tile_lookback(u64* status, u32 tile, u64 total, i
     return excl;
 }
 
-// Block sizes (words) -> this lane's block offset inside the tile, CTA-wide scan and
-// look-back. Returns the tile's base word offset; fills off[] (per step, lane's block).
-__device__ __forceinline__ u64 tile_offsets(const u32 nw[STEPS], u32 off[STEPS], u64* status,
-                                            u32 tile, u32* s_wtot, u64* s_base) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3;
-    u32 run = 0;
-#pragma unroll
-    for (int i = 0; i < STEPS; i++) {
-        const u32 sz = nw[i];
-        u32 s0 = __shfl_sync(FULL, sz, 0), s1 = __shfl_sync(FULL, sz, 8);
-        u32 s2 = __shfl_sync(FULL, sz, 16), s3 = __shfl_sync(FULL, sz, 24);
-        off[i] = run + (j > 0 ? s0 : 0) + (j > 1 ? s1 : 0) + (j > 2 ? s2 : 0);
-        run += s0 + s1 + s2 + s3;
-    }
-    if (lane == 0) s_wtot[warp] = run;
-    __syncthreads();
-    if (warp == 0) {
-        u32 v = lane < WARPS ? s_wtot[lane] : 0u;
-        u32 incl = v;
-#pragma unroll
-        for (int o = 1; o < WARPS; o <<= 1) {
-            u32 n = __shfl_up_sync(FULL, incl, o);
-            if (lane >= o) incl += n;
-        }
-        u32 total = __shfl_sync(FULL, incl, WARPS - 1);
-        u64 excl = tile_lookback(status, tile, total, lane);
-        __syncwarp();
-        if (lane < WARPS) s_wtot[lane] = incl - v;
-        if (lane == 0) *s_base = excl;
-    }
-    __syncthreads();
-    return *s_base + s_wtot[warp];
+__device__ __forceinline__ u64 tile_lookback(u64* status, u32 tile, u64 total, int lane) {
+    tile_publish(status, tile, total, lane);
+    return tile_resolve(status, tile, total, lane);
 }
 
-// 5 CTAs per SM (<= 51 registers): without the hint ptxas picked a 40-register target
-// for one variant (f32, 2-D blocks) and spilled 4 bytes to local memory.
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 5)
-szp_compress(const T* __restrict__ x, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T recip,
-             T step, T check, unsigned char* __restrict__ widths, u32* __restrict__ payload,
-             u64* status, u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
-             u64* out_count, u64 out_cap) {
-    __shared__ u32 s_tile;
-    __shared__ u32 s_wtot[WARPS];
-    __shared__ u64 s_base;
-    const Geom g = {Z, Y, X, NBy, NBx, nblocks};
-    if (threadIdx.x == 0) s_tile = atomicAdd(tile_counter, 1u);
-    __syncthreads();
-    const u32 tile = s_tile;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
-    const u32 b0 = tile * TILE_BLOCKS + warp * (STEPS * 4) + j;
-    BlockPos pos = block_pos(g, b0 < nblocks ? b0 : 0u);
+// Per-block word counts (0 or width + 1, at most 30) of a step's 4 blocks packed one per
+// byte: the byte prefix sums come from one multiply (no byte exceeds 120, so no carries).
+__device__ __forceinline__ u32 packed_before(u32 packed, int j) {
+    return ((packed * 0x01010100u) >> (8 * j)) & 0xffu;
+}
+__device__ __forceinline__ u32 packed_total(u32 packed) { return (packed * 0x01010101u) >> 24; }
 
-    u32 ext[STEPS][4];  // |residual| << 1 | sign
-    u32 nw[STEPS];      // words of this lane's block: 0, or width + 1
+// One warp's share of a tile (16 blocks, 4 per step): quantise, record outliers, write
+// the width bytes, and encode the payload words into the warp's shared-memory slice.
+// Returns the slice's length in words (the same in every lane).
+template <bool EXACT>
+__device__ __forceinline__ u32 compress_warp(
+    const T* __restrict__ x, const Geom& g, u32 tile, T recip, T step, T check,
+    unsigned char* __restrict__ widths, u64* __restrict__ out_idx, T* __restrict__ out_val,
+    u64* out_count, u64 out_cap, u32* __restrict__ slice) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
+    const Transpose tc = transpose_consts(t);
+    const u32 b0 = tile * CTILE_BLOCKS + warp * (STEPS * 4) + j;
+    BlockPos pos = block_pos(g, b0 < g.nblocks ? b0 : 0u);
+    u32 wrun = 0;  // words of this warp's blocks so far
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
         const u32 b = b0 + 4 * i;
         const bool valid = b < g.nblocks;
-        i64 z = 0, y = 0, x0 = 0;
+        IDX z = 0, y = 0, x0 = 0;
         T v[4] = {0, 0, 0, 0};
         if (valid) {
             slot_coords(pos, t, z, y, x0);
             load4(x, g, z, y, x0, v);
         }
-        const bool row_in = valid && z < g.Z && y < g.Y;
         int q[4];
+        bool bad[4], fast[4];
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            bool bad;
-            q[s] = quantize(v[s], recip, step, check, bad);
-            if (bad && row_in && x0 + s < g.X) {
-                u64 k = atomicAdd(out_count, 1ULL);
-                if (k < out_cap) {
-                    out_idx[k] = (u64)((z * g.Y + y) * g.X + x0 + s);
-                    out_val[k] = v[s];
+        for (int s = 0; s < 4; s++) q[s] = quantize_fast<EXACT>(v[s], recip, step, check, bad[s], fast[s]);
+#if !defined(SZP_F64)
+        if (__any_sync(FULL, !(fast[0] && fast[1] && fast[2] && fast[3]))) {
+#pragma unroll
+            for (int s = 0; s < 4; s++)
+                if (!fast[s]) q[s] = quantize_ref(v[s], recip, step, check, bad[s]);
+        }
+#endif
+        if (__any_sync(FULL, bad[0] || bad[1] || bad[2] || bad[3])) {
+            const bool row_in = valid && z < g.Z && y < g.Y;
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                if (bad[s] && row_in && x0 + s < g.X) {
+                    u64 k = atomicAdd(out_count, 1ULL);
+                    if (k < out_cap) {
+                        out_idx[k] = (u64)((z * g.Y + y) * g.X + x0 + s);
+                        out_val[k] = v[s];
+                    }
                 }
             }
         }
         lorenzo(q, t);
-        u32 m = 0;
+        u32 ext[4], m;
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            ext[i][s] = ((u32)abs(q[s]) << 1) | (q[s] < 0 ? 1u : 0u);
-            m |= ext[i][s];
-        }
+        for (int s = 0; s < 4; s++) ext[s] = __funnelshift_l((u32)q[s], (u32)abs(q[s]), 1);
+        m = ext[0] | ext[1] | ext[2] | ext[3];
         m |= __shfl_xor_sync(FULL, m, 1);
         m |= __shfl_xor_sync(FULL, m, 2);
         m |= __shfl_xor_sync(FULL, m, 4);
-        nw[i] = valid ? 32 - __clz(m) : 0u;
-        // one 4-byte store of the 4 blocks' widths per step (b of lane 0 is 4-aligned)
-        const u32 wd = nw[i] ? nw[i] - 1 : 0u;
-        const u32 w4 = __shfl_sync(FULL, wd, 0) | (__shfl_sync(FULL, wd, 8) << 8) |
-                       (__shfl_sync(FULL, wd, 16) << 16) | (__shfl_sync(FULL, wd, 24) << 24);
-        if (lane == 0 && valid) {
-            if (b + 3 < g.nblocks) {
-                *reinterpret_cast<u32*>(widths + b) = w4;
-            } else {
-                for (u32 k = 0; b + k < g.nblocks; k++) widths[b + k] = (w4 >> (8 * k)) & 0xff;
-            }
-        }
-        advance4(g, pos);
-    }
-
-    u32 off[STEPS];
-    const u64 base = tile_offsets(nw, off, status, tile, s_wtot, &s_base);
-
-    // Encode: 8 words per transpose; lane t stores word 8 gi + t of its block.
-#pragma unroll
-    for (int i = 0; i < STEPS; i++) {
-        const u32 maxn = __reduce_max_sync(FULL, nw[i]);
-        u32* blk = payload + base + off[i];
+        const u32 nw = valid ? 32 - __clz(m) : 0u;  // 0, or width + 1
+        if (t == 0 && valid) widths[b] = nw ? nw - 1 : 0u;
+        const u32 packed = __reduce_or_sync(FULL, t == 0 ? nw << (8 * j) : 0u);
+        u32* const blk = slice + wrun + packed_before(packed, j);
+        const u32 maxn = __reduce_max_sync(FULL, nw);
+        // 8 words per transpose; lane t writes word 8 gi + t of its block
 #pragma unroll
         for (int gi = 0; gi < 4; gi++) {
             if ((u32)(8 * gi) >= maxn) break;
-            u32 word = gather_byte(ext[i][0], ext[i][1], ext[i][2], ext[i][3], gi);
-            word = transpose8(word, t);
+            u32 word = gather_byte(ext[0], ext[1], ext[2], ext[3], gi);
+            word = transpose8(word, tc);
             const u32 mi = 8 * gi + t;
-            if (mi < nw[i]) blk[mi] = word;
+            if (mi < nw) blk[mi] = word;
         }
+        wrun += packed_total(packed);
+        advance4(g, pos);
+    }
+    return wrun;
+}
+
+// Shared state of the compress pipeline, double-buffered by tile parity.
+struct CompressShared {
+    u32 words[2][CWARPS][WARP_WORDS];  // each warp's encoded words, per buffer
+    u32 wcount[2][CWARPS];             // each warp's word count
+    u32 woff[2][CWARPS];               // each warp's first word inside the tile
+    u32 total[2];                     // the tile's word count
+    u32 tile[2];                      // the tile each buffer holds
+    u64 base[2];                      // the tile's first payload word
+};
+
+// Compress pipeline of one persistent CTA: compute tile k into buffer k % 2 and publish
+// its total (never waits); then resolve the look-back of tile k - 1, published one tile's
+// work earlier so that its predecessors are mostly done, and copy tile k - 1 out of the
+// other buffer. Each warp writes and copies only its own slice, so the two CTA barriers
+// per tile are the only synchronisation.
+template <bool EXACT>
+__device__ __forceinline__ void compress_tiles(
+    const T* __restrict__ x, const Geom& g, u32 ntiles, T recip, T step, T check,
+    unsigned char* __restrict__ widths, u32* __restrict__ payload, u64* status, u32* tile_counter,
+    u64* __restrict__ out_idx, T* __restrict__ out_val, u64* out_count, u64 out_cap,
+    CompressShared& sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // per-tile state lives in shared memory (registers are the limit here)
+    for (int buf = 0, prev = -1;; prev = buf, buf ^= 1) {
+        const u32 tile = sh.tile[buf];
+        const bool have = tile < ntiles;
+        if (have) {
+            const u32 wrun = compress_warp<EXACT>(x, g, tile, recip, step, check, widths, out_idx,
+                                                  out_val, out_count, out_cap, sh.words[buf][warp]);
+            if (lane == 0) sh.wcount[buf][warp] = wrun;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            if (have) {
+                const u32 wv = lane < CWARPS ? sh.wcount[buf][lane] : 0u;
+                u32 incl = wv;
+#pragma unroll
+                for (int o = 1; o < CWARPS; o <<= 1) {
+                    u32 n = __shfl_up_sync(FULL, incl, o);
+                    if (lane >= o) incl += n;
+                }
+                const u32 total = __shfl_sync(FULL, incl, CWARPS - 1);
+                tile_publish(status, tile, total, lane);
+                if (lane < CWARPS) sh.woff[buf][lane] = incl - wv;
+                if (lane == 0) sh.total[buf] = total;
+            }
+            if (prev >= 0) {
+                const u64 base = tile_resolve(status, sh.tile[prev], sh.total[prev], lane);
+                if (lane == 0) sh.base[prev] = base;
+            }
+            __syncwarp();
+            if (have && lane == 0) sh.tile[buf ^ 1] = atomicAdd(tile_counter, 1u);  // the next tile
+        }
+        __syncthreads();
+        if (prev >= 0) {
+            u32* const dst = payload + (sh.base[prev] + sh.woff[prev][warp]);
+            const u32* const src = sh.words[prev][warp];
+            const u32 n = sh.wcount[prev][warp];
+            for (u32 k = lane; k < n; k += 32) dst[k] = src[k];
+        }
+        if (!have) break;
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-szp_decompress(T* __restrict__ y_out, i64 Z, i64 Y, i64 X, u32 NBy, u32 NBx, u32 nblocks, T step,
-               const unsigned char* __restrict__ widths, const u32* __restrict__ payload,
-               u64* status, u32* tile_counter, u32* error) {
-    __shared__ u32 s_tile;
-    __shared__ u32 s_wtot[WARPS];
-    __shared__ u64 s_base;
-    const Geom g = {Z, Y, X, NBy, NBx, nblocks};
-    if (threadIdx.x == 0) s_tile = atomicAdd(tile_counter, 1u);
+// At most 40 registers: 48 resident warps per SM (6 CTAs of 8 warps); the grid is
+// persistent (gpu.py launches that many CTAs per SM; keep the two in step). A 32-register
+// cap spilled in CuPy's NVRTC build; the 64-bit index build needs 48 registers (40 warps).
+#if defined(SZP_WIDE)
+#define COMPRESS_MIN_CTAS (40 / CWARPS)
+#else
+#define COMPRESS_MIN_CTAS (48 / CWARPS)
+#endif
+extern "C" __global__ void __launch_bounds__(CWARPS * 32, COMPRESS_MIN_CTAS)
+szp_compress(const T* __restrict__ x, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32 nblocks, int vec,
+             T recip, T step, T check, unsigned char* __restrict__ widths, u32* __restrict__ payload,
+             u64* status, u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
+             u64* out_count, u64 out_cap) {
+    __shared__ CompressShared sh;
+    const Geom g = {Z, Y, X, NBy, NBx, nblocks, vec != 0};
+    const u32 ntiles = (nblocks + CTILE_BLOCKS - 1) / CTILE_BLOCKS;
+    if (threadIdx.x == 0) sh.tile[0] = atomicAdd(tile_counter, 1u);
     __syncthreads();
-    const u32 tile = s_tile;
+    if (check > (T)0)
+        compress_tiles<false>(x, g, ntiles, recip, step, check, widths, payload, status, tile_counter,
+                              out_idx, out_val, out_count, out_cap, sh);
+    else  // a zero check bound: only exact reconstructions pass
+        compress_tiles<true>(x, g, ntiles, recip, step, check, widths, payload, status, tile_counter,
+                             out_idx, out_val, out_count, out_cap, sh);
+}
+
+// Word counts (0, or width + 1) of 4 blocks from their 4 width bytes, still one per byte.
+// A width above MAX_WIDTH (only in a corrupt stream) counts as 0 words; *bad says so.
+__device__ __forceinline__ u32 word_counts4(u32 w4, bool* bad) {
+    const u32 lo = w4 & 0x7f7f7f7fu;
+    const u32 nonzero = ((lo + 0x7f7f7f7fu) | w4) & 0x80808080u;
+    const u32 big = ((lo + (0x80808080u - 0x1e1e1e1eu)) | w4) & 0x80808080u;  // byte >= 30
+    *bad = big != 0;
+    const u32 keep = (nonzero & ~big) >> 7;  // 1 in each byte that counts
+    return (w4 + keep) & (keep * 0xffu);
+}
+
+// The 4 width bytes of blocks b .. b + 3 (b a multiple of 4); bytes past nblocks are 0.
+__device__ __forceinline__ u32 widths4(const unsigned char* __restrict__ widths, u32 b, u32 nblocks) {
+    if (b + 3 < nblocks) return __ldg(reinterpret_cast<const u32*>(widths + b));
+    u32 w4 = 0;
+    for (u32 k = 0; b + k < nblocks && k < 4; k++) w4 |= (u32)widths[b + k] << (8 * k);
+    return w4;
+}
+
+#define SCAN_LANE_BLOCKS 16                                    // widths one lane reads
+#define SCAN_WARP_TILES (32 * SCAN_LANE_BLOCKS / TILE_BLOCKS)  // 4 tiles per warp
+#define SCAN_CTA_TILES (WARPS * SCAN_WARP_TILES)               // 32 tiles per CTA
+
+// tile_prefix[tile] = first payload word of each tile, tile_prefix[ntiles] = the total.
+// A lane reads 16 widths with one 16-byte load, a warp covers 4 tiles, and a CTA scans
+// its 32 tiles and looks back over CTAs (claimed in order through cta_counter). Launch
+// ntiles / 32 + 1 CTAs, so that some lane owns slot ntiles.
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+               u64* __restrict__ tile_prefix, u64* status, u32* cta_counter, u32* error) {
+    __shared__ u32 s_cta;
+    __shared__ u32 s_tot[WARPS];
+    __shared__ u64 s_base;
+    if (threadIdx.x == 0) s_cta = atomicAdd(cta_counter, 1u);
+    __syncthreads();
+    const u32 cta = s_cta;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u32 tile0 = cta * SCAN_CTA_TILES + warp * SCAN_WARP_TILES;  // the warp's first tile
+    const u64 b = (u64)tile0 * TILE_BLOCKS + lane * SCAN_LANE_BLOCKS;
+    u32 w[4] = {0u, 0u, 0u, 0u};
+    if (b + SCAN_LANE_BLOCKS <= nblocks) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(widths + b));
+        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+    } else if (b < nblocks) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) w[k] = widths4(widths, (u32)b + 4 * k, nblocks);
+    }
+    bool bad = false;
+    u32 sum = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        bool bk;
+        sum += packed_total(word_counts4(w[k], &bk));
+        bad = bad || bk;
+    }
+    if (__any_sync(FULL, bad) && lane == 0) atomicOr(error, 1u);
+    u32 incl = sum;  // inclusive scan over the warp's lanes
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        u32 n = __shfl_up_sync(FULL, incl, o);
+        if (lane >= o) incl += n;
+    }
+    if (lane == 31) s_tot[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const u32 v = lane < WARPS ? s_tot[lane] : 0u;
+        u32 wincl = v;
+#pragma unroll
+        for (int o = 1; o < WARPS; o <<= 1) {
+            u32 n = __shfl_up_sync(FULL, wincl, o);
+            if (lane >= o) wincl += n;
+        }
+        const u32 total = __shfl_sync(FULL, wincl, WARPS - 1);
+        const u64 excl = tile_lookback(status, cta, total, lane);
+        if (lane < WARPS) s_tot[lane] = wincl - v;  // each warp's offset inside the CTA
+        if (lane == 0) s_base = excl;
+    }
+    __syncthreads();
+    const u32 tile = tile0 + lane / (TILE_BLOCKS / SCAN_LANE_BLOCKS);
+    if (lane % (TILE_BLOCKS / SCAN_LANE_BLOCKS) == 0 && tile <= ntiles)
+        tile_prefix[tile] = s_base + s_tot[warp] + (incl - sum);
+}
+
+// float32 with 32-bit indices fits 32 registers: 8 CTAs per SM (full occupancy); float64
+// or 64-bit indices need 40 (6 CTAs), both 48 (5 CTAs), to stay free of spills
+// (nvcc -Xptxas -v).
+#ifndef SZP_DEC_MIN_CTAS
+#if defined(SZP_F64) && defined(SZP_WIDE)
+#define SZP_DEC_MIN_CTAS 5  // 48 registers
+#elif defined(SZP_F64) || defined(SZP_WIDE)
+#define SZP_DEC_MIN_CTAS 6
+#else
+#define SZP_DEC_MIN_CTAS 8
+#endif
+#endif
+extern "C" __global__ void __launch_bounds__(WARPS * 32, SZP_DEC_MIN_CTAS)
+szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32 nblocks, int vec,
+               T step, const unsigned char* __restrict__ widths, const u32* __restrict__ payload,
+               const u64* __restrict__ tile_prefix, u64 payload_words) {
+    __shared__ T s_stage[WARPS][4 * 32];  // one step of one warp: BZ * BY rows of 4 * BX
+    const Geom g = {Z, Y, X, NBy, NBx, nblocks, vec != 0};
+    const u32 tile = blockIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
     const u32 b0 = tile * TILE_BLOCKS + warp * (STEPS * 4) + j;
-
-    u32 nw[STEPS];
-#pragma unroll
-    for (int i = 0; i < STEPS; i++) {
-        const u32 b = b0 + 4 * i;
-        u32 w = b < g.nblocks ? (u32)widths[b] : 0u;
-        if (w > MAX_WIDTH) {
-            atomicOr(error, 1u);
-            w = 0;
-        }
-        nw[i] = w ? w + 1 : 0u;
-    }
-    u32 off[STEPS];
-    const u64 base = tile_offsets(nw, off, status, tile, s_wtot, &s_base);
+    // this warp's first word: the tile's prefix plus the blocks of the warps before it.
+    // Lane l holds the word counts of the tile's blocks 4 l .. 4 l + 3, so a warp's 4 STEPS
+    // blocks sit in lanes STEPS warp .. STEPS warp + STEPS - 1, one lane per step.
+    bool bad;
+    const u32 n4 = word_counts4(widths4(widths, tile * TILE_BLOCKS + 4 * lane, nblocks), &bad);
+    u64 wbase = tile_prefix[tile] +
+                __reduce_add_sync(FULL, lane < warp * STEPS ? packed_total(n4) : 0u);
 
     BlockPos pos = block_pos(g, b0 < nblocks ? b0 : 0u);
+    const Transpose tc = transpose_consts(t);
 #pragma unroll
     for (int i = 0; i < STEPS; i++) {
         const u32 b = b0 + 4 * i;
-        const u32 maxn = __reduce_max_sync(FULL, nw[i]);
-        const u32* blk = payload + base + off[i];
-        u32 G[4] = {0u, 0u, 0u, 0u};
+        const u32 packed = __shfl_sync(FULL, n4, warp * STEPS + i);
+        const u64 boff = wbase + packed_before(packed, j);
+        u32 nw = (packed >> (8 * j)) & 0xffu;
+        if (boff + nw > payload_words) nw = 0;  // corrupt stream: never read past the payload
+        const u32 maxn = __reduce_max_sync(FULL, nw);
+        const u32* blk = payload + boff;
+        // all loads first (one memory round trip per step), then the transposes
+        u32 G[4];
 #pragma unroll
         for (int gi = 0; gi < 4; gi++) {
-            if ((u32)(8 * gi) >= maxn) break;
             const u32 mi = 8 * gi + t;
-            const u32 word = mi < nw[i] ? __ldg(blk + mi) : 0u;
-            G[gi] = transpose8(word, t);
+            G[gi] = mi < nw ? __ldg(blk + mi) : 0u;
         }
+#pragma unroll
+        for (int gi = 0; gi < 4; gi++)
+            if ((u32)(8 * gi) < maxn) G[gi] = transpose8(G[gi], tc);
         u32 d[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             const u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
-            d[s] = (e & 1u) ? 0u - (e >> 1) : (e >> 1);
+            d[s] = (e >> 1) * (1u - 2u * (e & 1u));  // sign-magnitude to two's complement
         }
         unlorenzo(d, t);
-        if (b < g.nblocks) {
-            i64 z, y, x0;
-            slot_coords(pos, t, z, y, x0);
-            if (z < g.Z && y < g.Y) {
-                T v[4];
+        wbase += packed_total(packed);
+        T v[4];
 #pragma unroll
-                for (int s = 0; s < 4; s++) {
+        for (int s = 0; s < 4; s++) {
 #if defined(SZP_F64)
-                    v[s] = __dmul_rn((double)(int)d[s], step);
+            v[s] = __dmul_rn((double)(int)d[s], step);
 #else
-                    v[s] = __fmul_rn(__int2float_rn((int)d[s]), step);
+            v[s] = __fmul_rn(__int2float_rn((int)d[s]), step);
 #endif
-                }
-                T* p = y_out + (z * g.Y + y) * g.X + x0;
-                if (x0 + 3 < g.X && (((unsigned long long)p) & 15) == 0) {
-#if defined(SZP_F64)
-                    __stcs(reinterpret_cast<double2*>(p), make_double2(v[0], v[1]));
-                    __stcs(reinterpret_cast<double2*>(p) + 1, make_double2(v[2], v[3]));
-#else
-                    __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
-#endif
-                } else {
+        }
+        IDX z, y, x0;
+        slot_coords(pos, t, z, y, x0);
+        // Rows that are not 16-byte aligned: 4-byte stores from lanes 16 bytes apart would
+        // touch 4x the sectors, so the step's 4 blocks (consecutive along x unless they wrap
+        // to the next block row) go through shared memory, and consecutive lanes then
+        // store consecutive elements of each row segment.
+        const u32 bx_first = __shfl_sync(FULL, pos.bx, 0);
+        if (!g.vec && bx_first + 3 < g.NBx && __shfl_sync(FULL, b, 0) + 3 < g.nblocks) {
+            T* const st = s_stage[warp];
+            const int srow = (t * 4) / BX, scol = j * BX + (t * 4) % BX;  // slot t in the staging rows
 #pragma unroll
-                    for (int s = 0; s < 4; s++)
-                        if (x0 + s < g.X) p[s] = v[s];
-                }
+            for (int s = 0; s < 4; s++) st[srow * (4 * BX) + scol + s] = v[s];
+            __syncwarp();
+            const IDX zb = (IDX)__shfl_sync(FULL, pos.bz, 0) * BZ, yb = (IDX)__shfl_sync(FULL, pos.by, 0) * BY;
+            const IDX xb = (IDX)bx_first * BX;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int e = lane + 32 * k, row = e / (4 * BX), col = e % (4 * BX);
+                const IDX ze = zb + row / BY, ye = yb + row % BY, xe = xb + col;
+                if (ze < g.Z && ye < g.Y && xe < g.X) y_out[(ze * g.Y + ye) * g.X + xe] = st[e];
+            }
+            __syncwarp();
+        } else if (b < g.nblocks && z < g.Z && y < g.Y) {
+            T* p = y_out + (z * g.Y + y) * g.X + x0;
+            if (g.vec && x0 + 3 < g.X) {
+#if defined(SZP_F64)
+                __stcs(reinterpret_cast<double2*>(p), make_double2(v[0], v[1]));
+                __stcs(reinterpret_cast<double2*>(p) + 1, make_double2(v[2], v[3]));
+#else
+                __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+#endif
+            } else {
+#pragma unroll
+                for (int s = 0; s < 4; s++)
+                    if (x0 + s < g.X) p[s] = v[s];
             }
         }
         advance4(g, pos);
