@@ -314,6 +314,17 @@ __device__ __forceinline__ void unlorenzo(u32 d[4], int t) {
 #endif
 }
 
+// Inclusive prefix sum of v over lanes 0 .. N-1 (N a power of two, at most 32).
+template <int N>
+__device__ __forceinline__ u32 warp_scan_incl(u32 v, int lane) {
+#pragma unroll
+    for (int o = 1; o < N; o <<= 1) {
+        const u32 n = __shfl_up_sync(FULL, v, o);
+        if (lane >= o) v += n;
+    }
+    return v;
+}
+
 // Single-pass decoupled look-back over tiles (tiles of blocks, or tiles of tiles in the
 // width scan), claimed in order. A tile first publishes its own total (an aggregate;
 // tile 0's is already its inclusive prefix), which never waits; resolving its exclusive
@@ -469,12 +480,7 @@ __device__ __forceinline__ void compress_tiles(
         if (warp == 0) {
             if (have) {
                 const u32 wv = lane < CWARPS ? sh.wcount[buf][lane] : 0u;
-                u32 incl = wv;
-#pragma unroll
-                for (int o = 1; o < CWARPS; o <<= 1) {
-                    u32 n = __shfl_up_sync(FULL, incl, o);
-                    if (lane >= o) incl += n;
-                }
+                const u32 incl = warp_scan_incl<CWARPS>(wv, lane);
                 const u32 total = __shfl_sync(FULL, incl, CWARPS - 1);
                 tile_publish(status, tile, total, lane);
                 if (lane < CWARPS) sh.woff[buf][lane] = incl - wv;
@@ -580,22 +586,12 @@ szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles
         bad = bad || bk;
     }
     if (__any_sync(FULL, bad) && lane == 0) atomicOr(error, 1u);
-    u32 incl = sum;  // inclusive scan over the warp's lanes
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        u32 n = __shfl_up_sync(FULL, incl, o);
-        if (lane >= o) incl += n;
-    }
+    const u32 incl = warp_scan_incl<32>(sum, lane);
     if (lane == 31) s_tot[warp] = incl;
     __syncthreads();
     if (warp == 0) {
         const u32 v = lane < WARPS ? s_tot[lane] : 0u;
-        u32 wincl = v;
-#pragma unroll
-        for (int o = 1; o < WARPS; o <<= 1) {
-            u32 n = __shfl_up_sync(FULL, wincl, o);
-            if (lane >= o) wincl += n;
-        }
+        const u32 wincl = warp_scan_incl<WARPS>(v, lane);
         const u32 total = __shfl_sync(FULL, wincl, WARPS - 1);
         const u64 excl = tile_lookback(status, cta, total, lane);
         if (lane < WARPS) s_tot[lane] = wincl - v;  // each warp's offset inside the CTA
