@@ -120,16 +120,18 @@ def test_bad_inputs_are_rejected() -> None:
 
 
 def _slow_payload(d_blocks: np.ndarray) -> tuple[list[int], list[int]]:
-    """Per-element transcription of FORMAT.md: widths and payload words."""
+    """Per-element transcription of FORMAT.md (version 2): widths and payload words."""
     widths, words = [], []
     for blk in d_blocks.tolist():
-        m = 0
-        for v in blk:
-            m |= abs(v)
-        w = m.bit_length()
-        widths.append(w)
-        if w == 0:
+        w_all = max(abs(v) for v in blk).bit_length()
+        w_rest = max(abs(v) for v in blk[1:]).bit_length()
+        plain_words = w_all + 1 if w_all else 0
+        corner = w_rest + 2 < plain_words
+        w = w_rest if corner else w_all
+        widths.append(w | 0x80 if corner else w)
+        if not corner and w == 0:
             continue
+        mags = [0 if (corner and e == 0) else abs(v) for e, v in enumerate(blk)]
         sign = 0
         for e, v in enumerate(blk):
             if v < 0:
@@ -137,10 +139,12 @@ def _slow_payload(d_blocks: np.ndarray) -> tuple[list[int], list[int]]:
         words.append(sign)
         for k in range(w):
             word = 0
-            for e, v in enumerate(blk):
-                if (abs(v) >> k) & 1:
+            for e, m in enumerate(mags):
+                if (m >> k) & 1:
                     word |= 1 << (8 * (e % 4) + e // 4)
             words.append(word)
+        if corner:
+            words.append(abs(blk[0]))
     return widths, words
 
 
@@ -154,9 +158,10 @@ def test_one_dimensional_block_layout_by_hand() -> None:
 
 
 @pytest.mark.parametrize("block_ndim,shape", [(1, (100,)), (2, (9, 19)), (3, (5, 9, 7))])
-def test_payload_matches_the_slow_transcription(block_ndim, shape) -> None:
+@pytest.mark.parametrize("offset", [0, 5000, -5000])  # with an offset, corner blocks win
+def test_payload_matches_the_slow_transcription(block_ndim, shape, offset) -> None:
     rng = np.random.default_rng(block_ndim)
-    x = np.cumsum(rng.integers(-40, 40, size=shape), axis=-1).astype(np.float64)
+    x = np.cumsum(rng.integers(-40, 40, size=shape), axis=-1).astype(np.float64) + offset
     p = F.parse(F.encode(x, "abs", 0.5, block_ndim))  # integers: q == x exactly
     view = F.view_shape(shape, block_ndim)
     grid = F.block_grid(view, block_ndim)
@@ -168,6 +173,43 @@ def test_payload_matches_the_slow_transcription(block_ndim, shape) -> None:
     widths, words = _slow_payload(d)
     assert p.widths.tolist() == widths
     assert p.payload.tolist() == words
+    if offset:
+        assert any(w & F.CORNER_FLAG for w in widths)
+    stream = F.encode(x, "abs", 0.5, block_ndim)
+    _assert_within(x, F.decode(stream), stream)
+
+
+def test_corner_block_layout_by_hand() -> None:
+    # q = 1000, 1001, ..., 1031: residuals 1000, 1, 1, ...: plain would be 10 + 1 words; as a
+    # corner block the planes hold the 31 ones (width 1: sign word + 1 plane) and a third
+    # word holds the corner's 1000.
+    x = np.arange(1000, 1032, dtype=np.float32)
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [1 | F.CORNER_FLAG]
+    assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE, 1000]
+    y = -x
+    p = F.parse(F.encode(y, "abs", 0.5))  # all negative: the sign word is full
+    assert p.payload.tolist() == [0xFFFFFFFF, 0xFFFFFFFE, 1000]
+    stream = F.encode(y, "abs", 0.5)
+    _assert_within(y, F.decode(stream), stream)
+
+
+@pytest.mark.parametrize("name", ["v1_f32_2d_rel1e-3", "v1_f64_1d_abs1e-4"])
+def test_version_1_streams_still_decode(name: str) -> None:
+    """Streams written by format version 1 (no corner blocks), kept as fixtures."""
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "szp"
+    data = (fix / f"{name}.szp").read_bytes()
+    assert F.parse_header(data).version == 1
+    expected = np.load(fix / f"{name}.decoded.npy")
+    assert np.array_equal(F.decode(data).view(np.uint8), expected.view(np.uint8))
+    # a corner flag is not a version 1 width
+    lay = F.layout(F.parse_header(data))
+    b = bytearray(data)
+    b[lay.widths] |= F.CORNER_FLAG
+    with pytest.raises(CodecError, match="unknown flag bits"):
+        F.decode(_recrc(b))
 
 
 # -- corrupt and truncated streams --------------------------------------------------------
@@ -224,6 +266,9 @@ def test_crafted_stream_with_valid_crc_is_still_checked(stream: bytes) -> None:
     b = bytearray(stream)
     b[lay.widths] = 60  # impossible width, checksum recomputed
     with pytest.raises(CodecError, match="block width exceeds"):
+        F.decode(_recrc(b))
+    b[lay.widths] = 0x21  # width 1 with a reserved bit set
+    with pytest.raises(CodecError, match="unknown flag bits"):
         F.decode(_recrc(b))
     b = bytearray(stream)
     b[16:24] = struct.pack("<Q", 12345)  # element count no longer matches the shape

@@ -1,4 +1,4 @@
-"""The szp stream format, version 1, and its NumPy reference encoder/decoder.
+"""The szp stream format, version 2, and its NumPy reference encoder/decoder.
 
 This module IS the specification (FORMAT.md describes it in prose): the CUDA kernels in
 ``gpu.py`` must produce byte-identical streams, and every stream either implementation
@@ -8,9 +8,12 @@ reshaping the array into blocks, never by per-element Python loops.
 Layout (little-endian, every section starts on a 16-byte boundary, pads are zero)::
 
     header      128 bytes (HEADER_STRUCT + shape dims)
-    widths      nblocks x u8: bit width w of each block's residual magnitudes (0..MAX_WIDTH)
+    widths      nblocks x u8: bit width w of each block's residual magnitudes (0..MAX_WIDTH,
+                bits 0-4) and the corner flag (bit 7)
     payload     per block, in block order, 0 words if w == 0 else (1 + w) u32 words:
-                the sign word, then bit planes 0 (LSB) .. w-1 of |residual|
+                the sign word, then bit planes 0 (LSB) .. w-1 of |residual|; a corner
+                block has (2 + w): its corner's magnitude is out of the planes and in
+                the last word (FORMAT.md, "Corner blocks")
     out_index   n_outliers x u64: flat C-order indices, strictly increasing
     out_value   n_outliers x dtype: the exact input values (bit patterns kept: NaN/Inf too)
     crc32       u32, zlib.crc32 of every byte before it
@@ -33,7 +36,10 @@ import numpy as np
 from perfscout.errors import CodecError, InputError
 
 MAGIC = b"SZPG"
-VERSION = 1
+#: Version 2 adds corner blocks (below); version 1 streams are version 2 streams without
+#: any, and this reader decodes both.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 HEADER_LEN = 128
 MAX_NDIM = 7
 BLOCK_ELEMS = 32
@@ -41,6 +47,14 @@ BLOCK_ELEMS = 32
 #: 3-D Lorenzo a residual is at most 8 * (2**26 - 1) < 2**29, so widths are <= 29.
 QLIMIT = 2**26
 MAX_WIDTH = 29
+#: A block's width byte: bits 0-4 the width w, bits 5-6 zero, bit 7 the corner flag. A
+#: corner block keeps its first residual (the block corner, which Lorenzo predicts from
+#: nothing) out of the bit planes: the planes hold the other 31 residuals (width w) and
+#: the corner's sign, and one more word holds the corner's magnitude. The encoder picks
+#: it when that takes fewer words: a corner block is w + 2 words, a plain one w + 1 (0
+#: when w is 0).
+WIDTH_BITS = 0x1F
+CORNER_FLAG = 0x80
 #: The check bound sits this many ulps below the enforced bound, so that an error which
 #: rounds down to the check bound in the data's own arithmetic is still <= the bound.
 CHECK_ULPS = 4
@@ -73,6 +87,7 @@ class Header:
     nblocks: int
     payload_words: int
     n_outliers: int
+    version: int = VERSION
 
     @property
     def nelem(self) -> int:
@@ -85,7 +100,7 @@ class Header:
     def pack(self) -> bytes:
         bz, by, bx = self.block_shape
         head = HEADER_STRUCT.pack(
-            MAGIC, VERSION, HEADER_LEN, DTYPE_CODES[self.dtype], MODE_CODES[self.mode],
+            MAGIC, self.version, HEADER_LEN, DTYPE_CODES[self.dtype], MODE_CODES[self.mode],
             len(self.shape), self.block_ndim, bz, by, bx, 0, self.nelem, self.bound,
             self.abs_bound, self.step, self.nblocks, self.payload_words, self.n_outliers,
         )
@@ -268,6 +283,19 @@ def _bit_width(v: np.ndarray) -> np.ndarray:
     return w
 
 
+def block_words(widths: np.ndarray) -> np.ndarray:
+    """Payload words of each block from its width byte (int64)."""
+    w = (widths & WIDTH_BITS).astype(np.int64)
+    corner = (widths & CORNER_FLAG) != 0
+    return np.where(corner, w + 2, np.where(w > 0, w + 1, 0))
+
+
+def _plane_words(widths: np.ndarray) -> np.ndarray:
+    """Words of each block that are bit planes (the sign word and w magnitude planes)."""
+    w = (widths & WIDTH_BITS).astype(np.int64)
+    return np.where(((widths & CORNER_FLAG) != 0) | (w > 0), w + 1, 0)
+
+
 def _to_blocks(a: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, int, int]) -> np.ndarray:
     (nz, ny, nx), (bz, by, bx) = grid, bshape
     return (
@@ -283,32 +311,59 @@ def _from_blocks(b: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, i
 
 
 def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> None:
-    """Write each block's sign word and bit planes into ``payload`` (u32 words)."""
-    mag = np.abs(d).astype(np.uint32)[:, _FROM_BIT]  # column c holds the element of bit c
+    """Write each block's words into ``payload`` (u32): the sign word and the magnitude bit
+    planes, then, for a corner block, the corner's magnitude (left out of the planes)."""
+    mag = np.abs(d).astype(np.uint32)
+    corner = (widths & CORNER_FLAG) != 0
+    corner_mag = mag[:, 0].copy()
+    mag[corner, 0] = 0
+    mag = mag[:, _FROM_BIT]  # column c holds the element of bit c
     neg = (d < 0)[:, _FROM_BIT]
-    for w in np.unique(widths):
-        if w == 0:
+    planes_n = _plane_words(widths)
+    for n in np.unique(planes_n):
+        if n == 0:
             continue
-        sel = np.flatnonzero(widths == w)
-        planes = (mag[sel][:, None, :] >> np.arange(w, dtype=np.uint32)[None, :, None]) & 1
+        sel = np.flatnonzero(planes_n == n)
+        planes = (mag[sel][:, None, :] >> np.arange(n - 1, dtype=np.uint32)[None, :, None]) & 1
         bits = np.concatenate([neg[sel][:, None, :], planes.astype(bool)], axis=1)
         words = np.packbits(bits, axis=-1, bitorder="little").view("<u4")[..., 0]
-        payload[offs[sel][:, None] + np.arange(w + 1)] = words
+        payload[offs[sel][:, None] + np.arange(n)] = words
+    sel = np.flatnonzero(corner)
+    payload[offs[sel] + planes_n[sel]] = corner_mag[sel]
 
 
 def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> np.ndarray:
     d = np.zeros((len(widths), BLOCK_ELEMS), dtype=np.int64)
-    for w in np.unique(widths):
-        if w == 0:
+    planes_n = _plane_words(widths)
+    for n in np.unique(planes_n):
+        if n == 0:
             continue
-        sel = np.flatnonzero(widths == w)
-        words = payload[offs[sel][:, None] + np.arange(w + 1)].astype("<u4")
-        bits = np.unpackbits(words.view(np.uint8).reshape(len(sel), w + 1, 4), axis=-1,
+        sel = np.flatnonzero(planes_n == n)
+        words = payload[offs[sel][:, None] + np.arange(n)].astype("<u4")
+        bits = np.unpackbits(words.view(np.uint8).reshape(len(sel), n, 4), axis=-1,
                              bitorder="little")
-        mag = (bits[:, 1:, :].astype(np.int64) << np.arange(w, dtype=np.int64)[None, :, None]).sum(1)
+        mag = (bits[:, 1:, :].astype(np.int64) << np.arange(n - 1, dtype=np.int64)[None, :, None]).sum(1)
         val = np.where(bits[:, 0, :].astype(bool), -mag, mag)
         d[sel] = val[:, _TO_BIT]
+    sel = np.flatnonzero((widths & CORNER_FLAG) != 0)
+    if sel.size:  # the corner: its sign from the sign word, its magnitude from the last word
+        cm = payload[offs[sel] + planes_n[sel]].astype(np.int64)
+        neg0 = ((payload[offs[sel]] >> np.uint32(_TO_BIT[0])) & 1).astype(bool)
+        d[sel, 0] = np.where(neg0, -cm, cm)
     return d
+
+
+def _block_widths(d: np.ndarray) -> np.ndarray:
+    """Width byte of each block: plain (bit width of all residual magnitudes) or corner
+    (bit width of the other 31, flag set) when that takes fewer payload words."""
+    mag = np.abs(d).astype(np.uint32)
+    if not len(d):
+        return np.zeros(0, np.uint8)
+    w_all = _bit_width(np.bitwise_or.reduce(mag, axis=1))
+    w_rest = _bit_width(np.bitwise_or.reduce(mag[:, 1:], axis=1))
+    plain = np.where(w_all > 0, w_all.astype(np.int64) + 1, 0)
+    corner = w_rest.astype(np.int64) + 2 < plain
+    return np.where(corner, w_rest | CORNER_FLAG, w_all).astype(np.uint8)
 
 
 # -- encode / decode ------------------------------------------------------------------
@@ -341,9 +396,8 @@ def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None
         out_idx = np.zeros(0, "<u8")
         out_val = np.zeros(0, x.dtype)
         d = np.zeros((0, BLOCK_ELEMS), np.int32)
-    orv = np.bitwise_or.reduce(np.abs(d).astype(np.uint32), axis=1) if nblocks else np.zeros(0, np.uint32)
-    widths = _bit_width(orv)
-    sizes = np.where(widths > 0, widths.astype(np.int64) + 1, 0)
+    widths = _block_widths(d)
+    sizes = block_words(widths)
     offs = np.cumsum(sizes) - sizes
     payload = np.zeros(int(sizes.sum()), dtype="<u4")
     for start in range(0, nblocks, _BATCH):
@@ -396,8 +450,9 @@ def parse_header(data: bytes | memoryview) -> Header:
      abs_bound, step, nblocks, pwords, nout) = f
     if magic != MAGIC:
         raise CodecError(f"not an szp stream: bad magic {bytes(magic)!r} (expected {MAGIC!r})")
-    if version != VERSION:
-        raise CodecError(f"unsupported szp format version {version} (this reader knows {VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise CodecError(f"unsupported szp format version {version} (this reader knows "
+                         f"{', '.join(map(str, READABLE_VERSIONS))})")
     if hlen != HEADER_LEN:
         raise CodecError(f"corrupt szp header: header length {hlen} != {HEADER_LEN}")
     if dcode not in CODE_DTYPES or mcode not in CODE_MODES:
@@ -419,7 +474,7 @@ def parse_header(data: bytes | memoryview) -> Header:
     if T(step) != step or T(step) < np.finfo(dtype).smallest_normal:
         raise CodecError(f"corrupt szp header: step {step!r} is not a normal {dtype} value")
     return Header(dtype, shape, CODE_MODES[mcode], bound, abs_bound, step, bnd,
-                  nblocks, pwords, nout)
+                  nblocks, pwords, nout, version)
 
 
 def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
@@ -440,9 +495,12 @@ def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
                              "the stream is corrupt")
     buf = np.frombuffer(data, dtype=np.uint8)
     widths = buf[lay.widths : lay.widths + h.nblocks]
-    if h.nblocks and int(widths.max()) > MAX_WIDTH:
-        raise CodecError(f"corrupt szp stream: a block width exceeds {MAX_WIDTH}")
-    sizes = np.where(widths > 0, widths.astype(np.int64) + 1, 0)
+    if h.nblocks:
+        flags = CORNER_FLAG if h.version >= 2 else 0
+        if int((widths & WIDTH_BITS).max()) > MAX_WIDTH or np.any(widths & ~np.uint8(WIDTH_BITS | flags)):
+            raise CodecError(f"corrupt szp stream: a block width exceeds {MAX_WIDTH} or has "
+                             f"unknown flag bits (format version {h.version})")
+    sizes = block_words(widths)
     if int(sizes.sum()) != h.payload_words:
         raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
     payload = buf[lay.payload : lay.payload + 4 * h.payload_words].view("<u4")
@@ -461,7 +519,7 @@ def decode(data: bytes | memoryview) -> np.ndarray:
     view = view_shape(h.shape, h.block_ndim)
     grid = block_grid(view, h.block_ndim)
     bshape = h.block_shape
-    sizes = np.where(p.widths > 0, p.widths.astype(np.int64) + 1, 0)
+    sizes = block_words(p.widths)
     offs = np.cumsum(sizes) - sizes
     T = h.dtype.type
     q = np.empty((h.nblocks, *bshape), dtype=np.int32)

@@ -363,7 +363,8 @@ def _check_decompress(geo: Geometry, scratch: Any, payload_words: int) -> None:
     _ctas, first = _scan_slots(geo)
     total, error = (int(v) for v in scratch[first + geo.ntiles : first + geo.ntiles + 2].get())
     if error & 0xFFFFFFFF:
-        raise CodecError(f"corrupt szp stream: a block width exceeds {F.MAX_WIDTH}")
+        raise CodecError(f"corrupt szp stream: a block width exceeds {F.MAX_WIDTH} or has "
+                         "unknown flag bits")
     if total != payload_words:
         raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
 
@@ -526,7 +527,7 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
         return decompress_device(data).get()
     geo = geometry(h.shape, h.block_ndim)
     axis, ranges = _chunk_plan(geo, h.dtype.itemsize, chunk_bytes)
-    sizes = np.where(parsed.widths > 0, parsed.widths.astype(np.int64) + 1, 0)
+    sizes = F.block_words(parsed.widths)
     offs = np.concatenate([[0], np.cumsum(sizes)])
     out = np.empty(geo.view, dtype=h.dtype)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]

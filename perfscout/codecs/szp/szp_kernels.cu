@@ -7,7 +7,8 @@
 // block j = l / 8 and holds slot t = l % 8, i.e. 4 consecutive x-elements (one 16-byte
 // load for f32, two for f64). Block element e = 4 t + s sits at bit 8 s + t of each
 // stream word. Word m of a block is bit plane m of ext = |residual| << 1 | sign (m = 0
-// is the sign word). Lane t gathers byte g of its 4 ext values into one word, and an
+// is the sign word; a corner block keeps its corner's magnitude out of the planes and in
+// one more word, FORMAT.md). Lane t gathers byte g of its 4 ext values into one word, and an
 // 8 x 8 bit transpose across the block's 8 lanes (3 shuffles) leaves lane t holding
 // stream word 8 g + t: 8 words per 9 instructions after the gather, the reverse for
 // decoding. A CTA (8 warps x 4 steps) owns a tile of 128 consecutive blocks.
@@ -56,6 +57,7 @@ typedef u32 IDX;
 #define FULL 0xffffffffu
 #define QLIMIT 67108864.0
 #define MAX_WIDTH 29
+#define CORNER_FLAG 0x80u  // width byte: bits 0-4 width, bit 7 corner block (format.py)
 #define WARP_WORDS (STEPS * 4 * (MAX_WIDTH + 1))  // worst-case payload of a warp's 16 blocks
 #define FLAG_AGG (1ULL << 62)
 #define FLAG_PRE (2ULL << 62)
@@ -418,18 +420,26 @@ __device__ __forceinline__ u32 compress_warp(
             }
         }
         lorenzo(q, t);
-        u32 ext[4], m;
+        u32 ext[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) ext[s] = __funnelshift_l((u32)q[s], (u32)abs(q[s]), 1);
-        m = ext[0] | ext[1] | ext[2] | ext[3];
-        m |= __shfl_xor_sync(FULL, m, 1);
-        m |= __shfl_xor_sync(FULL, m, 2);
-        m |= __shfl_xor_sync(FULL, m, 4);
-        const u32 nw = valid ? 32 - __clz(m) : 0u;  // 0, or width + 1
-        if (t == 0 && valid) widths[b] = nw ? nw - 1 : 0u;
+        // The block corner (element 0) is slot 0 of lane t == 0. mr: every ext bit of the
+        // block but the corner's magnitude; m0: the corner's magnitude, in all 8 lanes.
+        u32 mr = (t == 0 ? (ext[0] & 1u) : ext[0]) | ext[1] | ext[2] | ext[3];
+        mr |= __shfl_xor_sync(FULL, mr, 1);
+        mr |= __shfl_xor_sync(FULL, mr, 2);
+        mr |= __shfl_xor_sync(FULL, mr, 4);
+        const u32 m0 = __shfl_sync(FULL, ext[0] >> 1, lane & ~7);
+        const u32 nw_plain = 32 - __clz(mr | (m0 << 1));  // 0, or width + 1
+        const u32 w_rest = mr ? 31 - __clz(mr) : 0u;      // width of the other 31
+        const bool corner = valid && w_rest + 2 < nw_plain;  // fewer words as a corner block
+        const u32 nw = corner ? w_rest + 2 : (valid ? nw_plain : 0u);
+        const u32 planes = corner ? w_rest + 1 : nw;      // words that are bit planes
+        if (corner && t == 0) ext[0] &= 1u;                // the corner's magnitude leaves them
+        if (t == 0 && valid) widths[b] = corner ? (w_rest | CORNER_FLAG) : (nw ? nw - 1 : 0u);
         const u32 packed = __reduce_or_sync(FULL, t == 0 ? nw << (8 * j) : 0u);
         u32* const blk = slice + wrun + packed_before(packed, j);
-        const u32 maxn = __reduce_max_sync(FULL, nw);
+        const u32 maxn = __reduce_max_sync(FULL, planes);
         // 8 words per transpose; lane t writes word 8 gi + t of its block
 #pragma unroll
         for (int gi = 0; gi < 4; gi++) {
@@ -437,8 +447,9 @@ __device__ __forceinline__ u32 compress_warp(
             u32 word = gather_byte(ext[0], ext[1], ext[2], ext[3], gi);
             word = transpose8(word, tc);
             const u32 mi = 8 * gi + t;
-            if (mi < nw) blk[mi] = word;
+            if (mi < planes) blk[mi] = word;
         }
+        if (corner && t == 0) blk[planes] = m0;  // the corner block's last word
         wrun += packed_total(packed);
         advance4(g, pos);
     }
@@ -530,15 +541,18 @@ szp_compress(const T* __restrict__ x, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
                              out_idx, out_val, out_count, out_cap, sh);
 }
 
-// Word counts (0, or width + 1) of 4 blocks from their 4 width bytes, still one per byte.
-// A width above MAX_WIDTH (only in a corrupt stream) counts as 0 words; *bad says so.
+// Word counts of 4 blocks from their 4 width bytes, still one per byte: 0 for a plain block
+// of width 0, w + 1 for a plain block, w + 2 for a corner block. A byte with a width above
+// MAX_WIDTH or with bits 5-6 set (only in a corrupt stream) counts as 0 words; *bad says so.
 __device__ __forceinline__ u32 word_counts4(u32 w4, bool* bad) {
-    const u32 lo = w4 & 0x7f7f7f7fu;
-    const u32 nonzero = ((lo + 0x7f7f7f7fu) | w4) & 0x80808080u;
-    const u32 big = ((lo + (0x80808080u - 0x1e1e1e1eu)) | w4) & 0x80808080u;  // byte >= 30
-    *bad = big != 0;
-    const u32 keep = (nonzero & ~big) >> 7;  // 1 in each byte that counts
-    return (w4 + keep) & (keep * 0xffu);
+    const u32 w = w4 & 0x1f1f1f1fu;
+    const u32 corner = (w4 >> 7) & 0x01010101u;
+    const u32 big = (w + (0x80808080u - 0x1e1e1e1eu)) & 0x80808080u;  // width >= 30
+    const u32 junk = ((w4 & 0x60606060u) + 0x7f7f7f7fu) & 0x80808080u;  // bits 5-6 set
+    const u32 invalid = (big | junk) >> 7;
+    *bad = invalid != 0;
+    const u32 any = (((w + 0x7f7f7f7fu) & 0x80808080u) >> 7) | corner;  // the block has words
+    return (w + any + corner) & ((invalid ^ 0x01010101u) * 0xffu);
 }
 
 // The 4 width bytes of blocks b .. b + 3 (b a multiple of 4); bytes past nblocks are 0.
@@ -628,7 +642,8 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
     // Lane l holds the word counts of the tile's blocks 4 l .. 4 l + 3, so a warp's 4 STEPS
     // blocks sit in lanes STEPS warp .. STEPS warp + STEPS - 1, one lane per step.
     bool bad;
-    const u32 n4 = word_counts4(widths4(widths, tile * TILE_BLOCKS + 4 * lane, nblocks), &bad);
+    const u32 raw4 = widths4(widths, tile * TILE_BLOCKS + 4 * lane, nblocks);
+    const u32 n4 = word_counts4(raw4, &bad);
     u64 wbase = tile_prefix[tile] +
                 __reduce_add_sync(FULL, lane < warp * STEPS ? packed_total(n4) : 0u);
 
@@ -638,25 +653,30 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
     for (int i = 0; i < STEPS; i++) {
         const u32 b = b0 + 4 * i;
         const u32 packed = __shfl_sync(FULL, n4, warp * STEPS + i);
+        const u32 raw = __shfl_sync(FULL, raw4, warp * STEPS + i);
         const u64 boff = wbase + packed_before(packed, j);
         u32 nw = (packed >> (8 * j)) & 0xffu;
         if (boff + nw > payload_words) nw = 0;  // corrupt stream: never read past the payload
-        const u32 maxn = __reduce_max_sync(FULL, nw);
+        const bool corner = ((raw >> (8 * j)) & CORNER_FLAG) && nw;
+        const u32 planes = corner ? nw - 1 : nw;  // a corner block's last word is not a plane
+        const u32 maxn = __reduce_max_sync(FULL, planes);
         const u32* blk = payload + boff;
         // all loads first (one memory round trip per step), then the transposes
         u32 G[4];
 #pragma unroll
         for (int gi = 0; gi < 4; gi++) {
             const u32 mi = 8 * gi + t;
-            G[gi] = mi < nw ? __ldg(blk + mi) : 0u;
+            G[gi] = mi < planes ? __ldg(blk + mi) : 0u;
         }
+        const u32 m0 = corner && t == 0 ? __ldg(blk + planes) : 0u;  // the corner's magnitude
 #pragma unroll
         for (int gi = 0; gi < 4; gi++)
             if ((u32)(8 * gi) < maxn) G[gi] = transpose8(G[gi], tc);
         u32 d[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            const u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
+            u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
+            if (s == 0) e |= m0 << 1;
             d[s] = (e >> 1) * (1u - 2u * (e & 1u));  // sign-magnitude to two's complement
         }
         unlorenzo(d, t);
