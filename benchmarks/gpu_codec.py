@@ -48,24 +48,13 @@ REAL = {  # file -> (shape, tiles)
 BOUNDS = (1e-2, 1e-3, 1e-4)
 
 
-def events(fn, repeats: int) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
-    return out
-
-
-def batched_events(fn, repeats: int, batch: int = 10) -> list[float]:
+def batched_events(fn, repeats: int, batch: int = 10, warmup: bool = True) -> list[float]:
     """Seconds per call from ``repeats`` batches of ``batch`` back-to-back calls between
     one pair of events: the host's launch work for a call overlaps the GPU's work on the
     one before, so a sample is GPU time (the kernels and the gaps of a busy queue), not
     the host's Python time that a single call's events also catch."""
-    fn()
+    if warmup:
+        fn()
     out = []
     for _ in range(repeats):
         a, b = cp.cuda.Event(), cp.cuda.Event()
@@ -76,6 +65,11 @@ def batched_events(fn, repeats: int, batch: int = 10) -> list[float]:
         b.synchronize()
         out.append(cp.cuda.get_elapsed_time(a, b) / 1e3 / batch)
     return out
+
+
+def events(fn, repeats: int) -> list[float]:
+    """One call between each pair of events (end-to-end times, host work included)."""
+    return batched_events(fn, repeats, batch=1, warmup=False)
 
 
 def device_info() -> dict:
