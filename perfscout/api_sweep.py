@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -18,8 +17,9 @@ def default_run_dir(spec: SweepSpec) -> Path:
     if spec.output:
         out = Path(spec.output).expanduser()
         return out if out.is_absolute() else Path(spec.base_dir or ".") / out
-    home = Path(os.environ.get("PERFSCOUT_HOME", ".perfscout"))
-    return home / "runs" / f"{spec.name}-{datetime.utcnow():%Y%m%dT%H%M%S}"
+    from perfscout.home import runs_dir
+
+    return runs_dir() / f"{spec.name}-{datetime.utcnow():%Y%m%dT%H%M%S}"
 
 
 def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, resume: bool = False,

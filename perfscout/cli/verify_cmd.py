@@ -10,7 +10,6 @@ Live (profiles both commands with ncu now; needs ncu and a GPU):
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
@@ -55,7 +54,9 @@ def verify_command(
             if not (before_cmd and after_cmd):
                 fail("live mode needs both --before-cmd and --after-cmd")
             if run_dir is None:
-                run_dir = Path(os.environ.get("PERFSCOUT_HOME", ".perfscout")) / "verify"
+                from perfscout.home import perfscout_home
+
+                run_dir = perfscout_home() / "verify"
             # As for `perfscout profile`: the commands run in the current directory, which
             # is declared as an input (unless it is /, which would allow every path).
             cwd = Path.cwd()

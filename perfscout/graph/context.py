@@ -28,8 +28,9 @@ class Context:
     """Settings for one agent run."""
 
     home: str = field(
-        default=".perfscout",
-        metadata={"description": "Where runs and checkpoints live (PERFSCOUT_HOME)."},
+        default="",
+        metadata={"description": "Where runs and checkpoints live (PERFSCOUT_HOME; empty: the "
+                  "per-user data directory, see perfscout.home)."},
     )
     planner: str = field(
         default="auto",
@@ -103,6 +104,10 @@ class Context:
 
     @property
     def home_path(self) -> Path:
+        if not self.home:  # one home for every run, wherever it was started (perfscout.home)
+            from perfscout.home import perfscout_home
+
+            return perfscout_home()
         return Path(self.home).expanduser()
 
     @property

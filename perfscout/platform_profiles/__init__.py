@@ -3,16 +3,14 @@
 - ``specs.yaml``: hand-checked peak figures of known GPUs and CPUs, each with its source.
 - ``<name>.yaml``: snapshots saved with ``perfscout snapshot --save NAME``.
 
-Where ``--save`` writes: ``$PERFSCOUT_HOME/platform_profiles/`` when PERFSCOUT_HOME is set
-(a user's own machines stay out of the package), else this folder when it is writable
-(a source checkout, where saved machines are versioned with the code), else
-``./.perfscout/platform_profiles/``. Loading looks in the PERFSCOUT_HOME folder first,
-then here.
+Where ``--save`` writes: ``<home>/platform_profiles/`` (:func:`perfscout.home.perfscout_home`:
+``$PERFSCOUT_HOME``, else the per-user data directory), never into the installed package.
+Loading looks in that folder first, then here (snapshots shipped with perfscout, such as
+the H200 the project measured on).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +20,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from perfscout.errors import InputError
+from perfscout.home import perfscout_home
 from perfscout.state.platform import PlatformProfile
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -70,19 +69,9 @@ def find_spec(device_name: str) -> DeviceSpec | None:
     return best[1] if best else None
 
 
-def _home_dir() -> Path | None:
-    home = os.environ.get("PERFSCOUT_HOME")
-    return Path(home) / "platform_profiles" if home else None
-
-
 def snapshot_dir() -> Path:
-    """Where ``--save`` writes (see the module docstring for the rule)."""
-    home = _home_dir()
-    if home is not None:
-        return home
-    if os.access(PACKAGE_DIR, os.W_OK):
-        return PACKAGE_DIR
-    return Path(".perfscout") / "platform_profiles"
+    """Where ``--save`` writes: ``<home>/platform_profiles`` (see the module docstring)."""
+    return perfscout_home() / "platform_profiles"
 
 
 def _check_name(name: str) -> str:
@@ -106,7 +95,7 @@ def load_snapshot(name_or_path: str | Path) -> PlatformProfile:
     """Load a saved snapshot by name (searched as described above) or by path."""
     p = Path(name_or_path)
     if not p.suffix:
-        dirs = [d for d in (_home_dir(), PACKAGE_DIR) if d is not None]
+        dirs = [snapshot_dir(), PACKAGE_DIR]
         found = [d / f"{_check_name(str(name_or_path))}.yaml" for d in dirs]
         p = next((f for f in found if f.is_file()), found[0])
     try:
@@ -120,7 +109,7 @@ def load_snapshot(name_or_path: str | Path) -> PlatformProfile:
 
 def list_snapshots() -> list[str]:
     names: set[str] = set()
-    for d in (_home_dir(), PACKAGE_DIR):
-        if d is not None and d.is_dir():
+    for d in (snapshot_dir(), PACKAGE_DIR):
+        if d.is_dir():
             names.update(f.stem for f in d.glob("*.yaml") if f.stem != "specs")
     return sorted(names)

@@ -41,7 +41,9 @@ _CUDA_PY_IMPORTS = ("cupy", "torch", "numba.cuda", "from numba import cuda", "ja
 
 
 def perfscout_home() -> Path:
-    return Path(os.environ.get("PERFSCOUT_HOME", ".perfscout"))
+    from perfscout.home import perfscout_home as home  # the one home rule
+
+    return home()
 
 
 def new_run_dir(kind: str = "profile") -> tuple[str, Path]:
