@@ -2,7 +2,9 @@
 
 ``get_dataset("vorticity.512_512")`` reads a shared real field in place,
 ``parse_synthetic("grf:64,64,64:f64")`` builds a synthetic one, and
-``list_datasets()`` says what exists and what is available here.
+``list_datasets()`` says what exists and what is available here;
+``describe_file("era5.nc")`` lists a netCDF/HDF5/Zarr file's variables and
+``load_variable("era5.nc", "z", dtype="f32")`` loads one, CF-decoded.
 """
 
 from perfscout.datasets.field import (
@@ -13,6 +15,16 @@ from perfscout.datasets.field import (
     parse_shape,
     shape_str,
     validate_array,
+)
+from perfscout.datasets.cf import MaskedValuesError
+from perfscout.datasets.files import (
+    VariableInfo,
+    content_digest,
+    describe_file,
+    describe_variable,
+    field_dtype,
+    file_kind,
+    load_variable,
 )
 from perfscout.datasets.loaders import load_hdf5, load_netcdf, load_npy, load_raw
 from perfscout.datasets.registry import (
@@ -27,6 +39,14 @@ from perfscout.datasets.synthetic import SYNTHETIC_KINDS, parse_synthetic, synth
 __all__ = [
     "DatasetInfo",
     "Field",
+    "MaskedValuesError",
+    "VariableInfo",
+    "content_digest",
+    "describe_file",
+    "describe_variable",
+    "field_dtype",
+    "file_kind",
+    "load_variable",
     "SYNTHETIC_KINDS",
     "dtype_tag",
     "get_dataset",

@@ -151,6 +151,8 @@ class Field:
     ``source`` says where the values came from (a file path with the variable, or a
     synthetic spec with its seed) so a result can be traced back and reproduced;
     ``path`` is the file itself when there is one (e.g. to hash it for provenance).
+    ``notes`` are sentences saying what loading did to the stored values (unpacking,
+    a dtype change, masked points), for the result's notes and the report.
     """
 
     name: str
@@ -159,6 +161,7 @@ class Field:
     description: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -1,5 +1,7 @@
 """Loaders for the file formats scientific fields come in: raw binary, .npy, HDF5, netCDF.
 
+HDF5, netCDF (and Zarr) go through :mod:`perfscout.datasets.files`, which CF-decodes them.
+
 Each returns a validated :class:`~perfscout.datasets.field.Field` (see
 :func:`~perfscout.datasets.field.validate_array`) or raises an
 :class:`~perfscout.errors.InputError` that names the file and what was wrong.
@@ -94,108 +96,45 @@ def load_npy(
     return Field(name=name or p.stem, array=arr, source=f"npy:{p}", path=str(p))
 
 
+def _structured(path: str | Path, variable: str, kind: str, allow_nonfinite: bool, name: str | None) -> Field:
+    """load_hdf5/load_netcdf: :func:`perfscout.datasets.files.load_variable`, with the
+    masked points as NaN when ``allow_nonfinite`` (else refused, counted by cause)."""
+    from perfscout.datasets.files import load_variable
+    from perfscout.datasets.stores import file_kind
+
+    p = _existing_file(path) if not Path(path).expanduser().is_dir() else Path(path).expanduser()
+    found = file_kind(p)
+    # A netCDF-4 file is an HDF5 file: either loader reads it (netCDF4-python for both).
+    if found != kind and not (kind == "hdf5" and found == "netcdf"):
+        label = {"hdf5": "HDF5", "netcdf": "netCDF"}[kind]
+        raise InputError(f"{p}: not a readable {label} file (its bytes say {found or 'nothing known'})")
+    field = load_variable(p, variable, masked="nan" if allow_nonfinite else "refuse")
+    if not allow_nonfinite:
+        validate_array(field.array, what=f"{p}:{variable}")  # other NaN/Inf: refused here too
+    if name:
+        field.name = name
+    return field
+
+
 def load_hdf5(
     path: str | Path, dataset: str, *, allow_nonfinite: bool = False, name: str | None = None
 ) -> Field:
-    """One dataset (e.g. "/group/temperature") of an HDF5 file, read whole."""
-    import h5py
-
-    p = _existing_file(path)
-    try:
-        f = h5py.File(p, "r")
-    except OSError as exc:
-        raise InputError(f"{p}: not a readable HDF5 file ({exc})") from exc
-    with f:
-        obj = f.get(dataset)
-        if not isinstance(obj, h5py.Dataset):
-            found: list[str] = []
-            f.visititems(lambda n, o: found.append(n) if isinstance(o, h5py.Dataset) else None)
-            raise InputError(
-                f"{p}: no dataset {dataset!r}; datasets in the file: {', '.join(found) or 'none'}"
-            )
-        raw = obj[()]
-    arr = validate_array(raw, allow_nonfinite=allow_nonfinite, what=f"{p}:{dataset}")
-    return Field(
-        name=name or dataset.strip("/").replace("/", "."),
-        array=arr,
-        source=f"hdf5:{p}:{dataset}",
-        path=str(p),
-    )
-
-
-def _unpacked_dtype(*attrs: Any) -> np.dtype:
-    """CF rule: unpacked data takes the type of scale_factor/add_offset (float here)."""
-    kinds = [np.asarray(a).dtype for a in attrs if a is not None]
-    if any(k == np.float64 for k in kinds):
-        return np.dtype(np.float64)
-    if kinds and all(k == np.float32 for k in kinds):
-        return np.dtype(np.float32)
-    return np.dtype(np.float64)
+    """One dataset (e.g. "/group/temperature") of an HDF5 file, read whole and CF-decoded
+    (see :mod:`perfscout.datasets.cf`); the name defaults to the path with dots."""
+    field = _structured(path, dataset, "hdf5", allow_nonfinite, name)
+    if not name:
+        field.name = dataset.strip("/").replace("/", ".")
+    return field
 
 
 def load_netcdf(
     path: str | Path, variable: str, *, allow_nonfinite: bool = False, name: str | None = None
 ) -> Field:
-    """One variable of a netCDF-3 or netCDF-4 file, unpacked explicitly.
-
-    netCDF4-python by default masks (returns a masked array) and unpacks on read; we
-    turn both off and do them here so the behaviour is visible and fixed:
-
-    - elements equal to ``_FillValue`` or ``missing_value`` (compared in the packed
-      type) become NaN, so they are refused like any non-finite value unless
-      ``allow_nonfinite``. Not applied: ``valid_min``/``valid_max``/``valid_range``, and
-      netCDF's *default* fill value for a variable without ``_FillValue`` (unwritten
-      elements then come back as stored, e.g. 9.97e36 for floats);
-    - with ``scale_factor`` and/or ``add_offset``, values are unpacked as
-      ``packed * scale_factor + add_offset`` in float64 and stored in the attributes'
-      type (CF: float32 attributes give a float32 field); without them the stored
-      floats are returned as they are.
-    """
-    import netCDF4
-
-    p = _existing_file(path)
-    try:
-        ds = netCDF4.Dataset(p, "r")
-    except OSError as exc:
-        raise InputError(f"{p}: not a readable netCDF file ({exc})") from exc
-    with ds:
-        if variable not in ds.variables:
-            raise InputError(
-                f"{p}: no variable {variable!r}; variables: {', '.join(ds.variables) or 'none'}"
-            )
-        var = ds.variables[variable]
-        var.set_auto_maskandscale(False)
-        packed = np.asarray(var[...])
-        attrs = {k: var.getncattr(k) for k in var.ncattrs()}
-    fill_values = [attrs[k] for k in ("_FillValue", "missing_value") if k in attrs]
-    missing = np.zeros(packed.shape, dtype=bool)
-    for fv in fill_values:
-        for value in np.ravel(fv):  # missing_value may list several values
-            missing |= packed == np.asarray(value).astype(packed.dtype)
-    scale = attrs.get("scale_factor")
-    offset = attrs.get("add_offset")
-    if scale is not None or offset is not None:
-        out_dtype = _unpacked_dtype(scale, offset)
-        values = packed.astype(np.float64)
-        if scale is not None:
-            values = values * float(scale)
-        if offset is not None:
-            values = values + float(offset)
-        values = values.astype(out_dtype)
-    elif packed.dtype.kind == "f":
-        values = packed.copy() if missing.any() else packed
-    else:
-        raise InputError(
-            f"{p}:{variable} holds {packed.dtype} values without scale_factor/add_offset; "
-            "perfscout handles float32 or float64 fields"
-        )
-    if missing.any():
-        values = np.where(missing, np.nan, values).astype(values.dtype)
-    arr = validate_array(values, allow_nonfinite=allow_nonfinite, what=f"{p}:{variable}")
-    return Field(
-        name=name or variable,
-        array=arr,
-        source=f"netcdf:{p}:{variable}",
-        meta={"units": str(attrs.get("units", "")), "packed_dtype": str(packed.dtype)},
-        path=str(p),
-    )
+    """One variable of a netCDF-3 or netCDF-4 file, CF-decoded by
+    :mod:`perfscout.datasets.cf` (scale_factor/add_offset, _FillValue, missing_value,
+    valid_min/valid_max/valid_range). Masked points are refused unless
+    ``allow_nonfinite``, which makes them NaN. The name defaults to the variable's."""
+    field = _structured(path, variable, "netcdf", allow_nonfinite, name)
+    if not name:
+        field.name = variable.strip("/")
+    return field
