@@ -166,7 +166,7 @@ def plan_cf(stored: np.dtype, attrs: dict[str, Any], *, implied_fill: tuple[Any,
         for value in got[0]:
             typed = _typed_fill(value, stored_cmp, plan.unsigned)
             if typed is None:
-                plan.notes.append(f"{key}={value!r} ignored: a {stored.newbyteorder('=')} variable cannot "
+                plan.notes.append(f"{key}={value!r} ignored: a variable of type {stored.newbyteorder('=')} cannot "
                                   "hold that value, so no element can equal it")
             else:
                 plan.fills.append((typed, f"{key}={_show(value)}"))

@@ -326,30 +326,7 @@ def _hdf5_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
 
 # -- Zarr (zarr-python 3: stores in format v2 and v3) --------------------------------------------
 def _zarr() -> Any:
-    """``import zarr``, past a numcodecs bug that breaks it beside zfpy 1.0.1.post0.
-
-    numcodecs (<= 0.16.6) parses ``version("zfpy")`` with ``int()`` on every dotted part
-    at import time, so the installed ``1.0.1.post0`` raises ValueError and takes zarr
-    down with it. While numcodecs is first imported, zfpy's version is reported without
-    its post-release suffix (the same release to numcodecs' check); nothing else sees it.
-    """
-    import sys
-
-    if "numcodecs" not in sys.modules:
-        import importlib.metadata as metadata
-
-        real_version = metadata.version
-
-        def release_only(name: str) -> str:
-            v = real_version(name)
-            return v.split(".post")[0] if name == "zfpy" else v
-
-        metadata.version = release_only  # type: ignore[assignment]
-        try:
-            import numcodecs  # noqa: F401
-        finally:
-            metadata.version = real_version  # type: ignore[assignment]
-    import zarr
+    import zarr  # pyproject keeps zfpy off 1.0.1.post0, whose version string breaks numcodecs
 
     return zarr
 
