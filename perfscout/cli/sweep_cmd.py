@@ -1,8 +1,9 @@
-"""`perfscout sweep SPEC --out DIR [--resume] [--jobs N]`: run an evaluation campaign.
+"""`perfscout sweep SPEC --out DIR [--resume] [--jobs N] [--wait] [--allow-plugins]`: run a campaign.
 
 Progress goes to stderr; ``--json`` prints a summary document on stdout. Exit status: 0
-when every task ran (whatever its verdict), 2 for a bad spec or run directory, 130 when
-interrupted (finished results are kept; ``--resume`` continues).
+when every task ran (whatever its verdict), 2 for a bad spec or run directory (also: the
+directory is being written by another sweep, a full disk, a spec whose plug-ins were not
+allowed), 130 when interrupted (finished results are kept; ``--resume`` continues).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def sweep_command(
     report: bool = typer.Option(False, "--report", help="Write report.md / report.html when the sweep ends."),
     as_json: bool = typer.Option(False, "--json", help="Print a summary as one JSON document on stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
+    allow_plugins: bool = typer.Option(False, "--allow-plugins", help="Let the spec's `plugins:` import and run "
+                                       "Python code (refused without this flag; only for specs you trust)."),
+    wait: bool = typer.Option(False, "--wait", help="If another sweep is writing the same --out, wait for it "
+                              "instead of refusing (one writer per results store)."),
 ) -> None:
     """Run every task of a sweep spec in child processes and store each result as it lands."""
     from perfscout.api_sweep import default_run_dir
@@ -29,9 +34,10 @@ def sweep_command(
     from perfscout.tools.sweep import SweepInterrupted, load_spec, run_sweep
 
     try:
-        model = load_spec(spec)
+        model = load_spec(spec, allow_plugins=allow_plugins)
         run_dir = out if out is not None else default_run_dir(model)
-        outcome = run_sweep(spec, run_dir, resume=resume, jobs=jobs, progress=not no_progress)
+        outcome = run_sweep(spec, run_dir, resume=resume, jobs=jobs, progress=not no_progress,
+                            allow_plugins=allow_plugins, wait=wait)
         report_path = None
         if report:
             from perfscout.analysis.report.render import write_report

@@ -49,7 +49,7 @@ def crashy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataF
     base = tmp_path_factory.mktemp("crashy")
     spec = base / "crashy.yaml"
     spec.write_text(CRASHY)
-    df = sweep(spec, out=base / "run", progress=False)
+    df = sweep(spec, out=base / "run", progress=False, allow_plugins=True)
     return base / "run", df
 
 
@@ -99,9 +99,9 @@ def test_run_directory_holds_everything_needed_to_audit(crashy_run: tuple[Path, 
 def test_a_used_run_directory_needs_resume(crashy_run: tuple[Path, pd.DataFrame]) -> None:
     run_dir, df = crashy_run
     with pytest.raises(InputError, match="already holds a sweep .*--resume"):
-        sweep(run_dir / "spec.yaml", out=run_dir, progress=False)
+        sweep(run_dir / "spec.yaml", out=run_dir, progress=False, allow_plugins=True)
     # --resume with everything finished runs nothing and keeps every row as it was.
-    again = sweep(run_dir / "spec.yaml", out=run_dir, resume=True, progress=False)
+    again = sweep(run_dir / "spec.yaml", out=run_dir, resume=True, progress=False, allow_plugins=True)
     pd.testing.assert_frame_equal(again, df, check_like=False)
 
 
@@ -197,7 +197,7 @@ def test_an_unexpected_error_kills_the_children_still_running(tmp_path: Path, mo
 
     monkeypatch.setattr(ResultStore, "put_result", refuse)
     with pytest.raises(StoreError, match="injected"):
-        sweep(spec, out=out, progress=False)
+        sweep(spec, out=out, progress=False, allow_plugins=True)
     workers = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:

@@ -141,12 +141,12 @@ def test_a_spec_needs_datasets_and_codecs(tmp_path: Path) -> None:
 
 def test_plugins_register_codecs_and_bad_plugins_are_clear(tmp_path: Path) -> None:
     text = BASE.replace("codecs: [sz3, zfp]", "plugins: [tests.fakes.crashing_codec]\ncodecs: [fake-crash]")
-    tasks, _ = expand(load_spec(write(tmp_path, text)))
+    tasks, _ = expand(load_spec(write(tmp_path, text), allow_plugins=True))
     assert {t.codec for t in tasks} == {"fake-crash"}
     assert tasks[0].plugins == ["tests.fakes.crashing_codec"]
     bad = BASE.replace("codecs: [sz3, zfp]", "plugins: [no_such_plugin_module]\ncodecs: [sz3]")
     with pytest.raises(SpecError, match="plug-in 'no_such_plugin_module' could not be imported"):
-        load_spec(write(tmp_path, bad, "bad.yaml"))
+        load_spec(write(tmp_path, bad, "bad.yaml"), allow_plugins=True)
 
 
 def test_dict_and_text_specs_load_like_files() -> None:

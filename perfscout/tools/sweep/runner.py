@@ -1,11 +1,18 @@
-"""Run a sweep: one child process per task, results committed one by one.
+"""Run a sweep: one contained child process per task, results committed one by one.
 
-Each task runs in its own interpreter (``perfscout.tools.sweep.worker``) in its own
-session, so a codec that segfaults, aborts or hangs takes only its child down: the parent
-writes a ``codec_crashed`` or ``codec_timeout`` record and goes on. Up to ``jobs`` children
-run at once, fewer when their estimated memory would exceed the budget; CUDA tasks run one
-per device so they do not disturb each other's timings. Ctrl-C (or SIGTERM) stops every
-child, keeps what finished and leaves the run resumable.
+Each task runs in its own interpreter (``perfscout.tools.sweep.worker``, see
+:mod:`.child`) in its own session, so a codec that segfaults, aborts or hangs takes only
+its child down: the sweep writes a ``codec_crashed`` or ``codec_timeout`` record and goes
+on. Locally up to ``jobs`` children run at once, fewer when their estimated memory would
+exceed the budget; CUDA tasks run one per device so they do not disturb each other's
+timings. On Dask (:mod:`.dask_executor`) the same child runs on a cluster's workers and
+this process, the driver, stays the only writer of the run directory. Ctrl-C (or SIGTERM)
+stops every child, keeps what finished and leaves the run resumable.
+
+One writer per run directory: the sweep holds an exclusive lock (:mod:`.lock`) from start
+to end, so a second sweep on the same ``--out`` refuses at once (or waits, ``wait=True``).
+A full disk stops the sweep with :class:`SweepStorageFull`; every result committed before
+it stays, the task being written is simply not stored and re-runs on ``--resume``.
 
 The run directory::
 
@@ -13,18 +20,19 @@ The run directory::
     spec.resolved.json    the validated spec and the expanded task list
     platform.json         the platform snapshot (perfscout.tools.snapshot)
     results.sqlite        the store (WAL); results.parquet / results.csv exports
-    raw/<task_key>/       task.json, result.json, log.txt (the child's stdout+stderr)
+    raw/<task_key>/       task.json, result.json, log.txt of the stored attempt; files of
+                          attempts that did not finish keep their tag (log.s1-a3.txt)
     report.md, report.html, plots/   (perfscout report DIR)
+    .perfscout.lock       held by the sweep writing the directory
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import platform as _platform
 import signal
-import subprocess
+import sqlite3
 import sys
 import threading
 import time
@@ -32,7 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from rich.console import Console
@@ -40,14 +48,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
+from perfscout.tools.sweep.child import (TaskChild, child_env, is_disk_full, log_tail, promote,  # noqa: F401
+                                         write_atomic)
+from perfscout.tools.sweep.lock import RunDirLock
 from perfscout.tools.sweep.spec import SweepSpec, Task, expand, load_spec
 from perfscout.tools.sweep.store import STORE_NAME, ResultStore
+
+if TYPE_CHECKING:
+    from perfscout.tools.sweep.dask_executor import DaskOptions
 
 _POLL_S = 0.05
 
 
 class SweepInterrupted(PerfscoutError):
     """Ctrl-C / SIGTERM stopped the sweep; finished results are kept and it can resume."""
+
+
+class SweepStorageFull(PerfscoutError):
+    """The disk under the run directory filled up; what was stored is kept, --resume continues."""
 
 
 @dataclass
@@ -59,18 +77,8 @@ class SweepOutcome:
     already_done: int
     ran: int
     statuses: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class _Child:
-    task: Task
-    proc: subprocess.Popen
-    attempt_id: int
-    started: float
-    result_path: Path
-    log: Any
-    peak_rss_mb: float = 0.0
-    killed_for: str = ""
+    executor: str = "local"
+    dashboard: str = ""
 
 
 # ----------------------------------------------------------------------------- run dir
@@ -99,9 +107,7 @@ def write_platform(run_dir: Path) -> dict[str, Any]:
 def _write_atomic(path: Path, text: str) -> None:
     """Temp file + rename: a sweep killed mid-write leaves the old file or the new one, never
     half of one (a truncated platform.json would make every resume fail to parse it)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def _mem_available_mb() -> float:
@@ -112,16 +118,6 @@ def _mem_available_mb() -> float:
     except OSError:
         pass
     return 4096.0
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _prepare_run_dir(spec: SweepSpec, spec_text: str | None, out: Path, store: ResultStore, resume: bool) -> None:
@@ -136,27 +132,14 @@ def _prepare_run_dir(spec: SweepSpec, spec_text: str | None, out: Path, store: R
         _write_atomic(out / f"spec.session-{n}.yaml", text)
 
 
-def _child_env(task: Task, jobs: int) -> dict[str, str]:
-    env = dict(os.environ)
-    # The child imports what the parent can (plug-ins named by module): same path.
-    paths = [p or os.getcwd() for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    # Children share the cores: one thread team per job unless the user chose.
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, threads)
-    if task.device.startswith("cuda:"):
-        env["CUDA_VISIBLE_DEVICES"] = task.device.split(":", 1)[1]
-    env["PYTHONFAULTHANDLER"] = "1"  # a native crash leaves a Python stack in log.txt
-    return env
-
-
 # ----------------------------------------------------------------------------- the sweep
 
 
 class SweepRunner:
+    """The driver of one pass over a run directory (one *session*)."""
+
     def __init__(self, spec: SweepSpec, out: Path, *, jobs: int | None, progress: bool, spec_text: str | None,
-                 resume: bool) -> None:
+                 resume: bool, wait: bool = False, dask: DaskOptions | None = None) -> None:
         self.spec = spec
         self.out = out
         self.jobs = max(1, jobs or spec.jobs or os.cpu_count() or 1)
@@ -165,10 +148,15 @@ class SweepRunner:
         self.progress_enabled = progress
         self.spec_text = spec_text
         self.resume = resume
+        self.wait = wait
+        self.dask = dask
+        self.console = Console(stderr=True)
         self._stop = False
+        self.run_id = ""
+        self.platform_id = ""
 
-    # -- scheduling --------------------------------------------------------------
-    def _can_start(self, task: Task, running: list[_Child]) -> bool:
+    # -- scheduling (local executor) ----------------------------------------------
+    def _can_start(self, task: Task, running: list[Any]) -> bool:
         if len(running) >= self.jobs:
             return False
         if task.device.startswith("cuda") and any(c.task.device == task.device for c in running):
@@ -176,67 +164,27 @@ class SweepRunner:
         used = sum(c.task.est_memory_mb for c in running)
         return not running or used + task.est_memory_mb <= self.memory_budget_mb
 
-    def _start(self, task: Task, store: ResultStore, session: int) -> _Child:
-        raw = self.out / "raw" / task.task_key
-        raw.mkdir(parents=True, exist_ok=True)
-        task_path, result_path = raw / "task.json", raw / "result.json"
-        result_path.unlink(missing_ok=True)  # a stale record from a killed session must not count
-        task_path.write_text(task.model_dump_json(indent=1))
-        (raw / "run.json").write_text(json.dumps({"run_id": self.run_id, "platform_id": self.platform_id,
-                                                  "session": session}))
-        attempt = store.start_attempt(task.task_key, session)
-        log = open(raw / "log.txt", "wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "perfscout.tools.sweep.worker", str(task_path), str(result_path)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_child_env(task, self.jobs),
-            start_new_session=True,  # its own process group: terminal Ctrl-C reaches only us
-        )
-        return _Child(task=task, proc=proc, attempt_id=attempt, started=time.monotonic(),
-                      result_path=result_path, log=log)
+    def task_dir(self, task: Task) -> Path:
+        return self.out / "raw" / task.task_key
 
-    @staticmethod
-    def _kill(child: _Child) -> None:
-        try:
-            os.killpg(child.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        child.proc.wait()
+    def run_meta(self) -> dict[str, str]:
+        return {"run_id": self.run_id, "platform_id": self.platform_id}
 
-    def _outcome(self, child: _Child, returncode: int) -> CompressionResult:
-        """The child's record, or one written from outside when it did not write one."""
-        t = child.task
-        if child.result_path.is_file() and not child.killed_for:
-            try:
-                return CompressionResult.model_validate_json(child.result_path.read_text())
-            except ValueError as exc:
-                reason = f"the worker wrote an unreadable record: {exc}"
-                status = "codec_crashed"
-        if child.killed_for == "timeout":
-            status = "codec_timeout"
-            reason = f"no result after {t.timeout_s:g} s (task timeout); the child was killed"
-        elif child.killed_for == "memory":
-            status = "codec_crashed"
-            reason = (f"resident memory {child.peak_rss_mb:.0f} MiB exceeded the task limit of "
-                      f"{t.memory_limit_mb} MiB; the child was killed")
-        elif not child.result_path.is_file():
-            status = "codec_crashed"
-            if returncode < 0:
-                try:
-                    name = signal.Signals(-returncode).name
-                except ValueError:
-                    name = f"signal {-returncode}"
-                reason = f"the worker died from {name} ({returncode})"
-            else:
-                reason = f"the worker exited with code {returncode} without writing a result"
-            tail = _log_tail(child.result_path.with_name("log.txt"))
-            if tail:
-                reason += f"; last output: {tail}"
-        return CompressionResult(
-            run_id=self.run_id, task_key=t.task_key, dataset=t.data.label, shape=t.data.shape_str,
-            dtype=t.data.dtype, nbytes=t.data.nbytes, codec=t.codec, device=t.device, mode=t.mode, bound=t.bound,
-            repeats=t.repeats, status=status, error=reason, platform_id=self.platform_id,
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        )
+    def _start(self, task: Task, store: ResultStore, session: int) -> tuple[TaskChild, int]:
+        attempt = store.start_attempt(task.task_key, session, worker="local")
+        tag = f"s{session}-a{attempt}"
+        store.set_attempt_tag(attempt, tag)
+        child = TaskChild.start(task, self.task_dir(task), tag, self.run_meta(),
+                                child_env(task, max(1, (os.cpu_count() or 1) // self.jobs)))
+        return child, attempt
+
+    def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,
+                     outcome: SweepOutcome) -> None:
+        """The one place a result enters the store (then its attempt's files become canonical)."""
+        store.put_result(record, attempt_id)  # committed before we go on
+        promote(self.out / "raw" / record.task_key, tag)
+        outcome.ran += 1
+        outcome.statuses[record.status] = outcome.statuses.get(record.status, 0) + 1
 
     # -- main loop ---------------------------------------------------------------
     def run(self) -> SweepOutcome:
@@ -244,11 +192,31 @@ class SweepRunner:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash
             raise InputError(f"cannot create the run directory {self.out}: {exc}") from None
-        store = ResultStore(self.out / STORE_NAME)
-        try:
-            return self._run(store)
-        finally:
-            store.close()
+        lock = RunDirLock(self.out, wait=self.wait, command=f"perfscout sweep (pid {os.getpid()})",
+                          on_wait=lambda msg: self.console.print(f"[yellow]{msg}[/]"))
+        with lock:
+            store = None
+            try:
+                store = ResultStore(self.out / STORE_NAME)
+                return self._run(store)
+            except (OSError, sqlite3.Error) as exc:
+                if not is_disk_full(exc):
+                    raise
+                raise self._storage_full(store, exc) from None
+            finally:
+                if store is not None:
+                    store.close()
+
+    def _storage_full(self, store: ResultStore | None, exc: BaseException) -> SweepStorageFull:
+        kept = ""
+        if store is not None:
+            try:
+                kept = f"{len(store.finished_keys())} result(s) stored before it are kept; "
+            except sqlite3.Error:
+                pass
+        return SweepStorageFull(
+            f"no space left on the device holding {self.out} ({exc}); the sweep stopped. {kept}"
+            f"free some space and continue with: perfscout sweep SPEC --out {self.out} --resume")
 
     def _run(self, store: ResultStore) -> SweepOutcome:
         if store.task_count() and not self.resume:
@@ -270,22 +238,52 @@ class SweepRunner:
             "tasks": [t.model_dump(mode="json") for t in tasks], "skipped": [s.model_dump() for s in skipped],
         }, indent=1))
         session = store.new_session()
-        store.set_meta(f"session_{session}", json.dumps({"jobs": self.jobs, "memory_budget_mb": self.memory_budget_mb,
-                                                         "started_at": datetime.now(timezone.utc).isoformat()}))
+        executor = "dask" if self.dask is not None else "local"
+        store.set_meta(f"session_{session}", json.dumps({
+            "jobs": self.jobs, "memory_budget_mb": self.memory_budget_mb, "executor": executor,
+            "started_at": datetime.now(timezone.utc).isoformat()}))
         done = store.finished_keys()
         pending = [t for t in tasks if t.task_key not in done]
         outcome = SweepOutcome(run_dir=self.out, run_id=self.run_id, session=session, total=len(tasks),
-                               already_done=len(tasks) - len(pending), ran=0)
-        console = Console(stderr=True)
-        progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-            disable=not self.progress_enabled, transient=False,
-        )
+                               already_done=len(tasks) - len(pending), ran=0, executor=executor)
         old_term = None
         if threading.current_thread() is threading.main_thread():
             old_term = signal.signal(signal.SIGTERM, self._on_term)
-        running: list[_Child] = []
+        try:
+            if self.dask is not None:
+                from perfscout.tools.sweep.dask_executor import run_on_dask
+
+                run_on_dask(self, pending, store, session, outcome)
+            else:
+                self._run_local(pending, store, session, outcome)
+        except KeyboardInterrupt:
+            self._export_quietly(store)
+            raise SweepInterrupted(
+                f"sweep interrupted: {outcome.already_done + outcome.ran} of {outcome.total} tasks are stored in "
+                f"{self.out}; continue with: perfscout sweep SPEC --out {self.out} --resume"
+            ) from None
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+        store.export(self.out)
+        return outcome
+
+    def _export_quietly(self, store: ResultStore) -> None:
+        try:
+            store.export(self.out)
+        except (OSError, sqlite3.Error) as exc:  # the store itself holds every result
+            self.console.print(f"[yellow]results.parquet/csv not refreshed: {exc}[/]")
+
+    def progress(self) -> Progress:
+        return Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+            disable=not self.progress_enabled, transient=False,
+        )
+
+    def _run_local(self, pending: list[Task], store: ResultStore, session: int, outcome: SweepOutcome) -> None:
+        running: list[tuple[TaskChild, int]] = []
+        progress = self.progress()
         try:
             with progress:
                 bar = progress.add_task(self.spec.name, total=len(pending), note="")
@@ -297,93 +295,46 @@ class SweepRunner:
                     while queue and started:
                         started = False
                         for i, t in enumerate(queue):
-                            if self._can_start(t, running):
+                            if self._can_start(t, [c for c, _ in running]):
                                 running.append(self._start(queue.pop(i), store, session))
                                 started = True
                                 break
-                    for child in list(running):
-                        rc = child.proc.poll()
-                        if rc is None:
-                            if time.monotonic() - child.started > child.task.timeout_s:
-                                child.killed_for = "timeout"
-                                self._kill(child)
-                                rc = child.proc.returncode
-                            else:
-                                rss = _rss_mb(child.proc.pid)
-                                child.peak_rss_mb = max(child.peak_rss_mb, rss)
-                                if rss > child.task.memory_limit_mb:
-                                    child.killed_for = "memory"
-                                    self._kill(child)
-                                    rc = child.proc.returncode
-                        if rc is None:
+                    for child, attempt in list(running):
+                        if child.poll() is None:
                             continue
-                        child.log.close()
-                        record = self._outcome(child, rc)
-                        store.put_result(record, child.attempt_id)  # committed before we go on
-                        running.remove(child)
-                        outcome.ran += 1
-                        outcome.statuses[record.status] = outcome.statuses.get(record.status, 0) + 1
+                        record = child.outcome(self.run_id, self.platform_id)
+                        self.store_result(store, record, attempt, child.tag, outcome)
+                        running.remove((child, attempt))
                         bad = sum(v for k, v in outcome.statuses.items() if k != "ok")
                         progress.update(bar, advance=1, note=f"{bad} not ok" if bad else "")
                     time.sleep(_POLL_S)
-        except KeyboardInterrupt:
-            self._stop_all(running)
-            store.export(self.out)
-            raise SweepInterrupted(
-                f"sweep interrupted: {outcome.already_done + outcome.ran} of {outcome.total} tasks are stored in "
-                f"{self.out}; continue with: perfscout sweep SPEC --out {self.out} --resume"
-            ) from None
         finally:
-            # any other error too (a store that refuses a row, a failed fork): no child may
+            # Ctrl-C, a full disk, a store that refuses a row, a failed fork: no child may
             # outlive the loop that watches its timeout, least of all in a long-lived agent
-            self._stop_all(running)
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
-        store.export(self.out)
-        return outcome
-
-    def _stop_all(self, running: list[_Child]) -> None:
-        """Kill the children still running and close their logs (idempotent)."""
-        for child in running:
-            if child.proc.poll() is None:
-                self._kill(child)
-            child.log.close()
+            for child, _ in running:
+                child.close()
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._stop = True
 
 
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
-
-
-def _short_frame(line: str) -> str:
-    """'File "/x/y/mod.py", line 53 in f' -> 'f (mod.py:53)'."""
-    m = _FRAME.search(line)
-    return f"{m['func']} ({Path(m['path']).name}:{m['line']})" if m else line
-
-
-def _log_tail(path: Path, limit: int = 400) -> str:
-    """What the dead child said last: faulthandler's verdict and innermost frame if any."""
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-    if fatal:
-        i = fatal[-1]
-        frames = [_short_frame(ln) for ln in lines[i + 1:] if ln.startswith("File ")][:3]
-        return (lines[i] + (f" in {' <- '.join(frames)}" if frames else ""))[:limit]
-    lines = [ln for ln in lines if not ln.startswith("Extension modules:")]
-    return " | ".join(lines[-3:])[-limit:]
-
-
 def run_sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, resume: bool = False, jobs: int | None = None,
-              progress: bool = True) -> SweepOutcome:
-    """Run (or resume) a sweep into ``out``. See :mod:`perfscout.tools.sweep.runner`."""
+              progress: bool = True, allow_plugins: bool = False, wait: bool = False,
+              dask: DaskOptions | None = None) -> SweepOutcome:
+    """Run (or resume) a sweep into ``out``. See :mod:`perfscout.tools.sweep.runner`.
+
+    ``allow_plugins``: run the spec's ``plugins:`` (refused by default); ``wait``: queue
+    behind another sweep holding ``out`` instead of refusing; ``dask``: run the tasks on a
+    Dask cluster (:class:`perfscout.tools.sweep.dask_executor.DaskOptions`).
+    """
     spec_text = None
     if isinstance(spec, (str, Path)) and Path(str(spec)).suffix in (".yaml", ".yml") and Path(str(spec)).is_file():
-        spec_text = Path(spec).read_text()
+        try:
+            spec_text = Path(spec).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            spec_text = None  # load_spec says why
     elif isinstance(spec, str):
         spec_text = spec
-    model = load_spec(spec)
-    return SweepRunner(model, Path(out), jobs=jobs, progress=progress, spec_text=spec_text, resume=resume).run()
+    model = load_spec(spec, allow_plugins=allow_plugins)
+    return SweepRunner(model, Path(out), jobs=jobs, progress=progress, spec_text=spec_text, resume=resume,
+                       wait=wait, dask=dask).run()

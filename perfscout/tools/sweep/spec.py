@@ -57,6 +57,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from perfscout.codecs.base import ALL_MODES
 from perfscout.errors import InputError
+from perfscout.tools.sweep.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
 
 #: Bump when the meaning of a task key changes (old run directories then re-run everything).
 TASK_KEY_VERSION = 1
@@ -251,35 +252,58 @@ def _format_errors(exc: ValidationError, source: str, lines: dict[tuple, int]) -
     return "invalid sweep spec:\n  " + "\n  ".join(msgs)
 
 
-def load_spec(spec: str | Path | dict | SweepSpec) -> SweepSpec:
+def load_spec(spec: str | Path | dict | SweepSpec, *, allow_plugins: bool = False) -> SweepSpec:
     """Read and validate a spec from a YAML file, a YAML string, a dict or a model.
 
-    Errors raise :class:`SpecError` naming file and line of each problem.
+    Errors raise :class:`SpecError` naming file and line of each problem. YAML is read with
+    limits (size, depth, aliases: :mod:`.safe_yaml`). A spec whose ``plugins:`` would import
+    code is refused unless ``allow_plugins`` is true (``--allow-plugins`` on the CLI): a
+    spec is data that may come from anyone, a plug-in runs with the user's rights.
     """
     if isinstance(spec, SweepSpec):
+        _check_plugins_allowed(spec.plugins, allow_plugins, "<spec>", {})
         return spec
     if isinstance(spec, dict):
+        _check_plugins_allowed(spec.get("plugins"), allow_plugins, "<dict>", {})
         return _validate(spec, "<dict>", {}, base_dir=os.getcwd())
     text: str
     if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
         path = Path(spec)
         if not path.is_file():
             raise SpecError(f"sweep spec not found: {path}")
-        text, source, base = path.read_text(), str(path), str(path.resolve().parent)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"cannot read sweep spec {path}: {exc}") from None
+        source, base = str(path), str(path.resolve().parent)
     else:
         text, source, base = str(spec), "<spec>", os.getcwd()
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise SpecError(f"{where}: YAML syntax error: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: YAML error: {exc}") from None
+        root = compose_yaml(text, source)
+        data = construct_yaml(root)
+    except YAMLLimitError as exc:
+        raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{source}:1: a sweep spec is a YAML mapping (got {type(data).__name__})")
-    return _validate(data, source, _node_lines(root) if root is not None else {}, base_dir=base)
+    lines = _node_lines(root) if root is not None else {}
+    _check_plugins_allowed(data.get("plugins"), allow_plugins, source, lines)
+    return _validate(data, source, lines, base_dir=base)
+
+
+class PluginsRefused(SpecError):
+    """The spec names plug-ins (code to import) and the caller did not allow them."""
+
+
+def _check_plugins_allowed(plugins: Any, allowed: bool, source: str, lines: dict) -> None:
+    if allowed or not plugins:
+        return
+    line = lines.get(("plugins",))
+    names = ", ".join(map(str, plugins)) if isinstance(plugins, list) else repr(plugins)
+    raise PluginsRefused(
+        f"{source}:{line or 1}: plugins: this spec would import and run Python code ({names}); "
+        "refused. Plug-ins run with your rights: pass --allow-plugins (perfscout sweep, perfscout run "
+        "--spec) or allow_plugins=True (Python API) only for a spec you trust."
+    )
 
 
 def rebase_file_refs(doc: dict[str, Any], base_dir: str | Path) -> dict[str, Any]:

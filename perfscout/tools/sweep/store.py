@@ -78,6 +78,12 @@ class ResultStore:
                 "session INTEGER, started_at TEXT, finished_at TEXT, outcome TEXT)"
             )
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # Added for distributed runs (which worker ran an attempt, and what became of it);
+            # older stores gain the columns, their rows read as empty.
+            have = {r[1] for r in self.conn.execute("PRAGMA table_info(attempts)")}
+            for column in ("tag", "worker", "detail"):
+                if column not in have:
+                    self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {column} TEXT")
         version = self.get_meta("schema_version")
         if version != str(SCHEMA_VERSION):
             raise StoreError(f"{self.path} has store schema {version}; this perfscout writes {SCHEMA_VERSION}")
@@ -119,12 +125,25 @@ class ResultStore:
         return self.conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
 
     # -- attempts ----------------------------------------------------------------
-    def start_attempt(self, task_key: str, session: int) -> int:
+    def start_attempt(self, task_key: str, session: int, *, worker: str = "", detail: str = "") -> int:
+        """Log that an attempt began (``worker``: where, for a distributed run)."""
         with self._tx():
             cur = self.conn.execute(
-                "INSERT INTO attempts (task_key, session, started_at) VALUES (?, ?, ?)", (task_key, session, _now())
+                "INSERT INTO attempts (task_key, session, started_at, worker, detail) VALUES (?, ?, ?, ?, ?)",
+                (task_key, session, _now(), worker, detail),
             )
         return int(cur.lastrowid)
+
+    def set_attempt_tag(self, attempt_id: int, tag: str) -> None:
+        """The name its files carry (``result.<tag>.json``) in ``raw/<task_key>/``."""
+        with self._tx():
+            self.conn.execute("UPDATE attempts SET tag=? WHERE id=?", (tag, attempt_id))
+
+    def finish_attempt(self, attempt_id: int, outcome: str, detail: str = "") -> None:
+        """Close an attempt that produced no stored result (e.g. its worker was lost)."""
+        with self._tx():
+            self.conn.execute("UPDATE attempts SET finished_at=?, outcome=?, detail=? WHERE id=?",
+                              (_now(), outcome, detail, attempt_id))
 
     def attempts(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM attempts ORDER BY id", self.conn)
@@ -171,8 +190,13 @@ class ResultStore:
         df = self.results()
         paths = {"parquet": out / "results.parquet", "csv": out / "results.csv"}
         tmp = {k: p.with_suffix(p.suffix + ".tmp") for k, p in paths.items()}
-        df.to_parquet(tmp["parquet"], index=False)
-        df.to_csv(tmp["csv"], index=False)
+        try:
+            df.to_parquet(tmp["parquet"], index=False)
+            df.to_csv(tmp["csv"], index=False)
+        except BaseException:  # a full disk: no half-written export left behind
+            for partial in tmp.values():
+                partial.unlink(missing_ok=True)
+            raise
         for k, p in paths.items():
             tmp[k].replace(p)  # atomic: a reader never sees half a file
         return paths
