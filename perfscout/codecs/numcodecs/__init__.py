@@ -1,0 +1,273 @@
+"""perfscout's codecs as numcodecs codecs: ``perfscout.sz3``, ``perfscout.sz2``,
+``perfscout.sz3-h5``, ``perfscout.zfp`` and ``perfscout.szp``.
+
+Each class wraps the backend of :func:`perfscout.codecs.registry.get_codec` (nothing is
+re-implemented) and is registered through the ``numcodecs.codecs`` entry point, so
+``numcodecs.get_codec({"id": "perfscout.sz3", ...})`` finds it without importing perfscout
+first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 serializers.
+
+- ``encode(array) -> bytes``: the perfscout container (:mod:`perfscout.codecs.framing`:
+  magic, JSON header with codec, mode, bound, shape, dtype, then the library's own stream
+  and a CRC-32), so a chunk decodes alone and ``perfscout decompress`` reads it too.
+  Input must be a float32/float64 array: raw bytes carry no dtype or shape.
+- ``decode(buf, out=None)``: any bytes-like object; corrupt or truncated chunks raise a
+  :class:`~perfscout.errors.CodecError` before a byte reaches the native library.
+- Native modes only. ``rel`` is value-range relative over the *whole* field, which a
+  chunk cannot see, so it is resolved at configuration time: ``mode="rel", bound=b,
+  value_range=R`` becomes ``mode="abs", bound=b*R`` and the config states ``rel_bound=b``
+  and ``value_range=R``. ``psnr``/``ratio`` are searched per field: resolve them with
+  ``perfscout export`` (or ``perfscout eval``) to the absolute bound they settled on.
+- ``verify=True`` (default): every chunk is decoded once after encoding and checked
+  element by element against the bound (float-rounding slack as in DESIGN.md); a chunk
+  that breaks it raises instead of being written. ``nonfinite="passthrough"`` stores
+  NaN/Inf positions and bit patterns beside the stream (the container's sections, as
+  ``perfscout eval --nonfinite passthrough`` does); the default refuses them.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, ClassVar
+
+import numpy as np
+from numcodecs.abc import Codec as _NumcodecsCodec
+from numcodecs.compat import ensure_bytes, ndarray_copy
+
+from perfscout.codecs.framing import from_bytes, to_bytes
+from perfscout.codecs.registry import get_codec
+from perfscout.errors import CodecError
+
+#: perfscout backend id -> numcodecs codec id.
+NUMCODECS_IDS: dict[str, str] = {
+    "sz3": "perfscout.sz3",
+    "sz2": "perfscout.sz2",
+    "sz3-h5": "perfscout.sz3-h5",
+    "zfp": "perfscout.zfp",
+    "szp-gpu": "perfscout.szp",
+}
+NONFINITE_POLICIES = ("refuse", "passthrough")
+_SEARCHED = ("psnr", "ratio")
+
+
+class PerfscoutCodec(_NumcodecsCodec):
+    """Base class; one subclass per backend names ``codec_id`` and ``backend``."""
+
+    codec_id: ClassVar[str]
+    backend: ClassVar[str]  # key in perfscout.codecs.registry
+
+    def __init__(self, mode: str = "abs", bound: float = 1e-3, *, value_range: float | None = None,
+                 rel_bound: float | None = None, nonfinite: str = "refuse", verify: bool = True,
+                 **options: Any) -> None:
+        mode, bound, rel_bound = _resolve(self.codec_id, mode, float(bound), value_range, rel_bound)
+        if nonfinite not in NONFINITE_POLICIES:
+            raise CodecError(f"{self.codec_id}: nonfinite must be 'refuse' or 'passthrough', got {nonfinite!r}")
+        self.mode = mode
+        self.bound = bound
+        self.rel_bound = rel_bound  # the rel bound this absolute one was derived from, if any
+        self.value_range = None if rel_bound is None else float(value_range)  # type: ignore[arg-type]
+        self.nonfinite = nonfinite
+        self.verify = bool(verify)
+        self.options = dict(options)
+        # The backend checks mode, bound and options now, so a bad config fails at set-up.
+        self._codec = get_codec(self.backend, mode, bound, **options)
+
+    # -- config (numcodecs: from_config(get_config()) rebuilds an equal codec) ---------------
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"id": self.codec_id, "mode": self.mode, "bound": self.bound}
+        if self.rel_bound is not None:
+            config.update(rel_bound=self.rel_bound, value_range=self.value_range)
+        config.update(nonfinite=self.nonfinite, verify=self.verify, **self.options)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> PerfscoutCodec:
+        cfg = dict(config)
+        codec_id = cfg.pop("id", cls.codec_id)  # numcodecs.get_codec pops it; a bare config keeps it
+        if codec_id != cls.codec_id:
+            raise CodecError(f"config is for codec {codec_id!r}, not {cls.codec_id!r}")
+        return cls(**cfg)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "id")
+        return f"{type(self).__name__}({args})"
+
+    # -- the work -------------------------------------------------------------------------
+    def encode(self, buf: Any) -> bytes:
+        array = _float_array(self.codec_id, buf)
+        sections: dict[str, bytes] = {}
+        finite = np.isfinite(array)
+        values = array
+        if not finite.all():
+            if self.nonfinite == "refuse":
+                first = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), array.shape))
+                raise CodecError(
+                    f"{self.codec_id}: chunk holds {int(array.size - finite.sum())} non-finite value(s), "
+                    f"first at index {first}; configure nonfinite='passthrough' to store them exactly")
+            values, sections = _split_nonfinite(array, finite)
+        compressed = self._codec.compress(values)
+        if self.verify:
+            self._check(values, self._codec.decompress(compressed), finite)
+        return to_bytes(compressed, sections)
+
+    def decode(self, buf: Any, out: Any = None) -> np.ndarray:
+        compressed, sections = from_bytes(ensure_bytes(buf))
+        if compressed.codec_id != self.backend:
+            raise CodecError(f"{self.codec_id}: chunk was written by perfscout codec {compressed.codec_id!r}, "
+                             f"not {self.backend!r}")
+        decoder = self._codec if (compressed.mode, compressed.bound) == (self.mode, self.bound) else \
+            get_codec(self.backend, compressed.mode, compressed.bound)
+        values = decoder.decompress(compressed)
+        if "nonfinite_mask" in sections:
+            values = _restore_nonfinite(values, sections)
+        return ndarray_copy(values, out) if out is not None else values
+
+    def _check(self, original: np.ndarray, decoded: np.ndarray, finite: np.ndarray) -> None:
+        """Refuse a chunk whose reconstruction breaks the bound (beyond float rounding)."""
+        if self.mode not in ("abs", "pw_rel"):  # fixed_rate: not an error bound
+            return
+        x = original.astype(np.float64)
+        y = decoded.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            err = np.where(finite, np.abs(x - y), 0.0)
+            err = np.where(np.isnan(err), np.inf, err)
+            allowed = self.bound * np.abs(x) if self.mode == "pw_rel" else np.float64(self.bound)
+            magnitude = np.maximum(np.abs(original), np.abs(decoded)).astype(original.dtype)
+            slack = 2.0 * np.spacing(magnitude).astype(np.float64) + 4.0 * np.finfo(original.dtype).eps * allowed
+            excess = err - allowed - np.where(np.isfinite(slack), slack, 0.0)
+        worst = int(np.argmax(excess))
+        if excess.flat[worst] > 0:
+            index = tuple(int(i) for i in np.unravel_index(worst, original.shape))
+            raise CodecError(
+                f"{self.codec_id}: bound_violated: the {self.mode} bound {self.bound:.6g} is broken at index "
+                f"{index} of this chunk (value {x.flat[worst]:.6g}, error {err.flat[worst]:.6g}); the chunk "
+                "was not written. Use a tighter bound or another codec for this data.")
+
+
+def _resolve(codec_id: str, mode: str, bound: float, value_range: float | None,
+             rel_bound: float | None) -> tuple[str, float, float | None]:
+    """(mode, bound, rel_bound) to configure the backend with; ``rel`` becomes ``abs``."""
+    if mode in _SEARCHED:
+        raise CodecError(f"{codec_id}: mode {mode!r} is searched on a whole field, not a chunk; resolve it to "
+                         "the absolute bound it settled on (perfscout export / perfscout eval) and use mode='abs'")
+    if not math.isfinite(bound) or bound <= 0:
+        raise CodecError(f"{codec_id}: bound must be a positive finite number, got {bound!r}")
+    if value_range is not None and (not math.isfinite(float(value_range)) or float(value_range) <= 0):
+        raise CodecError(f"{codec_id}: value_range must be a positive finite number, got {value_range!r}")
+    if mode == "rel":
+        if value_range is None:
+            raise CodecError(
+                f"{codec_id}: mode 'rel' is relative to the whole field's value range, which one chunk cannot "
+                "see: give value_range=R (max - min of the data; perfscout export resolves it) or use mode='abs'")
+        if rel_bound is not None and float(rel_bound) != bound:
+            raise CodecError(f"{codec_id}: rel_bound={rel_bound!r} contradicts bound={bound!r} in mode 'rel'")
+        return "abs", bound * float(value_range), bound
+    if value_range is not None and rel_bound is None:
+        raise CodecError(f"{codec_id}: value_range is used to resolve mode 'rel' (with rel_bound in mode "
+                         "'abs'); it means nothing alone")
+    if rel_bound is not None:
+        if mode != "abs" or value_range is None:
+            raise CodecError(f"{codec_id}: rel_bound needs mode='abs' and value_range (it states how "
+                             "the absolute bound was derived)")
+        derived = float(rel_bound) * float(value_range)
+        if not math.isclose(derived, bound, rel_tol=1e-12):
+            raise CodecError(f"{codec_id}: bound {bound!r} is not rel_bound * value_range = {derived!r}")
+        return mode, bound, float(rel_bound)
+    return mode, bound, None
+
+
+def _float_array(codec_id: str, buf: Any) -> np.ndarray:
+    if isinstance(buf, (bytes, bytearray)):
+        buf = np.frombuffer(buf, dtype=np.uint8)
+    array = np.asarray(buf)
+    if array.dtype.kind != "f" or array.dtype.itemsize not in (4, 8):
+        raise CodecError(
+            f"{codec_id} encodes float32/float64 arrays, got dtype {array.dtype} (shape {array.shape}); raw "
+            "bytes carry no dtype or shape: pass np.frombuffer(buf, dtype).reshape(shape)")
+    if array.ndim == 0 or array.size == 0:
+        raise CodecError(f"{codec_id} needs a non-empty array with at least one axis, got shape {array.shape}")
+    return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
+
+
+def _split_nonfinite(array: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, dict[str, bytes]]:
+    """A finite stand-in (non-finite -> mean of the finite values) and the side sections, in
+    the container layout of perfscout.tools.bounds (zlib'd bitmap, zlib'd raw values)."""
+    mask = ~finite
+    fill = float(np.mean(array[finite], dtype=np.float64)) if finite.any() else 0.0
+    filled = array.copy()
+    filled[mask] = fill
+    return filled, {
+        "nonfinite_mask": zlib.compress(np.packbits(mask.reshape(-1)).tobytes(), 6),
+        "nonfinite_values": zlib.compress(array[mask].tobytes(), 6),
+    }
+
+
+def _restore_nonfinite(values: np.ndarray, sections: dict[str, bytes]) -> np.ndarray:
+    try:
+        bits = np.frombuffer(zlib.decompress(sections["nonfinite_mask"]), dtype=np.uint8)
+        mask = np.unpackbits(bits)[: values.size].astype(bool).reshape(values.shape)
+        stored = np.frombuffer(zlib.decompress(sections["nonfinite_values"]), dtype=values.dtype)
+    except (zlib.error, ValueError, KeyError) as exc:
+        raise CodecError(f"non-finite side data of the chunk is corrupt: {exc}") from exc
+    if int(mask.sum()) != stored.size:
+        raise CodecError("non-finite side data of the chunk is corrupt: mask and values disagree")
+    out = np.array(values, copy=True)
+    out[mask] = stored
+    return out
+
+
+class SZ3(PerfscoutCodec):
+    """SZ3 through pysz: modes abs (and rel, resolved); option ``algorithm``."""
+
+    codec_id = "perfscout.sz3"
+    backend = "sz3"
+
+
+class SZ2(PerfscoutCodec):
+    """SZ 2.1 (hdf5plugin filter): modes abs, pw_rel (and rel, resolved)."""
+
+    codec_id = "perfscout.sz2"
+    backend = "sz2"
+
+
+class SZ3H5(PerfscoutCodec):
+    """The SZ3 HDF5 filter of hdf5plugin: mode abs (and rel, resolved)."""
+
+    codec_id = "perfscout.sz3-h5"
+    backend = "sz3-h5"
+
+
+class ZFP(PerfscoutCodec):
+    """ZFP through zfpy: modes abs (fixed accuracy) and fixed_rate (bits per value)."""
+
+    codec_id = "perfscout.zfp"
+    backend = "zfp"
+
+
+class SZP(PerfscoutCodec):
+    """perfscout's szp (GPU kernels with CuPy, else the byte-identical NumPy reference)."""
+
+    codec_id = "perfscout.szp"
+    backend = "szp-gpu"
+
+
+CODECS: tuple[type[PerfscoutCodec], ...] = (SZ3, SZ2, SZ3H5, ZFP, SZP)
+BY_BACKEND: dict[str, type[PerfscoutCodec]] = {c.backend: c for c in CODECS}
+
+
+def numcodecs_codec(backend: str, mode: str, bound: float, **config: Any) -> PerfscoutCodec:
+    """The numcodecs codec for a perfscout backend id (``"sz3"``, ``"szp-gpu"``, ...)."""
+    if backend not in BY_BACKEND:
+        raise CodecError(f"no numcodecs codec for {backend!r}; there are: {', '.join(BY_BACKEND)}")
+    return BY_BACKEND[backend](mode, bound, **config)
+
+
+def register() -> None:
+    """Register the codecs with numcodecs in this process (the entry point does it lazily)."""
+    from numcodecs.registry import register_codec
+
+    for cls in CODECS:
+        register_codec(cls)
+
+
+register()  # numcodecs.get_codec finds them once this module is imported, entry point or not
