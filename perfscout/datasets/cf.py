@@ -298,7 +298,8 @@ def _mask(stored: np.ndarray, unpacked: np.ndarray, plan: CFPlan) -> tuple[np.nd
         if limit is None:
             continue
         bound, unpacked_units = limit
-        ref = unpacked if unpacked_units else stored
+        # Unpacked limits are compared with the values in the CF type, as a reader sees them.
+        ref = unpacked.astype(plan.cf_dtype or np.float64) if unpacked_units else stored
         with np.errstate(invalid="ignore"):
             hit = ref < bound if side.startswith("below") else ref > bound
         add(f"{side} {_show(bound)}", hit)
