@@ -1,12 +1,16 @@
-"""`perfscout datasets list [--json]`: the named datasets and whether they load here."""
+"""`perfscout datasets list [--json]`: the named datasets and whether they load here;
+`perfscout datasets inspect FILE [--json]`: the variables of a netCDF/HDF5/Zarr file."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, stdout
+from perfscout.datasets.files import describe_file, file_kind
 from perfscout.datasets.registry import (
     ENV_SDRBENCH_DIR,
     list_datasets,
@@ -73,6 +77,37 @@ def list_cmd(
         "synthetic specs: KIND:SHAPE[:DTYPE], e.g. grf:64,64,64",
         highlight=False,
     )
+
+
+@datasets_app.command("inspect")
+def inspect_cmd(
+    path: Path = typer.Argument(..., help="A netCDF, HDF5 or Zarr file (or Zarr store folder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """List a file's variables: shape, stored and unpacked dtype, CF packing and masks."""
+    try:
+        infos = describe_file(path)
+    except PerfscoutError as exc:
+        fail(escape(str(exc)))
+    if as_json:
+        emit_json({"path": str(path), "format": file_kind(path),
+                   "variables": [i.model_dump() for i in infos]})
+        return
+    table = Table(title=f"{escape(str(path))} ({file_kind(path)})")
+    for col in ("variable", "shape", "stored", "unpacked", "packed", "masks", "units"):
+        table.add_column(col, overflow="fold")
+    for i in infos:
+        table.add_row(
+            escape(i.name), "x".join(str(d) for d in i.shape) + (f" ({','.join(i.dims)})" if i.dims else ""),
+            i.dtype_on_disk + (" big-endian" if i.byte_order == "big" else ""),
+            i.dtype_unpacked or "-", "yes" if i.packed else "", escape(", ".join(i.masked_by)), escape(i.units),
+        )
+    stdout.print(table)
+    for i in infos:
+        for line in ([i.reason] if not i.loadable else []) + i.notes:
+            stdout.print(f"[bold]{escape(i.name)}[/]: {escape(line)}", highlight=False)
+    stdout.print("evaluate one with: perfscout eval --data FILE --var NAME --codec ... --mode ... --bound ...",
+                 highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,8 @@
 """`perfscout eval`: one codec on one field, verified; and `perfscout decompress`.
 
-``eval`` reads a raw binary file (``--data`` with ``--shape``/``--dtype``), a synthetic
-field (``--synthetic KIND:SHAPE``) or a registry dataset (``--dataset NAME``), runs
+``eval`` reads a raw binary file (``--data`` with ``--shape``/``--dtype``), a variable of a
+netCDF/HDF5/Zarr file (``--data FILE --var NAME``, CF-decoded; see
+:func:`perfscout.datasets.load_variable`), a synthetic field (``--synthetic KIND:SHAPE``) or a registry dataset (``--dataset NAME``), runs
 :func:`perfscout.tools.evaluate.evaluate_full` and prints the record (``--json``: the
 record, one JSON document, alone on stdout) or a table. Exit status: 0 when the
 result's status is ``ok``, 1 when it was measured but is not (bound violated or
@@ -43,11 +44,14 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
-               shape: str | None, dtype: str | None, endian: str) -> Any:
+               shape: str | None, dtype: str | None, endian: str, var: str | None = None,
+               fill_masked: float | None = None, nonfinite: str = "refuse") -> Any:
     """The field to evaluate, from exactly one of the three sources.
 
     Non-finite values are let through here: the evaluation's ``--nonfinite`` policy
-    decides what happens to them, with a message that names the way out.
+    decides what happens to them, with a message that names the way out. Masked points
+    of a file variable (fill, missing, out of the valid range) are refused, counted,
+    unless ``--fill-masked`` fills them or ``--nonfinite passthrough`` keeps them aside.
     """
     import perfscout.datasets as ds
     from perfscout.datasets.field import parse_dtype, parse_endian, parse_shape
@@ -61,12 +65,35 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     if dataset:
         return ds.get_dataset(dataset)
     assert data is not None
+    structured = ds.file_kind(data) in ("netcdf", "hdf5", "zarr")
+    if var is not None or structured:
+        return _load_file_variable(data, var, shape, dtype, fill_masked, nonfinite, structured)
+    if fill_masked is not None:
+        raise InputError("--fill-masked applies to a netCDF, HDF5 or Zarr variable (--var)")
     if data.suffix == ".npy":
         return ds.load_npy(data, allow_nonfinite=True)
     if shape is None or dtype is None:
         raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)")
     return ds.load_raw(data, parse_shape(shape), parse_dtype(dtype), endian=parse_endian(endian),
                        allow_nonfinite=True)
+
+
+def _load_file_variable(data: Path, var: str | None, shape: str | None, dtype: str | None,
+                        fill_masked: float | None, nonfinite: str, structured: bool) -> Any:
+    import perfscout.datasets as ds
+
+    if not structured:
+        raise InputError(f"--var needs a netCDF, HDF5 or Zarr file; {data} is "
+                         f"{ds.file_kind(data) or 'not a readable file'}")
+    if var is None:
+        listing = ", ".join(f"{i.name} ({'x'.join(map(str, i.shape))} {i.dtype_on_disk})"
+                            for i in ds.describe_file(data) if i.dtype_unpacked or i.loadable)
+        raise InputError(f"{data} is a {ds.file_kind(data)} file: name the variable with --var "
+                         f"(variables: {listing or 'none loadable'})")
+    if shape is not None:
+        raise InputError("--shape is for raw files: a netCDF, HDF5 or Zarr variable has its own shape")
+    masked: Any = fill_masked if fill_masked is not None else ("nan" if nonfinite == "passthrough" else "refuse")
+    return ds.load_variable(data, var, dtype=dtype, masked=masked)
 
 
 def _fmt(value: Any) -> str:
@@ -111,9 +138,11 @@ def _print_table(ev: Any) -> None:
 
 
 def eval_command(
-    data: Path | None = typer.Option(None, "--data", help="Raw binary file (C order)."),
+    data: Path | None = typer.Option(None, "--data", help="Raw binary file (C order), or a netCDF/HDF5/Zarr file with --var."),
+    var: str | None = typer.Option(None, "--var", help="Variable of a netCDF/HDF5/Zarr --data file, e.g. z or /group/temp."),
+    fill_masked: float | None = typer.Option(None, "--fill-masked", help="Fill a --var's masked points with this value."),
     shape: str | None = typer.Option(None, "--shape", help="Z,Y,X for --data (slowest axis first)."),
-    dtype: str | None = typer.Option(None, "--dtype", help="f32 or f64 for --data."),
+    dtype: str | None = typer.Option(None, "--dtype", help="f32 or f64 for --data (with --var: default CF's type)."),
     endian: str = typer.Option("little", "--endian", help="Byte order of --data: little or big."),
     synthetic: str | None = typer.Option(None, "--synthetic", help="KIND:SHAPE, e.g. grf:64,64,64."),
     dataset: str | None = typer.Option(None, "--dataset", help="A name from `perfscout datasets list`."),
@@ -132,7 +161,7 @@ def eval_command(
     from perfscout.tools.evaluate import evaluate_full
 
     try:
-        field = load_input(data, synthetic, dataset, shape, dtype, endian)
+        field = load_input(data, synthetic, dataset, shape, dtype, endian, var, fill_masked, nonfinite)
         ev = evaluate_full(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
             options=parse_options(option),
@@ -141,8 +170,11 @@ def eval_command(
         fail(escape(str(exc)))
     except OSError as exc:
         fail(escape(f"cannot read a file: {exc}"))
+    ev.notes[:0] = getattr(field, "notes", [])  # what loading did (CF unpacking, masks, dtype)
     if as_json:  # the measurement is printed first: a failed save below loses nothing
         emit_json(ev.result.row())
+        for note in getattr(field, "notes", []):
+            stderr.print(f"note: {escape(note)}", highlight=False)
     else:
         _print_table(ev)
     if save_compressed is not None and ev.compressed is not None:

@@ -227,7 +227,7 @@ def test_big_endian_netcdf(tmp_path: Path, fmt: str) -> None:
         ds.createDimension("y", 3)
         ds.createDimension("x", 4)
         kw = {"endian": "big"} if fmt == "NETCDF4" else {}
-        ds.createVariable("d", "f8", ("y", "x"), **kw)[:] = values
+        ds.createVariable("d", ">f8" if kw else "f8", ("y", "x"), **kw)[:] = values
     f = load_variable(path, "d")
     assert f.array.dtype.isnative and f.meta["byte_order"] == "big"
     np.testing.assert_array_equal(f.array, values)
