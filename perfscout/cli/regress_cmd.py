@@ -1,0 +1,126 @@
+"""`perfscout regress BASELINE CANDIDATE`: faster, slower or unchanged, with statistics.
+
+    perfscout regress RUN_A RUN_B [--threshold 0.05] [--json] [--md F] [--html F]
+    perfscout regress --save-baseline NAME RUN        store RUN's measurements as NAME
+    perfscout regress NAME RUN_B                      compare against a stored baseline
+    perfscout regress --list-baselines
+
+Exit codes: 0 no regression; 1 a task regressed (or, with --fail-on-noisy, could not be
+decided), so it gates a CI pipeline; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from perfscout.cli.common import emit_json, fail, stderr, stdout
+
+_STYLE = {"improved": "green", "regressed": "bold red", "unchanged": "", "too_noisy": "yellow"}
+
+
+def _print(result) -> None:  # noqa: ANN001
+    from rich.markup import escape
+    from rich.table import Table
+
+    from perfscout.analysis.regression import VERDICT_TEXT
+
+    table = Table(title=f"{escape(result.candidate.source)} vs {escape(result.baseline.name or result.baseline.source)}",
+                  show_lines=False)
+    for col in ("task", "metric", "baseline", "candidate", "change", "CI", "p", "n", "spread", "verdict"):
+        table.add_column(col, overflow="fold")
+    for t in result.tasks:
+        for m in t.metrics:
+            style = _STYLE.get(m.verdict, "")
+            table.add_row(
+                escape(t.key), m.metric, escape(_cell(m.baseline)), escape(_cell(m.candidate)),
+                "" if m.change is None else f"{m.change:+.1%}",
+                "" if m.ci_low is None else f"{m.ci_low:+.1%} .. {m.ci_high:+.1%}",
+                "" if m.p_value is None else f"{m.p_value:.2g}",
+                f"{m.n_baseline}/{m.n_candidate}" if m.kind != "categorical" else "",
+                "" if m.range_baseline is None else f"{m.range_baseline:.0%}/{m.range_candidate:.0%}",
+                f"[{style}]{VERDICT_TEXT[m.verdict]}[/]" if style else VERDICT_TEXT[m.verdict])
+    stdout.print(table)
+    for t in result.tasks:
+        for m in t.metrics:
+            if m.verdict != "unchanged" and m.reason:
+                stdout.print(f"  {escape(t.key)} {m.metric}: {escape(m.reason)}")
+    for n in result.notes:
+        stdout.print(f"  note: {escape(n)}")
+    style = _STYLE.get(result.verdict, "")
+    verdict = VERDICT_TEXT[result.verdict].upper()
+    stdout.print(f"[{style}]{verdict}[/]: {escape(result.sentence)}" if style else f"{verdict}: {escape(result.sentence)}")
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return ""
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def regress_command(
+    sources: list[str] = typer.Argument(None, metavar="BASELINE CANDIDATE",
+                                        help="Run directories (agent run, sweep, bench/tune output), "
+                                             "results.sqlite / samples .json files, or a stored baseline name."),
+    threshold: float = typer.Option(0.05, "--threshold", help="Smallest relative timing change that counts (0.05 = 5 %)."),
+    quality_threshold: float = typer.Option(0.01, "--quality-threshold",
+                                            help="Smallest relative change of CR / max error that counts."),
+    alpha: float = typer.Option(0.01, "--alpha", help="Significance level of the Mann–Whitney U test."),
+    min_repeats: int = typer.Option(5, "--min-repeats", help="Fewest repeats per side before a timing is decided."),
+    match: str = typer.Option(None, "--match", help="Pair tasks on these identity fields, comma-separated "
+                                                    "(e.g. dataset,codec to compare two bounds)."),
+    metric: list[str] = typer.Option([], "--metric", help="Compare only this metric (repeatable), "
+                                                           "e.g. compress_s, ratio, figure."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    md: str = typer.Option(None, "--md", help="Also write the comparison as a Markdown section to this file."),
+    html: str = typer.Option(None, "--html", help="Also write it as a self-contained HTML page to this file."),
+    fail_on_noisy: bool = typer.Option(False, "--fail-on-noisy", help="Exit 1 also when a task is too noisy to tell."),
+    save_baseline: str = typer.Option(None, "--save-baseline", metavar="NAME",
+                                      help="Store the one RUN given as the named baseline NAME."),
+    list_baselines: bool = typer.Option(False, "--list-baselines", help="List the stored baselines."),
+) -> None:
+    """Compare a candidate run with a baseline: per task the median change with a bootstrap CI,
+    a Mann–Whitney U test, an effect size and a verdict; quality (CR, max error, bound) too."""
+    from perfscout.errors import PerfscoutError
+    from perfscout.tools import regress as G
+
+    sources = list(sources or [])
+    try:
+        if list_baselines:
+            names = G.list_baselines()
+            if as_json:
+                emit_json({"baselines": names, "dir": str(G.baselines_dir())})
+            else:
+                stdout.print("\n".join(names) if names else f"no stored baseline in {G.baselines_dir()}")
+            return
+        if save_baseline is not None:
+            if len(sources) != 1:
+                fail("--save-baseline NAME takes exactly one RUN to store")
+            path = G.save_baseline(save_baseline, sources[0])
+            if as_json:
+                emit_json({"baseline": save_baseline, "path": str(path), "source": sources[0]})
+            else:
+                stdout.print(f"stored baseline {save_baseline!r} from {sources[0]} in {path}")
+            return
+        if len(sources) != 2:
+            fail(f"give a BASELINE and a CANDIDATE (got {len(sources)} argument(s)); "
+                 "see `perfscout regress --help`")
+        fields = [f.strip() for f in match.split(",") if f.strip()] if match else None
+        result = G.compare_runs(sources[0], sources[1], threshold=threshold, quality_threshold=quality_threshold,
+                                alpha=alpha, min_repeats=min_repeats, match=fields, metrics=metric or None)
+        written = G.write_report(result, md=md, html=html) if (md or html) else []
+    except PerfscoutError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the report: {exc}")
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        _print(result)
+    for p in written:
+        stderr.print(f"wrote {p}")
+    if result.verdict == "regressed" or (fail_on_noisy and result.counts.get("too_noisy")):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("regress")(regress_command)
