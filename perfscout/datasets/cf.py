@@ -258,17 +258,15 @@ def output_dtype(plan: CFPlan, requested: Any, what: str) -> tuple[np.dtype, str
             f"{what} holds {plan.stored_dtype.newbyteorder('=')} values and CF gives no float type "
             f"({plan.cf_dtype_reason}); ask for dtype f32 or f64 (CLI: --dtype) to evaluate them as floats"
         )
-    if want is None:
-        assert cf is not None
-        stored = plan.stored_dtype.newbyteorder("=")
+    stored = plan.stored_dtype.newbyteorder("=")
+    if cf is None:  # (checked first: numpy reads ``dtype == None`` as a comparison with float64)
+        assert want is not None
+        return want, f"{stored} values evaluated as {want} as asked ({plan.cf_dtype_reason})"
+    if want is None or want == cf:
         if plan.packed:
             return cf, f"unpacked {stored} to {cf} ({plan.cf_dtype_reason}, CF 8.1)"
         return cf, ("" if stored == cf else f"stored {stored} read as {cf}")
-    if cf is None:
-        return want, f"{plan.stored_dtype.newbyteorder('=')} values evaluated as {want} as asked ({plan.cf_dtype_reason})"
-    if want != cf:
-        return want, f"CF unpacks to {cf} ({plan.cf_dtype_reason}); converted to {want} as asked"
-    return want, ""
+    return want, f"CF unpacks to {cf} ({plan.cf_dtype_reason}); converted to {want} as asked"
 
 
 @dataclass

@@ -63,6 +63,12 @@ class VariableInfo(BaseModel):
     notes: list[str] = PydanticField(default_factory=list)
 
     @property
+    def needs_dtype(self) -> bool:
+        """Not loadable as it is only because CF gives it no float type (plain integers):
+        it loads once a dtype (f32/f64) is asked for."""
+        return not self.loadable and bool(self.dtype_reason) and self.dtype_unpacked is None
+
+    @property
     def nbytes(self) -> int:
         """Size of the field once loaded in the CF dtype (0 when there is none)."""
         if not self.dtype_unpacked:

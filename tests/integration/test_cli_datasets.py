@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -91,3 +92,132 @@ def test_table_prints_reasons_verbatim(tmp_path: Path, monkeypatch: pytest.Monke
     result = runner.invoke(app, ["datasets", "list"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert "".join(str(where).split()) in "".join(result.stdout.split())
+
+
+# -- netCDF / HDF5 / Zarr variables: `datasets inspect`, `eval --var`, sweep specs with `var` --------
+def _write_geopotential(path: Path) -> np.ndarray:
+    """A packed int16 z(time=1, lat, lon) with float32 scale/offset and a few fill points;
+    returns what CF says the unpacked float32 field is (NaN at the fill points)."""
+    import netCDF4
+
+    y, x = np.meshgrid(np.linspace(0, 3, 48), np.linspace(0, 4, 64), indexing="ij")
+    packed = (np.sin(y) * np.cos(x) * 20000).astype(np.int16)[None]
+    packed[0, 0, :3] = -32767
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
+        for dim, n in zip(("time", "lat", "lon"), packed.shape):
+            ds.createDimension(dim, n)
+        z = ds.createVariable("z", "i2", ("time", "lat", "lon"), fill_value=np.int16(-32767))
+        z.scale_factor, z.add_offset = np.float32(0.5), np.float32(50000.0)
+        z.units, z.standard_name = "m**2 s**-2", "geopotential"
+        z.set_auto_maskandscale(False)
+        z[:] = packed
+    unpacked = (packed[0].astype(np.float64) * np.float32(0.5) + np.float32(50000.0)).astype(np.float32)
+    unpacked[packed[0] == -32767] = np.nan
+    return unpacked
+
+
+def test_datasets_inspect_lists_variables(tmp_path: Path) -> None:
+    path = tmp_path / "era.nc"
+    _write_geopotential(path)
+    result = runner.invoke(app, ["datasets", "inspect", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["format"] == "netcdf"
+    (z,) = doc["variables"]
+    assert z["name"] == "z" and z["shape"] == [1, 48, 64] and z["field_shape"] == [48, 64]
+    assert z["dtype_on_disk"] == "int16" and z["dtype_unpacked"] == "float32" and z["packed"] is True
+    assert z["masked_by"] == ["_FillValue=-32767"] and z["standard_name"] == "geopotential"
+    table = runner.invoke(app, ["datasets", "inspect", str(path)], env={"COLUMNS": "160"})
+    assert table.exit_code == 0 and "float32" in table.stdout and "int16" in table.stdout
+    (tmp_path / "junk.nc").write_bytes(b"CDF\x01" + b"\xff" * 20)
+    bad = runner.invoke(app, ["datasets", "inspect", str(tmp_path / "junk.nc")])
+    assert bad.exit_code == 2 and "not a readable netCDF file" in bad.stderr and "Traceback" not in bad.output
+
+
+def test_eval_var_end_to_end_verifies_the_bound_on_unpacked_data(tmp_path: Path) -> None:
+    path = tmp_path / "f.nc"
+    unpacked = _write_geopotential(path)
+    base = [sys.executable, "-c", "from perfscout.cli import main; main()"]
+    # Masked points are refused by default, counted, with both ways out named.
+    refused = subprocess.run([*base, "eval", "--data", str(path), "--var", "z", "--codec", "sz3", "--mode",
+                              "rel", "--bound", "1e-3", "--json"], capture_output=True, text=True, timeout=120)
+    text = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and refused.stdout == "" and "Traceback" not in text
+    assert "3 masked point(s) of 3072" in text and "--nonfinite passthrough" in text and "--fill-masked" in text
+    stream, raw = tmp_path / "z.psz", tmp_path / "z.raw"
+    proc = subprocess.run([*base, "eval", "--data", str(path), "--var", "z", "--codec", "sz3", "--mode", "rel",
+                           "--bound", "1e-3", "--nonfinite", "passthrough", "--json", "--repeats", "1",
+                           "--save-compressed", str(stream)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["dataset"] == "f.nc:z" and rec["shape"] == "48,64" and rec["dtype"] == "f32"
+    assert rec["status"] == "ok" and rec["bound_ok"] is True
+    notes = " ".join(proc.stderr.split())
+    assert "unpacked int16 to float32" in notes and "dropped length-1 axis time" in notes
+    assert "3 of 3072 points are masked" in notes
+    # Independently of the tool's own check: decode the saved stream, compare with CF's values.
+    dec = subprocess.run([*base, "decompress", str(stream), "--out", str(raw)], capture_output=True, text=True,
+                         timeout=120)
+    assert dec.returncode == 0, dec.stderr
+    recon = np.fromfile(raw, dtype="<f4").reshape(48, 64)
+    valid = ~np.isnan(unpacked)
+    value_range = float(unpacked[valid].max() - unpacked[valid].min())
+    err = np.abs(recon[valid].astype(np.float64) - unpacked[valid])
+    assert err.max() <= 1e-3 * value_range * (1 + 1e-6) and err.max() == pytest.approx(rec["max_abs_err"])
+    assert np.isnan(recon[~valid]).all()  # the masked points come back as they went in
+    filled = runner.invoke(app, ["eval", "--data", str(path), "--var", "z", "--codec", "zfp", "--mode", "abs",
+                                 "--bound", "1", "--fill-masked", "50000", "--dtype", "f64", "--json"])
+    assert filled.exit_code == 0, filled.output
+    assert json.loads(filled.stdout)["dtype"] == "f64"
+
+
+def test_eval_var_refusals(tmp_path: Path) -> None:
+    path = tmp_path / "f.nc"
+    _write_geopotential(path)
+    rawfile = tmp_path / "r.bin"
+    np.zeros(16, np.float32).tofile(rawfile)
+    cases = [
+        (["--data", str(path)], "name the variable with --var (variables: z (1x48x64 int16))"),
+        (["--data", str(path), "--var", "t2m"], "no variable 't2m'"),
+        (["--data", str(path), "--var", "z", "--shape", "48,64"], "--shape is for raw files"),
+        (["--data", str(rawfile), "--var", "z"], "--var needs a netCDF, HDF5 or Zarr file"),
+        (["--data", str(rawfile), "--shape", "16", "--dtype", "f32", "--fill-masked", "0"], "--fill-masked applies"),
+    ]
+    for args, message in cases:
+        res = runner.invoke(app, ["eval", *args, "--codec", "sz3", "--mode", "abs", "--bound", "1"])
+        assert res.exit_code == 2, (args, res.output)
+        assert message in " ".join(res.stderr.split()) and "Traceback" not in res.output
+
+
+def test_sweep_spec_with_a_file_variable(tmp_path: Path) -> None:
+    from perfscout.api_sweep import sweep
+    from perfscout.errors import InputError
+
+    nc, h5 = tmp_path / "f.nc", tmp_path / "g.h5"
+    _write_geopotential(nc)
+    import h5py
+
+    with h5py.File(h5, "w") as h:
+        h.create_dataset("run/temp", data=np.linspace(250, 300, 32 * 32, dtype=">f4").reshape(32, 32),
+                         chunks=(8, 8), compression="gzip")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "repeats: 1\nnonfinite: passthrough\n"
+        f"datasets:\n  - {{path: {nc.name}, var: z}}\n  - {{path: {h5.name}, var: /run/temp, dtype: f64}}\n"
+        "codecs: [zfp]\nmodes: [rel]\nbounds: [1.0e-3]\n")
+    df = sweep(spec, out=tmp_path / "run", progress=False, jobs=1)
+    by = {row.dataset: row for row in df.itertuples()}
+    assert set(by) == {"f.nc:z", "g.h5:run/temp"}
+    assert by["f.nc:z"].shape == "48,64" and by["f.nc:z"].dtype == "f32" and by["f.nc:z"].status == "ok"
+    assert by["g.h5:run/temp"].dtype == "f64" and by["g.h5:run/temp"].status == "ok"
+    # Refused masked points are a nonfinite_input record (not a crash), like NaN input.
+    spec.write_text(spec.read_text().replace("nonfinite: passthrough", "nonfinite: refuse"))
+    df = sweep(spec, out=tmp_path / "run2", progress=False, jobs=1)
+    rows = {row.dataset: row for row in df.itertuples()}
+    assert rows["f.nc:z"].status == "nonfinite_input" and "3 masked point(s)" in rows["f.nc:z"].error
+    spec.write_text(f"datasets: [{{path: {nc.name}, var: nothere}}]\ncodecs: [zfp]\nbounds: [1.0e-3]\n")
+    with pytest.raises(InputError, match="no variable 'nothere'"):
+        sweep(spec, out=tmp_path / "run3", progress=False)
+    spec.write_text(f"datasets: [{{path: {nc.name}, var: z, shape: [48, 64]}}]\ncodecs: [zfp]\nbounds: [1.0e-3]\n")
+    with pytest.raises(InputError, match="drop 'shape'"):
+        sweep(spec, out=tmp_path / "run4", progress=False)

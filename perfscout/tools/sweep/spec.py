@@ -78,10 +78,12 @@ class DatasetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = None  # perfscout.datasets registry name
-    path: str | None = None  # raw little-endian binary file
+    path: str | None = None  # raw little-endian binary file, or a netCDF/HDF5/Zarr file with var
+    var: str | None = None  # a variable of the file at path ("z", "/group/temp"), CF-decoded
+    fill_masked: float | None = None  # for var: fill its masked points with this (else nonfinite decides)
     synthetic: str | None = None  # "KIND:SHAPE", e.g. "grf:64,64,64"
     shape: list[int] | None = None  # for path (C order, slowest first)
-    dtype: str = "f32"
+    dtype: str = "f32"  # with var: only when given (else CF's unpacked type)
     seed: int = 0  # for synthetic
     label: str | None = None  # what the `dataset` column shows
 
@@ -105,8 +107,13 @@ class DatasetSpec(BaseModel):
         if len(sources) != 1:
             raise ValueError("a dataset needs exactly one of 'name', 'path' or 'synthetic'"
                              + (f" (got {', '.join(sources)})" if sources else ""))
-        if self.path and not self.shape:
-            raise ValueError("a dataset given by 'path' needs its 'shape' (C order, slowest axis first)")
+        if (self.var or self.fill_masked is not None) and not self.path:
+            raise ValueError("'var' and 'fill_masked' name a variable of the file at 'path'; give 'path'")
+        if self.var and self.shape:
+            raise ValueError("a 'var' has the shape its file says: drop 'shape'")
+        if self.path and not self.shape and not self.var:
+            raise ValueError("a dataset given by 'path' needs its 'shape' (C order, slowest axis first), "
+                             "or 'var' for a variable of a netCDF/HDF5/Zarr file")
         if self.synthetic and ":" not in self.synthetic:
             raise ValueError(f"synthetic must look like 'KIND:SHAPE', e.g. 'grf:64,64,64' (got {self.synthetic!r})")
         return self
@@ -408,6 +415,8 @@ class DataRef(BaseModel):
     source: Literal["name", "path", "synthetic"]
     name: str | None = None
     path: str | None = None
+    var: str | None = None  # with source "path": a netCDF/HDF5/Zarr variable
+    fill_masked: float | None = None
     synthetic: str | None = None
     seed: int = 0
     shape: list[int]
@@ -506,6 +515,8 @@ def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
         ident = {"source": "synthetic", "kind": kind, "shape": shape, "dtype": ds.dtype, "seed": ds.seed}
         return DataRef(label=label, source="synthetic", synthetic=f"{kind}:{','.join(map(str, shape))}",
                        seed=ds.seed, shape=shape, dtype=ds.dtype, identity=ident)
+    if ds.path and ds.var:
+        return _resolve_variable(ds, base_dir)
     if ds.path:
         path = Path(ds.path).expanduser()
         if not path.is_absolute():
@@ -539,6 +550,28 @@ def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
     ident.update(shape=shape, dtype=dtype)
     return DataRef(label=ds.label or ds.name, source="name", name=ds.name, shape=shape, dtype=dtype,
                    identity=ident)
+
+
+def _resolve_variable(ds: DatasetSpec, base_dir: str) -> DataRef:
+    """A netCDF/HDF5/Zarr variable: shape and dtype from its metadata (no data read here)."""
+    from perfscout import datasets
+
+    path = Path(ds.path or "").expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir or ".") / path
+    asked = ds.dtype if "dtype" in ds.model_fields_set else None
+    try:
+        info = datasets.describe_variable(path, ds.var or "")
+    except InputError as exc:
+        raise SpecError(f"dataset var {ds.var!r}: {exc}") from None
+    if not info.loadable and not (asked and info.needs_dtype):
+        raise SpecError(f"dataset {path}:{ds.var}: {info.reason}")
+    dtype = datasets.field_dtype(info, asked)
+    digest = file_identity(path) if path.is_file() else datasets.content_digest(path)
+    ident = {"source": "file", "sha256": digest, "var": info.name, "shape": info.field_shape, "dtype": dtype,
+             "fill_masked": ds.fill_masked}
+    return DataRef(label=ds.label or f"{path.name}:{info.name}", source="path", path=str(path.resolve()),
+                   var=info.name, fill_masked=ds.fill_masked, shape=info.field_shape, dtype=dtype, identity=ident)
 
 
 def make_task_key(data: DataRef, codec: CodecSpec, device: str, mode: str, bound: float, repeats: int,

@@ -38,6 +38,10 @@ def load_array(task: object):  # -> np.ndarray | datasets.Field
     if data.source == "synthetic":
         kind = data.synthetic.split(":", 1)[0]
         return datasets.synthetic(kind, tuple(data.shape), dtype, data.seed)
+    if data.source == "path" and data.var:  # a netCDF/HDF5/Zarr variable, CF-decoded
+        keep_aside = task.nonfinite == "passthrough"  # type: ignore[attr-defined]
+        masked = data.fill_masked if data.fill_masked is not None else ("nan" if keep_aside else "refuse")
+        return datasets.load_variable(data.path, data.var, dtype=dtype, masked=masked)
     if data.source == "path":
         return datasets.load_raw(data.path, tuple(data.shape), dtype, allow_nonfinite=True)
     return datasets.get_dataset(data.name)
@@ -75,7 +79,8 @@ def run_task(task_path: Path, result_path: Path) -> int:
         record = CompressionResult(**base, status="error",
                                    error=f"MemoryError: the task exceeded its memory limit of {task.memory_limit_mb} MiB")
     except PerfscoutError as exc:
-        status = "nonfinite_input" if type(exc).__name__ == "NonfiniteInputError" else "error"
+        refused_nonfinite = type(exc).__name__ in ("NonfiniteInputError", "MaskedValuesError")
+        status = "nonfinite_input" if refused_nonfinite else "error"
         record = CompressionResult(**base, status=status, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's record
         traceback.print_exc()
