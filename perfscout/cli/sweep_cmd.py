@@ -27,6 +27,17 @@ def sweep_command(
                                        "Python code (refused without this flag; only for specs you trust)."),
     wait: bool = typer.Option(False, "--wait", help="If another sweep is writing the same --out, wait for it "
                               "instead of refusing (one writer per results store)."),
+    executor: str = typer.Option(None, "--executor", help="local (child processes here, the default) or dask "
+                                 "(a LocalCluster unless --scheduler or --cluster says otherwise)."),
+    scheduler: str = typer.Option(None, "--scheduler", help="A running Dask scheduler: tcp://HOST:PORT or a "
+                                  "scheduler file (implies --executor dask)."),
+    cluster: str = typer.Option(None, "--cluster", help="slurm or pbs: start workers as batch jobs through "
+                                "dask-jobqueue (implies --executor dask; needs --cluster-config)."),
+    cluster_config: Path = typer.Option(None, "--cluster-config", help="YAML: cores, memory, walltime, account, "
+                                        "queue, jobs, processes, gpus_per_job, ..."),
+    workers: int = typer.Option(None, "--workers", min=1, help="Workers of the LocalCluster (default: --jobs)."),
+    retries: int = typer.Option(2, "--retries", min=0, help="Dask: lost workers a task may cause before it is "
+                                "recorded as codec_crashed."),
 ) -> None:
     """Run every task of a sweep spec in child processes and store each result as it lands."""
     from perfscout.api_sweep import default_run_dir
@@ -34,10 +45,11 @@ def sweep_command(
     from perfscout.tools.sweep import SweepInterrupted, load_spec, run_sweep
 
     try:
+        dask = _dask_options(executor, scheduler, cluster, cluster_config, workers, retries)
         model = load_spec(spec, allow_plugins=allow_plugins)
         run_dir = out if out is not None else default_run_dir(model)
         outcome = run_sweep(spec, run_dir, resume=resume, jobs=jobs, progress=not no_progress,
-                            allow_plugins=allow_plugins, wait=wait)
+                            allow_plugins=allow_plugins, wait=wait, dask=dask)
         report_path = None
         if report:
             from perfscout.analysis.report.render import write_report
@@ -52,6 +64,7 @@ def sweep_command(
         "run_dir": str(outcome.run_dir), "run_id": outcome.run_id, "session": outcome.session,
         "tasks": outcome.total, "already_done": outcome.already_done, "ran": outcome.ran,
         "statuses": outcome.statuses, "report": str(report_path) if report_path else None,
+        "executor": outcome.executor, "dashboard": outcome.dashboard or None,
     }
     if as_json:
         emit_json(summary)
@@ -61,6 +74,31 @@ def sweep_command(
                  f"results in {outcome.run_dir}")
     if report_path:
         stderr.print(f"report: {report_path}")
+
+
+def _dask_options(executor: str | None, scheduler: str | None, cluster: str | None, cluster_config: Path | None,
+                  workers: int | None, retries: int):  # -> DaskOptions | None
+    from perfscout.errors import InputError
+
+    if executor not in (None, "local", "dask"):
+        raise InputError(f"--executor must be local or dask (got {executor!r})")
+    if cluster not in (None, "slurm", "pbs"):
+        raise InputError(f"--cluster must be slurm or pbs (got {cluster!r})")
+    if scheduler and cluster:
+        raise InputError("--scheduler and --cluster are two ways to reach workers: give one")
+    if cluster and cluster_config is None:
+        raise InputError("--cluster needs --cluster-config FILE (cores, memory, walltime, account, queue, ...)")
+    wants_dask = executor == "dask" or bool(scheduler or cluster)
+    if executor == "local" and wants_dask:
+        raise InputError("--scheduler/--cluster run tasks on Dask: drop --executor local or use --executor dask")
+    if not wants_dask:
+        if workers is not None or cluster_config is not None:
+            raise InputError("--workers/--cluster-config apply to --executor dask")
+        return None
+    from perfscout.tools.sweep.dask_executor import DaskOptions
+
+    return DaskOptions(scheduler=scheduler, cluster=cluster, cluster_config=cluster_config, workers=workers,
+                       retries=retries)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,243 @@
+"""Sweeps on real Dask clusters (no mocks): a LocalCluster started by perfscout, one whose
+worker is SIGKILLed mid-task, a task that kills every worker it touches, and a scheduler and
+workers started as separate processes on 127.0.0.1 (one of them a pinned GPU worker).
+
+Each asserts a complete, duplicate-free results table equal to the local executor's,
+timings and run identity aside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="pip install 'perfscout[dask]'")
+
+from perfscout.api_sweep import sweep  # noqa: E402
+from perfscout.tools.sweep.dask_executor import DaskOptions  # noqa: E402
+from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+from tests.servers import stop_group  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+VOLATILE = ["run_id", "started_at", "compress_s", "decompress_s", "compress_MBps", "decompress_MBps", "h2d_s", "d2h_s"]
+
+#: 8 quick real tasks.
+QUICK = """\
+name: dquick
+repeats: 1
+datasets:
+  - synthetic: "grf:16,32,32"
+codecs: [sz3, zfp]
+modes: [abs, rel]
+bounds: [1.0e-2, 1.0e-4]
+"""
+
+#: 4 real tasks + 4 that sleep 2 s first (so a worker can be killed while one runs).
+SLOW = """\
+name: dslow
+repeats: 1
+plugins: [tests.fakes.worker_faults]
+datasets:
+  - synthetic: "grf:16,32,32"
+codecs:
+  - sz3
+  - {id: fake-slow, options: {sleep_s: 2.0}}
+modes: [abs]
+bounds: [1.0e-1, 1.0e-2, 1.0e-3, 1.0e-4]
+"""
+
+
+def stable(df: pd.DataFrame) -> pd.DataFrame:
+    return df.drop(columns=VOLATILE).sort_values("task_key").reset_index(drop=True)
+
+
+def check_complete(df: pd.DataFrame, reference: pd.DataFrame) -> None:
+    assert df["task_key"].is_unique and len(df) == len(reference)
+    pd.testing.assert_frame_equal(stable(df), stable(reference))
+
+
+def attempts(out: Path) -> pd.DataFrame:
+    with ResultStore(out / "results.sqlite") as store:
+        return store.attempts()
+
+
+@pytest.fixture(scope="module")
+def quick_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    base = tmp_path_factory.mktemp("dref")
+    (base / "quick.yaml").write_text(QUICK)
+    return base / "quick.yaml", sweep(base / "quick.yaml", out=base / "run", progress=False, jobs=2)
+
+
+def test_local_cluster_sweep_equals_the_local_executor(tmp_path: Path, quick_reference) -> None:
+    spec, reference = quick_reference
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
+                          "--out", str(tmp_path / "run"), "--executor", "dask", "--workers", "2", "--json"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["executor"] == "dask" and doc["ran"] == 8 and doc["statuses"] == {"ok": 8}
+    assert doc["dashboard"].startswith("http://127.0.0.1:") and "Dask dashboard: http://127.0.0.1:" in res.stderr
+    with ResultStore(tmp_path / "run" / "results.sqlite") as store:
+        df = store.results()
+    check_complete(df, reference)
+    att = attempts(tmp_path / "run")
+    assert len(att) == 8 and (att["outcome"] == "ok").all()
+    assert att["worker"].str.startswith("tcp://127.0.0.1:").all() and att["worker"].nunique() == 2  # both worked
+    for key in df["task_key"]:  # the driver wrote the stored attempt's files, canonical names
+        assert sorted(p.name for p in (tmp_path / "run" / "raw" / key).iterdir()) == [
+            "log.txt", "result.json", "task.json"]
+
+
+@pytest.fixture(scope="module")
+def slow_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    base = tmp_path_factory.mktemp("sref")
+    (base / "slow.yaml").write_text(SLOW)
+    return base / "slow.yaml", sweep(base / "slow.yaml", out=base / "run", progress=False, jobs=2,
+                                     allow_plugins=True)
+
+
+def _open_slow_attempt(out: Path) -> dict | None:
+    """An attempt at a fake-slow task that a worker is running right now, if any."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(out / "results.sqlite", timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT a.task_key, a.worker, a.detail FROM attempts a JOIN tasks t USING (task_key) "
+                "WHERE a.finished_at IS NULL AND a.worker LIKE 'tcp://%' AND t.config LIKE '%fake-slow%'").fetchall()
+    except sqlite3.OperationalError:  # the store is not there yet
+        return None
+    return dict(zip(("task_key", "worker", "detail"), rows[0])) if rows else None
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_task_is_retried_elsewhere_and_written_once(tmp_path: Path, slow_reference) -> None:
+    spec, reference = slow_reference
+    out = tmp_path / "run"
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0",
+                                  silence_logs=50) as cluster:
+        box: dict = {}
+
+        def run() -> None:
+            try:
+                box["df"] = sweep(spec, out=out, progress=False, allow_plugins=True,
+                                  dask=DaskOptions(scheduler=cluster.scheduler_address))
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                box["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None:
+            assert time.monotonic() < deadline and thread.is_alive(), box
+            victim = _open_slow_attempt(out)
+            time.sleep(0.05)
+        os.kill(json.loads(victim["detail"])["pid"], 9)  # the worker process running that attempt
+        thread.join(300)
+        assert not thread.is_alive() and "error" not in box, box
+    check_complete(box["df"], reference)
+    att = attempts(out)
+    mine = att[att["task_key"] == victim["task_key"]]
+    assert "worker_lost" in set(mine["outcome"]) and victim["worker"] in set(mine["worker"])
+    stored = mine[mine["outcome"] == "ok"]
+    assert len(stored) == 1 and stored.iloc[0]["worker"] != victim["worker"]  # retried elsewhere, written once
+    assert len(att[att["outcome"] == "ok"]) == len(reference)
+
+
+@pytest.mark.slow
+def test_a_task_that_kills_every_worker_is_recorded_crashed_with_its_history(tmp_path: Path) -> None:
+    spec = tmp_path / "killer.yaml"
+    spec.write_text("name: killer\nrepeats: 1\nplugins: [tests.fakes.worker_faults]\n"
+                    "datasets: [{synthetic: 'grf:16,16'}]\ncodecs: [sz3, fake-killer]\nmodes: [abs]\n"
+                    "bounds: [1.0e-2]\n")
+    df = sweep(spec, out=tmp_path / "run", progress=False, allow_plugins=True,
+               dask=DaskOptions(workers=2, retries=1))
+    assert len(df) == 2 and df["task_key"].is_unique
+    by = df.set_index("codec")
+    assert by.loc["sz3", "status"] == "ok"
+    crashed = by.loc["fake-killer"]
+    assert crashed["status"] == "codec_crashed"
+    assert "took down every Dask worker it ran on (2 lost, the scheduler's limit is 1 retries)" in crashed["error"]
+    att = attempts(tmp_path / "run")
+    lost = att[(att["task_key"] == crashed["task_key"])]
+    assert list(lost["outcome"]) == ["worker_lost", "worker_lost"] and lost["worker"].nunique() == 2
+    for w in lost["worker"]:
+        assert w in crashed["error"]
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+@pytest.fixture()
+def separate_cluster(tmp_path: Path):
+    """`dask scheduler` + two `dask worker`s + one pinned GPU worker, each its own process."""
+    sched_file = tmp_path / "scheduler.json"
+    procs = [_start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                     "--dashboard-address", ":0", "--scheduler-file", str(sched_file)], tmp_path / "sched.log")]
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.is_file():
+            assert time.monotonic() < deadline and procs[0].poll() is None, (tmp_path / "sched.log").read_text()
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        for name in ("cpu-a", "cpu-b"):
+            procs.append(_start([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                 "--name", name], tmp_path / f"{name}.log"))
+        # Pinned to device 0 whether or not this machine has one (a CUDA task then runs the
+        # codec's CPU reference and says gpu_unavailable, in both executors alike).
+        procs.append(_start([sys.executable, "-m", "perfscout.tools.sweep.gpu_workers", address, "--devices", "0",
+                             "--name", "gpu"], tmp_path / "gpu.log"))
+        with distributed.Client(address, timeout="30s") as client:
+            client.wait_for_workers(3, timeout=60)
+        yield sched_file, address
+    finally:
+        for p in reversed(procs):
+            stop_group(p, grace_s=10)
+
+
+MIXED = """\
+name: dmixed
+repeats: 1
+datasets:
+  - synthetic: "grf:16,32,32"
+codecs: [sz3, zfp, szp-gpu]
+devices: [cpu, cuda:0]
+modes: [abs]
+bounds: [1.0e-2, 1.0e-4]
+"""
+
+
+def test_scheduler_and_workers_in_separate_processes(tmp_path: Path, separate_cluster) -> None:
+    sched_file, address = separate_cluster
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(MIXED)
+    reference = sweep(spec, out=tmp_path / "ref", progress=False, jobs=2)
+    assert set(reference["device"]) == {"cpu", "cuda:0"}
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
+                          "--out", str(tmp_path / "run"), "--scheduler", str(sched_file), "--no-progress"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"scheduler {address}" in res.stderr
+    with ResultStore(tmp_path / "run" / "results.sqlite") as store:
+        df = store.results()
+    check_complete(df, reference)
+    att = attempts(tmp_path / "run").merge(df[["task_key", "device"]], on="task_key")
+    gpu_attempts = att[att["device"].str.startswith("cuda")]
+    assert len(gpu_attempts) == 2
+    # GPU tasks ran only on the worker declaring GPU=1, which saw exactly its pinned device
+    assert all(json.loads(d)["name"] == "gpu-0" and json.loads(d)["gpu"] == "0" for d in gpu_attempts["detail"])
+    assert {json.loads(d)["name"] for d in att["detail"]} <= {"cpu-a", "cpu-b", "gpu-0"}
