@@ -178,8 +178,13 @@ def compare_measured(
     min_repeats: int = MIN_REPEATS,
     noise_factor: float = NOISE_FACTOR,
     confidence: float = CONFIDENCE,
+    floor: float = 0.0,
 ) -> MetricComparison:
-    """Compare every repeat of a noisy measurement (see the module docstring for the rules)."""
+    """Compare every repeat of a noisy measurement (see the module docstring for the rules).
+
+    ``floor``: medians below it (e.g. a time under the timing floor of
+    :mod:`perfscout.analysis.timing`) measure their surroundings and are not decided.
+    """
     _check_threshold(threshold)
     base, cand = _clean(baseline), _clean(candidate)
     out = MetricComparison(metric=metric, kind="measured", better=better, n_baseline=int(base.size),
@@ -195,6 +200,10 @@ def compare_measured(
         out.reason = f"median baseline {out.baseline:g}: a relative change needs a positive baseline"
         return out
     out.change = out.candidate / out.baseline - 1.0
+    if min(out.baseline, out.candidate) < floor:
+        out.reason = (f"median {min(out.baseline, out.candidate):.3g} is below the timing floor {floor:.3g}: "
+                      "such a measurement mostly measures its surroundings (time a larger input)")
+        return out
     if base.size < min_repeats or cand.size < min_repeats:
         out.reason = (f"{base.size} baseline and {cand.size} candidate repeat(s): at least {min_repeats} "
                       "per side are needed to decide (run with more repeats)")

@@ -33,6 +33,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
 from perfscout.analysis import regression as R
+from perfscout.analysis.timing import MIN_TIMABLE_S
 from perfscout.errors import InputError
 
 SAMPLES_NAME = "samples.json"
@@ -149,6 +150,22 @@ def _codec_task(key: str, record: dict[str, Any]) -> TaskSamples:
             task.values[name], task.better[name] = [v], better
     for name in CODEC_MEASURED:
         task.better[name] = "lower"
+    return task
+
+
+def task_from_evaluation(ev: Any, key: str = "") -> TaskSamples:
+    """A task from :func:`perfscout.tools.evaluate.evaluate_full`'s result, every repeat kept."""
+    record = ev.result.row()
+    task = _codec_task(key or record.get("task_key") or f"{record['codec']}-{record['mode']}-{record['bound']:g}",
+                       record)
+    for name in CODEC_MEASURED:
+        stats = getattr(ev, f"{name.removesuffix('_s')}_timing", None)
+        samples = list(stats.samples_s) if stats is not None else (
+            [record[name]] if _num(record.get(name)) is not None else [])
+        if samples:
+            task.measured[name] = [float(s) for s in samples]
+        if stats is None and samples:
+            task.notes.append(f"{name}: only the median of {record.get('repeats')} repeat(s) (the codec timed itself)")
     return task
 
 
@@ -382,7 +399,8 @@ def compare_tasks(b: TaskSamples, c: TaskSamples, *, threshold: float, quality_t
         for name in [n for n in b.measured if n in c.measured and want(n)]:
             out.append(R.compare_measured(name, b.measured[name], c.measured[name],
                                           better=b.better.get(name, "lower"), threshold=threshold,
-                                          alpha=alpha, min_repeats=min_repeats, confidence=confidence))
+                                          alpha=alpha, min_repeats=min_repeats, confidence=confidence,
+                                          floor=MIN_TIMABLE_S if name in CODEC_MEASURED else 0.0))
         for name in [n for n in b.values if n in c.values and want(n)]:
             out.append(R.compare_deterministic(name, b.values[name], c.values[name],
                                                better=b.better.get(name, "higher"), threshold=quality_threshold,
