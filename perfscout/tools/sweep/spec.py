@@ -23,6 +23,8 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
       - path: field.bin          # raw little-endian file, relative to the spec
         shape: [100, 500, 500]   #   C order, slowest axis first
         dtype: f32
+      - path: era5.nc            # a netCDF/HDF5/Zarr variable, CF-decoded (shape from the file);
+        var: z                   #   dtype: f32|f64 optional, fill_masked: V fills masked points
       - synthetic: "grf:64,64,64"  # generator:shape, with seed: N
         label: rough             # optional display name (the `dataset` column)
     codecs: [sz3, {id: zfp, options: {}}]   # required
