@@ -160,7 +160,11 @@ def plan_cf(stored: np.dtype, attrs: dict[str, Any], *, implied_fill: tuple[Any,
         plan.cf_dtype_reason = f"{stored} values with no scale_factor/add_offset"
 
     for key in ("_FillValue", "missing_value"):
-        got = _attr_values(attrs, key, what)
+        try:
+            got = _attr_values(attrs, key, what)
+        except InputError:  # a string such as "N/A": no number equals it, so it masks nothing
+            plan.notes.append(f"{key}={attrs[key]!r} ignored: it is not a number, so no element can equal it")
+            continue
         if got is None:
             continue
         for value in got[0]:

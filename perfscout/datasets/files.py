@@ -99,7 +99,7 @@ def _drop_unit_axes(shape: tuple[int, ...], dims: tuple[str, ...]) -> tuple[tupl
 
 def _structure_problem(info: StoredVariable, what: str) -> str:
     if info.dtype is None:
-        return f"{what} is {info.dtype_text}; perfscout compresses numeric arrays"
+        return f"{what} is {info.dtype_text}, not real numbers; perfscout compresses integer or float arrays"
     if len(info.shape) == 0:
         return f"{what} is a scalar (0-d); a field needs 1 to {MAX_DIMS} axes"
     if math.prod(info.shape) == 0:

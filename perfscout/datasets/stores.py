@@ -133,6 +133,18 @@ def _numeric(dtype: Any) -> np.dtype | None:
     return dtype if dtype.kind in "iufb" else None
 
 
+def _not_numeric_text(dtype: Any) -> str:
+    """What a non-numeric variable holds, in words (for listings and refusals)."""
+    if dtype is str or (isinstance(dtype, np.dtype) and dtype.kind in "SUO"):
+        return "a string variable"
+    if isinstance(dtype, np.dtype) and dtype.fields is not None:
+        parts = ", ".join(f"{name} {dtype.fields[name][0]}" for name in dtype.names or ())
+        return f"a compound type ({parts})"
+    if isinstance(dtype, np.dtype) and dtype.kind == "c":
+        return f"{dtype} (complex values)"
+    return f"of type {getattr(dtype, 'name', dtype)}"
+
+
 def _order_of(dtype: np.dtype | None) -> str:
     if dtype is None or dtype.itemsize == 1:
         return "n/a"
@@ -214,7 +226,7 @@ def _netcdf_record(name: str, var: Any, classic: bool) -> StoredVariable:
             key = dtype.newbyteorder("=").str[1:]
             if key in netCDF4.default_fillvals:
                 implied = (netCDF4.default_fillvals[key], "netCDF's default fill value")
-    text = str(dtype) if dtype is not None else f"{var.dtype} (not a numeric array)"
+    text = str(dtype) if dtype is not None else _not_numeric_text(var.dtype)
     return StoredVariable(
         name=name, shape=tuple(int(d) for d in var.shape), dtype=dtype, dtype_text=text, byte_order=order,
         dims=tuple(var.dimensions), attrs=attrs, implied_fill=implied,
@@ -292,7 +304,7 @@ def _h5_record(ds: Any) -> StoredVariable:
     shape = tuple(int(d) for d in ds.shape) if ds.shape is not None else ()
     return StoredVariable(
         name=ds.name.lstrip("/"), shape=shape, dtype=dtype,
-        dtype_text=str(dtype) if dtype is not None else f"{ds.dtype} (not a numeric array)",
+        dtype_text=str(dtype) if dtype is not None else _not_numeric_text(ds.dtype),
         byte_order=_order_of(dtype), dims=_h5_dims(ds), attrs=_h5_attrs(ds),
     )
 
@@ -373,7 +385,7 @@ def _zarr_record(name: str, arr: Any) -> StoredVariable:
     order = _zarr_byte_order(arr, dtype)
     return StoredVariable(
         name=name, shape=tuple(int(d) for d in arr.shape), dtype=dtype,
-        dtype_text=str(dtype) if dtype is not None else f"{raw_dtype} (not a numeric array)",
+        dtype_text=str(dtype) if dtype is not None else _not_numeric_text(raw_dtype),
         byte_order=order, dims=tuple(str(d) for d in dims), attrs=attrs, implied_fill=implied,
         is_coordinate=dims == (name.rsplit("/", 1)[-1],),
     )

@@ -286,8 +286,8 @@ def test_hdf5_nested_groups_chunked_compressed_and_cf_attributes(tmp_path: Path)
     np.testing.assert_array_equal(be.array, temp[0])
     infos = {i.name: i for i in describe_file(path)}
     assert set(infos) == {"run1/fields/temp", "run1/fields/pressure", "run1/be", "labels"}
-    assert not infos["labels"].loadable and "not a numeric array" in infos["labels"].reason
-    with pytest.raises(InputError, match="not a numeric array"):
+    assert not infos["labels"].loadable and "a string variable" in infos["labels"].reason
+    with pytest.raises(InputError, match="a string variable, not real numbers"):
         load_variable(path, "labels")
     legacy = load_hdf5(path, "/run1/fields/temp")
     assert legacy.name == "run1.fields.temp"
@@ -527,3 +527,45 @@ def test_decode_matches_the_cf_formula(packed: list[int], scale: float, offset: 
     assert out.values.dtype == np.dtype(attr_type)
     np.testing.assert_array_equal(out.values, ref)
     assert out.masked_points == int(masked.sum())
+
+
+def test_odd_types_are_listed_and_refused_or_read_plainly(tmp_path: Path) -> None:
+    path = tmp_path / "types.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("x", 3)
+        ds.createVariable("names", str, ("x",))[0] = "a"
+        pair = ds.createCompoundType(np.dtype([("a", "f4"), ("b", "i4")]), "pair")
+        ds.createVariable("pairs", pair, ("x",))
+        u = ds.createVariable("u", "u2", ("x",), fill_value=np.uint16(65535))
+        u.scale_factor = np.float32(0.1)
+        u.set_auto_maskandscale(False)
+        u[:] = np.array([0, 65535, 1000], "u2")
+    infos = {i.name: i for i in describe_file(path)}
+    assert infos["names"].dtype_on_disk == "a string variable" and not infos["names"].loadable
+    assert infos["pairs"].dtype_on_disk == "a compound type (a float32, b int32)"
+    with pytest.raises(InputError, match="pairs is a compound type .* not real numbers"):
+        load_variable(path, "pairs")
+    np.testing.assert_array_equal(load_variable(path, "u", masked="nan").array,
+                                  np.array([0.0, np.nan, 100.0], dtype=np.float32))
+    h5 = tmp_path / "odd.h5"
+    with h5py.File(h5, "w") as h:
+        h["c"] = np.ones(3, np.complex64)
+        h["m"] = np.array([1, 2, -9], np.float32)
+        h["m"].attrs["missing_value"] = "N/A"
+        h["n"] = np.array([1, np.nan, 3], np.float32)
+        h["half"] = np.array([1, 2, 3], np.float16)
+    with pytest.raises(InputError, match=r"complex64 \(complex values\)"):
+        load_variable(h5, "c")
+    m = load_variable(h5, "m")
+    assert m.array.tolist() == [1.0, 2.0, -9.0] and "missing_value='N/A' ignored" in m.notes[0]
+    with pytest.raises(MaskedValuesError, match=r"1 masked point\(s\) of 3 \(NaN in the stored values: 1\)"):
+        load_variable(h5, "n")
+    half = load_variable(h5, "half")
+    assert half.dtype == np.float32 and "stored float16 read as float32" in half.notes
+
+
+def test_zarr_v3_sharded_array(tmp_path: Path) -> None:
+    root = zarr.open_group(tmp_path / "shard.zarr", mode="w", zarr_format=3)
+    values = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    root.create_array("s", shape=values.shape, chunks=(8, 8), shards=(32, 32), dtype="f4")[...] = values
+    np.testing.assert_array_equal(load_variable(tmp_path / "shard.zarr", "s").array, values)
