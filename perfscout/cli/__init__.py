@@ -1,71 +1,209 @@
-"""`perfscout` command line (typer + rich).
+"""`perfscout` command line (typer + rich), with every command imported lazily.
 
 Each command lives in its own module under ``perfscout/cli/`` and exposes
-``register(app)``. ``--json`` prints exactly one JSON document on stdout; logs and
-progress go to stderr. A :class:`~perfscout.errors.PerfscoutError` becomes a clear
-message and exit code 2, never a traceback.
+``register(app)``. :data:`COMMANDS` names them, one line each: ``perfscout --help`` lists
+them from that table without importing a single command module (so it stays fast), and a
+command's module is imported only when that command runs, shows its own help, or is
+completed in the shell. To add a command: write ``perfscout/cli/NAME_cmd.py`` with
+``register(app)`` and add its line to :data:`COMMANDS`.
+
+``--json`` prints exactly one JSON document on stdout; logs and progress go to stderr. A
+:class:`~perfscout.errors.PerfscoutError` becomes a clear message and exit code 2, never a
+traceback. Exit codes everywhere: 0 ok; 1 measured but not ok (a bound violated, a run or
+profile that did not finish); 2 bad input; 3 an agent run waiting for an answer; 130
+interrupted (work done so far is kept).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from perfscout.errors import PerfscoutError
 
+try:  # typer >= 0.2x vendors click; older typer depends on it
+    from typer._click.exceptions import UsageError as _UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import UsageError as _UsageError
+
+
+@dataclass(frozen=True)
+class Command:
+    """One CLI command: where it lives, its one-line summary and an example."""
+
+    name: str
+    module: str  # perfscout.cli.<module> defines register(app), which registers `name`
+    summary: str  # the line `perfscout --help` shows (the module is not imported for it)
+    example: str  # shown at the end of `perfscout NAME --help` (one per line; a group's go to its subcommands)
+
+
+#: Every command, in help order: one line each.
+COMMANDS: tuple[Command, ...] = (
+    Command("demo", "demo_cmd", "Every installed CPU codec on a real field at REL 1e-2..1e-4, verified.",
+            "perfscout demo --json"),
+    Command("eval", "eval_cmd", "One codec on one field: compress, verify the bound element by element, time.",
+            "perfscout eval --synthetic grf:64,64,64 --codec sz3 --mode rel --bound 1e-3"),
+    Command("decompress", "eval_cmd", "Decode a stream saved with `eval --save-compressed` to raw binary.",
+            "perfscout decompress field.pscz --out field.f32"),
+    Command("codecs", "codecs_cmd", "Installed codecs: versions, modes, devices, and why one is missing.",
+            "perfscout codecs --json"),
+    Command("datasets", "datasets_cmd", "Named datasets: shared real fields, SDRBench, synthetic.",
+            "perfscout datasets list --json\nperfscout datasets inspect data.nc"),
+    Command("snapshot", "snapshot_cmd", "This machine: CPU, memory, NUMA, GPUs, compilers, MPI, perf.",
+            "perfscout snapshot --json --save mybox"),
+    Command("profile", "profile_cmd", "Profile a program: ncu for CUDA code on a GPU, else perf stat.",
+            "perfscout profile -- python3 -c 'print(sum(range(10**7)))'"),
+    Command("diagnose", "diagnose_cmd", "Primary bottleneck and evidence-backed findings of a saved profile.",
+            "perfscout diagnose --ncu-csv tests/fixtures/ncu/h200_cupy_kernels_raw.csv"),
+    Command("verify", "verify_cmd", "Closed loop: did a fix move what the finding predicted?",
+            "perfscout verify --kernel K --before-csv before.csv --after-csv after.csv"),
+    Command("sweep", "sweep_cmd", "A campaign from a YAML spec; crash-proof store, --resume continues.",
+            "perfscout sweep examples/sweep_quick.yaml --out runs/quick"),
+    Command("report", "report_cmd", "report.md and a self-contained report.html of a sweep.",
+            "perfscout report runs/quick"),
+    Command("export", "export_cmd", "A chosen setting as numcodecs / Zarr / HDF5 / xarray configuration.",
+            "perfscout export runs/quick --check ../shared/data/vorticity.512_512 --shape 512,512 --dtype f32"),
+    Command("run", "agent_cmd", "Ask the agent: an intent in words, a YAML spec, or --demo.",
+            'perfscout run "compare sz3 and zfp at rel 1e-3 on vorticity.512_512"'),
+    Command("resume", "agent_cmd", "Continue an agent run: answer its question, or pick up after a crash.",
+            "perfscout resume THREAD_ID --answer '{\"shape\": \"512,512\", \"dtype\": \"f32\"}'"),
+    Command("runs", "agent_cmd", "Every agent run in the perfscout home, newest first.",
+            "perfscout runs --json"),
+)
+BY_NAME = {c.name: c for c in COMMANDS}
+
+HELP = "Evidence-first performance scout: measure, verify, then advise."
+EPILOG = ("Exit codes: 0 ok; 1 measured but not ok (bound violated, run not finished); 2 bad input; "
+          "3 agent run waiting for an answer; 130 interrupted. `--json` prints one JSON document on "
+          "stdout. Runs live in $PERFSCOUT_HOME (else the per-user data directory).")
+
+
+def _show_flags_as_flags() -> None:
+    """typer 0.2x labels every boolean flag ``<bool>`` (``--json <bool>``), which reads as if
+    it took a value; a flag takes none, so show none."""
+    display = getattr(typer.core.TyperOption, "display_type_rich", None)
+    if display is None or getattr(display, "_perfscout", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) and self.metavar is None:
+            return None
+        return display(self, ctx)
+
+    display_type_rich._perfscout = True  # type: ignore[attr-defined]
+    typer.core.TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands are imported on first use (see the module docstring)."""
+
+    _listing = False  # True while help or completion lists the commands
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        # A command whose module is not there (not written yet) is left out, not an error.
+        lazy = [c.name for c in COMMANDS if _module_exists(c.module)]
+        return lazy + [n for n in self.commands if n not in BY_NAME]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        entry = BY_NAME.get(cmd_name)
+        if entry is None or not _module_exists(entry.module):
+            return None
+        if self._listing:  # the summary line is all a listing needs
+            return TyperCommand(cmd_name, help=entry.summary, short_help=entry.summary)
+        self._load(entry.module)
+        return self.commands.get(cmd_name)
+
+    def _load(self, module_name: str) -> None:
+        module = importlib.import_module(f"perfscout.cli.{module_name}")
+        holder = typer.Typer()
+        module.register(holder)
+        loaded = typer.main.get_group(holder).commands
+        for name, cmd in loaded.items():
+            entry = BY_NAME.get(name)
+            if entry is not None:
+                _add_examples(cmd, entry.example.splitlines(), f"perfscout {name}")
+            self.commands.setdefault(name, cmd)
+        missing = [c.name for c in COMMANDS if c.module == module_name and c.name not in loaded]
+        if missing:
+            raise RuntimeError(f"perfscout.cli.{module_name}.register() did not register {missing}")
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        self._listing = True
+        try:
+            return super().shell_complete(ctx, incomplete)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except _UsageError as exc:
+            # typer suggests from the commands loaded so far; suggest from all of them.
+            from difflib import get_close_matches
+
+            matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            if matches and "Did you mean" not in exc.message:
+                exc.message = exc.message.rstrip(".") + ". Did you mean " + ", ".join(map(repr, matches)) + "?"
+            raise
+
+
+def _add_examples(cmd: Any, examples: list[str], prefix: str) -> None:
+    """Give ``cmd`` (and, for a group, each subcommand) the examples that start with its
+    own command line, as its help epilog; an epilog a command already has is kept."""
+    mine = [e for e in examples if e == prefix or e.startswith(prefix + " ")]
+    if mine and not cmd.epilog:
+        cmd.epilog = "\n\n".join(("Example: " if i == 0 else "         ") + e for i, e in enumerate(mine))
+    for sub_name, sub in (getattr(cmd, "commands", None) or {}).items():
+        _add_examples(sub, mine, f"{prefix} {sub_name}")
+
+
+def _module_exists(module_name: str) -> bool:
+    return importlib.util.find_spec(f"perfscout.cli.{module_name}") is not None
+
+
+_show_flags_as_flags()
+
 app = typer.Typer(
+    cls=LazyGroup,
     name="perfscout",
-    help="Evidence-first performance scout: measure, verify, then advise.",
+    help=HELP,
+    epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
 )
 
-#: Command modules, in help order. Each defines ``register(app: typer.Typer)``.
-COMMAND_MODULES = (
-    "demo",
-    "eval",
-    "datasets",
-    "snapshot",
-    "profile",
-    "diagnose",
-    "verify",
-    "sweep",
-    "report",
-    "agent",
-)
 
-err_console = Console(stderr=True)
-
-
-def _load_commands() -> None:
-    for name in COMMAND_MODULES:
-        modname = f"perfscout.cli.{name}_cmd"
-        try:
-            module = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            # Only tolerate a command module that has not been written yet; a missing
-            # dependency *inside* a module is a real error and must surface.
-            if exc.name == modname:
-                continue
-            raise
-        module.register(app)
-
-
-_load_commands()
+@app.callback()
+def _root() -> None:
+    """Evidence-first performance scout: measure, verify, then advise."""
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user-facing errors into exit code 2."""
     try:
-        app(args=argv, standalone_mode=True)
+        app(args=argv, prog_name="perfscout", standalone_mode=True)
     except PerfscoutError as exc:
+        from rich.console import Console
+        from rich.markup import escape
+
         # Messages quote user input ("[1, 2]", paths): escape so rich does not eat it as markup.
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(2)
 
 

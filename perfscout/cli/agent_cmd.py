@@ -116,17 +116,47 @@ def register(app: typer.Typer) -> None:
 
     @app.command("runs")
     def runs_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
-        """List the agent's runs (threads) in the checkpoint store."""
+        """List every agent run in the perfscout home ($PERFSCOUT_HOME, else the per-user
+        data directory), newest first, wherever it was started from."""
         from perfscout import agent
+        from perfscout.graph.context import Context
+        from perfscout.home import home_source
 
-        runs = agent.list_runs()
+        ctx = Context()
+        runs = agent.list_runs(context=ctx)
         if as_json:
-            emit_json([r.__dict__ for r in runs])
+            emit_json([{**r.__dict__, "summary": describe_request(r.request)} for r in runs])
             return
         from rich.table import Table
 
-        table = Table("thread", "status", "updated", "request", "report")
+        base = ctx.runs_dir
+        table = Table("thread", "status", "updated (UTC)", "request / report", title="perfscout runs")
+        table.columns[0].no_wrap = True
+        table.columns[2].no_wrap = True
+        table.columns[3].overflow = "fold"
         for r in runs:
-            req = r.request if isinstance(r.request, str) else json.dumps(r.request)[:60]
-            table.add_row(r.thread_id, r.status, r.updated_at[:19], str(req)[:60], r.report_path or "-")
+            report = r.report_path or "-"
+            if r.report_path and Path(r.report_path).is_relative_to(base):
+                report = str(Path(r.report_path).relative_to(base))  # legend below: relative to runs/
+            table.add_row(r.thread_id, r.status, r.updated_at[:16].replace("T", " "),
+                          escape(describe_request(r.request)) + f"\n[dim]{escape(report)}[/]")
         stdout.print(table)
+        stdout.print(escape(f"{len(runs)} run(s) in {ctx.home_path} ({home_source()}); report paths are "
+                            f"relative to {base}; continue one with: perfscout resume THREAD"), highlight=False)
+
+
+def describe_request(request: Any) -> str:
+    """A request in words: an intent as given, a spec as its goal or its key settings."""
+    if isinstance(request, str):
+        return request
+    if not isinstance(request, dict):
+        return json.dumps(request, default=str)
+    if request.get("goal"):
+        return str(request["goal"])
+    parts = []
+    for key in ("datasets", "data", "codecs", "mode", "bounds", "devices", "sweep", "profile", "diagnose"):
+        value = request.get(key)
+        if value not in (None, "", [], {}):
+            shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            parts.append(f"{key} {shown}")
+    return "; ".join(parts) or json.dumps(request, default=str)

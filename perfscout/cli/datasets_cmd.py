@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,6 +25,9 @@ datasets_app = typer.Typer(
     help="Named datasets: shared real fields, SDRBench downloads, synthetic generators.",
     no_args_is_help=True,
 )
+
+
+_KIND_SHORT = {"synthetic": "synth"}
 
 
 def _human_bytes(n: int) -> str:
@@ -54,21 +58,25 @@ def list_cmd(
             }
         )
         return
-    # Narrow terminals: the table keeps the short columns; descriptions and the long
+    # Fits 80 columns: short columns without vertical rules, names never cut (they are
+    # what users type), kinds abbreviated with a legend; descriptions and the long
     # "why not" reasons follow as wrapped lines (all of it is in --json too).
-    table = Table(title="perfscout datasets")
-    for col in ("name", "kind", "shape", "dtype", "size", "available"):
+    table = Table(title="perfscout datasets", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("name", "kind", "shape", "dtype", "size", "here"):
         table.add_column(col, no_wrap=True)
+    table.columns[0].min_width = max((len(i.name) for i in infos), default=4)
     for i in infos:
         table.add_row(
             i.name,
-            i.kind,
+            _KIND_SHORT.get(i.kind, i.kind),
             "x".join(str(d) for d in i.shape),
             i.dtype,
             _human_bytes(i.nbytes),
             "[green]yes[/]" if i.available else "[red]no[/]",
         )
     stdout.print(table)
+    stdout.print("kind: shared = real field in the shared data folder, remote = SDRBench download, "
+                 "synth = generated; here: loads on this machine (why not: below)", highlight=False)
     for i in infos:
         note = i.description if i.available else i.reason
         stdout.print(f"[bold]{escape(i.name)}[/]: {escape(note)}", highlight=False)

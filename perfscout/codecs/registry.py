@@ -39,6 +39,9 @@ class CodecInfo(BaseModel):
     version: str = ""
     available: bool = False
     reason: str = ""  # why it is unavailable; empty when available
+    #: device -> "" where it runs here now, else why not (szp-gpu: cpu always, cuda only with
+    #: CuPy and a GPU). Probes never import a GPU library that is not installed.
+    devices: dict[str, str] = {}
 
 
 def register_codec(codec_id: str, import_path: str) -> None:
@@ -109,7 +112,19 @@ def info(codec_id: str) -> CodecInfo:
     return CodecInfo(
         id=codec_id, family=cls.family, device=cls.device, native_modes=tuple(cls.native_modes),
         modes=evaluable_modes(cls), version=version, available=ok, reason=reason,
+        devices=_devices(cls, ok, reason),
     )
+
+
+def _devices(cls: type[Codec], ok: bool, reason: str) -> dict[str, str]:
+    """Where the backend runs here: its own ``device_availability()`` when it has one."""
+    probe = getattr(cls, "device_availability", None)
+    if not ok or probe is None:
+        return {cls.device: "" if ok else reason}
+    try:
+        return dict(probe())
+    except Exception as exc:  # a driver probe must never break a listing
+        return {cls.device: f"device probe raised {type(exc).__name__}: {exc}"}
 
 
 def list_codecs() -> list[CodecInfo]:

@@ -53,6 +53,17 @@ class SZPGpuCodec(Codec):
         # Always usable: without a GPU it runs the NumPy reference (and says so).
         return True, ""
 
+    @classmethod
+    def device_availability(cls) -> dict[str, str]:
+        """cpu always (the reference); cuda only where CuPy imports and sees a device.
+        Without CuPy installed nothing is imported: listing codecs stays cheap."""
+        import importlib.util
+
+        if importlib.util.find_spec("cupy") is None:
+            return {"cpu": "", "cuda": "CuPy is not installed (pip install 'perfscout[cuda]')"}
+        ok, reason = G.gpu_available()
+        return {"cpu": "", "cuda": "" if ok else reason}
+
     def _gpu(self) -> tuple[bool, str]:
         if self.options.get("device") == "cpu":
             return False, "cpu_requested"
