@@ -26,7 +26,7 @@ def cls_of(name: str, drop: tuple[str, ...] = ()):
     ("pk_small_grid", "underfilled", "", False),
     ("pk_tiny_launch", "launch", "", False),
     ("pk_fp64_poly", "compute", "fp64", True),
-    ("pk_barrier_sync", "compute", "adu", True),
+    ("pk_barrier_sync", "compute", "adu", False),  # 89.9 % SM: 5 % below the 95 % roof
 ])
 def test_classification_of_planted_kernels(name, kind, unit, at_roof):
     c = cls_of(name)

@@ -7,7 +7,14 @@ The primary finding is what limits the kernel now and what to fix first:
   causes that hide latency by the headroom to the roof;
 - with no cause, the *roof* finding (which unit limits it, or latency-bound). A kernel
   at a roof then gets "at roof: reduce work or bytes" and a what-not-to-do list.
-The other findings follow, ranked by expected gain.
+The other findings follow, ranked by expected gain. Two roles are never primary:
+``lever`` (ways to approach a roof the kernel is already limited by, e.g. MMA pipeline
+depth: bounded by that roof's headroom, listed after it) and ``advice`` (changes of
+precision or algorithm the caller must accept; unsized, listed last).
+
+When the tensor pipe limits a kernel, waste elsewhere (local memory, barriers between
+non-MMA phases, narrow loads) overlaps with the MMAs: such causes are capped at the tensor
+pipe's headroom, since only the tensor pipe's idle time can be won back.
 """
 
 from __future__ import annotations
@@ -30,6 +37,25 @@ def _gain(f: Finding) -> float:
     return f.expected_gain if f.expected_gain is not None else f.confidence / 2
 
 
+#: Causes specific to MMA kernels: their gains are already sized against the tensor pipe.
+MMA_CAUSES = frozenset({"mma_epilogue_bound", "mma_tile_quantization"})
+
+
+def cap_to_tensor_roof(findings: list[Finding], cls) -> None:  # noqa: ANN001 - Classification
+    """Tensor-bound kernels: non-MMA causes can win at most the tensor pipe's headroom."""
+    if cls is None or cls.kind != "compute" or cls.unit != "tensor":
+        return
+    for f in findings:
+        if f.extra.get("role") == "cause" and f.id not in MMA_CAUSES and f.expected_gain is not None \
+                and f.expected_gain > cls.headroom:
+            f.extra["gain_before_tensor_cap"] = f.expected_gain
+            f.expected_gain = round(cls.headroom, 3)
+
+
+def _order_key(f: Finding) -> tuple[int, float]:
+    return (1 if f.extra.get("role") == "advice" else 0, -_gain(f))
+
+
 def rank(findings: list[Finding], kind: str) -> tuple[Finding | None, list[Finding]]:
     """(primary, all findings with the primary first and the rest by expected gain)."""
     if not findings:
@@ -43,8 +69,9 @@ def rank(findings: list[Finding], kind: str) -> tuple[Finding | None, list[Findi
             primary = max(causes, key=_gain)
     if primary is None:
         roofs = [f for f in findings if f.extra.get("role") == "roof"]
-        primary = roofs[0] if roofs else max(findings, key=_gain)
-    rest = sorted((f for f in findings if f is not primary), key=_gain, reverse=True)
+        eligible = [f for f in findings if f.extra.get("role") not in ("lever", "advice")] or findings
+        primary = roofs[0] if roofs else max(eligible, key=_gain)
+    rest = sorted((f for f in findings if f is not primary), key=_order_key)
     return primary, [primary] + rest
 
 
@@ -70,6 +97,7 @@ def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
     ctx = KernelContext(kernel, platform, host_timing)
     ctx.cls = classify(ctx)
     findings = [f for f in (rule.check(ctx) for rule in GPU_RULES) if f is not None]
+    cap_to_tensor_roof(findings, ctx.cls)
     primary, ordered = rank(findings, ctx.cls.kind)
     if primary is not None and kernel.ncu_rules:
         said = ncu_says(kernel.ncu_rules, primary.id)

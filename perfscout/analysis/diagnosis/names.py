@@ -59,7 +59,7 @@ STALL_REASONS = (
     "barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
     "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc",
     "no_instruction", "not_selected", "selected", "short_scoreboard", "sleeping",
-    "tex_throttle", "wait",
+    "tex_throttle", "wait", "gmma",
 )
 
 # --- SM pipes (percent of peak over active cycles)
@@ -75,6 +75,31 @@ PIPE = {
     "adu": ("sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active",),
     "tensor": ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",),
 }
+
+# --- tensor cores (Volta+; GMMA = Hopper warpgroup MMA, wgmma)
+TENSOR_PIPE = (
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+)
+#: Tensor instructions issued per kind (% of the issue peak): HMMA (mma.sync fp16/bf16/tf32/
+#: fp8), GMMA (wgmma, sm_90), IMMA (integer), DMMA (fp64).
+TENSOR_OP_INST = {
+    op: (f"sm__inst_executed_pipe_tensor_op_{op}.avg.pct_of_peak_sustained_active",)
+    for op in ("hmma", "gmma", "imma", "dmma")
+}
+#: wgmma instructions that read an operand from shared memory (sm_90).
+GMMA_SHARED_INST = ("smsp__sass_inst_executed_op_shared_gmma.sum",)
+#: Prefix of the per-precision tensor operation counters (``..._src_bf16_dst_fp32.sum``).
+TENSOR_OPS_PREFIX = "sm__ops_path_tensor_src_"
+
+# --- TMA (sm_90 bulk tensor copies)
+TMA_LD_INST = ("smsp__inst_executed_op_tma_ld.sum", "smsp__sass_inst_executed_op_tma_ld.sum")
+TMA_LD_BYTES = ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum",)
+TMA_ST_BYTES = ("l1tex__m_l1tex2xbar_write_bytes_mem_global_op_tma_st.sum",)
+
+# --- scheduler state
+WARPS_ELIGIBLE = ("smsp__warps_eligible.avg.per_cycle_active",)
+WARPS_ACTIVE = ("smsp__warps_active.avg.per_cycle_active",)
 
 # --- divergence
 THREADS_PER_INST = ("smsp__thread_inst_executed_per_inst_executed.ratio",)
@@ -107,4 +132,6 @@ GLOBAL_ATOM_SECTORS = ("l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum",)
 
 # --- bytes actually moved (for verify steps)
 DRAM_BYTES = ("dram__bytes.sum", "dram__bytes_read.sum")
+DRAM_READ_BYTES = ("dram__bytes_read.sum",)
+DRAM_WRITE_BYTES = ("dram__bytes_write.sum",)
 INST_EXECUTED = ("smsp__inst_executed.sum",)

@@ -12,7 +12,8 @@ GPU_RULE_IDS = (
     "warp_divergence", "low_occupancy_registers", "low_occupancy_shared_memory",
     "low_occupancy_block_size", "small_grid", "tail_effect", "local_memory",
     "atomic_contention", "fp64_bound", "barrier_stalls", "launch_overhead",
-    "narrow_global_access",
+    "narrow_global_access", "tensor_core_bound", "mma_pipeline_stalls", "mma_epilogue_bound",
+    "mma_tile_quantization", "mma_precision",
 )
 CPU_RULE_IDS = (
     "cpu_counters_unavailable", "cpu_memory_bound", "cpu_frontend_bound", "cpu_backend_bound",

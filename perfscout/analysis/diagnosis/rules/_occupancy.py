@@ -1,14 +1,18 @@
 """The three low-occupancy findings: one check, three limiters.
 
-Occupancy only matters when the kernel is latency-bound (warps wait and no unit is
-busy): then resident warps are what hides latency, and the limiter that caps them names
-the finding (registers, shared memory, or blocks too small for the per-SM block limit).
+Occupancy matters when resident warps are what hides latency: a latency-bound kernel
+(warps wait and no unit is busy), or a memory-bound one still below its roof (the unit is
+busy but short of the bytes in flight it needs: 79 % of DRAM peak at 25 % occupancy). The
+limiter that caps the warps names the finding (registers, shared memory, or blocks too
+small for the per-SM block limit). Not for kernels fed by TMA bulk copies: their bytes in
+flight are set by shared-memory pipeline stages, not by resident warps.
 """
 
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -48,7 +52,9 @@ def binding_limiter(ctx: KernelContext) -> tuple[str, float] | None:
 
 def occupancy_finding(ctx: KernelContext, rule_id: str) -> Finding | None:
     cls = ctx.cls
-    if cls is None or cls.kind != "latency":
+    if cls is None or not (cls.kind == "latency" or (cls.kind == "memory" and not cls.at_roof)):
+        return None
+    if mma_info(ctx).tma:
         return None
     theo, ach = ctx.val(N.OCC_THEORETICAL), ctx.val(N.OCC_ACHIEVED)
     lim = binding_limiter(ctx)
@@ -70,7 +76,9 @@ def occupancy_finding(ctx: KernelContext, rule_id: str) -> Finding | None:
     ev.extend(cls.evidence[:1])
     return make(
         ctx, rule_id, "cause",
-        f"Occupancy capped at {theo:.0f}% by {lim[0].replace('_', ' ')} while latency-bound",
+        f"Occupancy capped at {theo:.0f}% by {lim[0].replace('_', ' ')} while "
+        + ("latency-bound" if cls.kind == "latency" else
+           f"{cls.unit.upper()} runs below its roof ({cls.top_pct:.0f}% of peak, roof {cls.roof_pct:.0f}%)"),
         confidence=0.8, evidence=ev, recommendation=ADVICE[lim[0]],
         verify=verify_text(ctx, "sm__maximum_warps_per_active_cycle_pct and "
                                 "sm__warps_active.avg.pct_of_peak_sustained_active should rise", gain),

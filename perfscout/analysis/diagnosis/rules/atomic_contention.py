@@ -17,7 +17,7 @@ ID = "atomic_contention"
 ROLE = "cause"
 READS = {"red_requests": N.GLOBAL_RED_REQUESTS, "red_sectors": N.GLOBAL_RED_SECTORS,
          "atom_requests": N.GLOBAL_ATOM_REQUESTS, "atom_sectors": N.GLOBAL_ATOM_SECTORS,
-         "ld_requests": N.GLOBAL_LD_REQUESTS, "cycles": N.ELAPSED_CYCLES}
+         "ld_requests": N.GLOBAL_LD_REQUESTS, "tma_ld": N.TMA_LD_INST, "cycles": N.ELAPSED_CYCLES}
 
 #: Atomics are >= 10 % of global memory requests: they are a real part of the traffic.
 ATOMIC_REQUEST_SHARE_MIN = 0.10
@@ -34,7 +34,9 @@ def check(ctx: KernelContext) -> Finding | None:
     cycles = ctx.val(N.ELAPSED_CYCLES)
     if req <= 0 or ops <= 0 or not cycles:
         return None
-    ld = ctx.val(N.GLOBAL_LD_REQUESTS) or 0.0
+    # TMA bulk loads are global requests too (MMA kernels issue almost no LSU loads): without
+    # them a persistent GEMM's few tile-scheduler atomics would look like most of its traffic.
+    ld = (ctx.val(N.GLOBAL_LD_REQUESTS) or 0.0) + (ctx.val(N.TMA_LD_INST) or 0.0)
     share = req / (req + ld)
     rate = ops / cycles
     if share < ATOMIC_REQUEST_SHARE_MIN or rate >= CONTENDED_OPS_PER_CYCLE:
@@ -45,8 +47,9 @@ def check(ctx: KernelContext) -> Finding | None:
     gain = (1.0 - 1.0 / AGGREGATION) * stall_share
     red_atom = [n for n in (ctx.name_of(N.GLOBAL_RED_REQUESTS), ctx.name_of(N.GLOBAL_ATOM_REQUESTS)) if n]
     ops_in = [n for n in (ctx.name_of(N.GLOBAL_RED_SECTORS), ctx.name_of(N.GLOBAL_ATOM_SECTORS)) if n]
-    ev = [ctx.derived("atomic_request_share", share, red_atom + [ctx.name_of(N.GLOBAL_LD_REQUESTS)]
-                      if ctx.name_of(N.GLOBAL_LD_REQUESTS) else red_atom, "fraction",
+    ev = [ctx.derived("atomic_request_share", share,
+                      red_atom + [n for n in (ctx.name_of(N.GLOBAL_LD_REQUESTS), ctx.name_of(N.TMA_LD_INST)) if n],
+                      "fraction",
                       f">= {ATOMIC_REQUEST_SHARE_MIN:.0%}"),
           ctx.derived("atomic_ops_per_cycle", rate, ops_in + [ctx.name_of(N.ELAPSED_CYCLES)], "op/cycle",
                       f"< {CONTENDED_OPS_PER_CYCLE:g}: serialised on shared addresses")]

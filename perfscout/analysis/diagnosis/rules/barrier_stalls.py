@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -17,6 +18,9 @@ BARRIER_SHARE_MIN = 0.20
 
 
 def check(ctx: KernelContext) -> Finding | None:
+    info = mma_info(ctx)
+    if info.is_mma and (info.tma or info.wgmma):
+        return None  # warp-specialised MMA pipelines wait at barriers by design: mma_pipeline_stalls
     share, inputs = ctx.stall_share("barrier")
     if share is None or share < BARRIER_SHARE_MIN:
         return None

@@ -32,8 +32,8 @@ PIPE_ADVICE = {
 
 def check(ctx: KernelContext) -> Finding | None:
     cls = ctx.cls
-    if cls is None or cls.kind != "compute":
-        return None
+    if cls is None or cls.kind != "compute" or cls.unit == "tensor":
+        return None  # the tensor pipe has its own roof finding (tensor_core_bound)
     ev = list(cls.evidence)
     pipe = cls.unit
     if pipe and ctx.name_of(N.PIPE[pipe]):

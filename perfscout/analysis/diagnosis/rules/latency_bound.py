@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.dependent_loads import dependent_loads
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -30,6 +31,33 @@ def check(ctx: KernelContext) -> Finding | None:
         ev.append(ctx.derived(f"stall_share_{top}", share or 0.0, used, "fraction",
                               "dominant stall reason"))
     gain = cls.headroom
+    dep = dependent_loads(ctx)
+    if dep is not None:
+        ev = list(cls.evidence[:2]) + dep.evidence
+        fill = []
+        if dep.waves is not None:
+            fill.append(f"{dep.waves:.2f} waves")
+        if dep.achieved_pct is not None:
+            fill.append(f"{dep.achieved_pct:.0f}% occupancy")
+        return make(
+            ctx, ID, "roof",
+            f"Dependent-load latency: {dep.share:.0%} of warp cycles wait for load results with too "
+            f"little parallelism ({', '.join(fill)})",
+            confidence=0.8, evidence=ev,
+            recommendation=("Put more independent loads in flight: give each thread several independent "
+                            "chains (interleave them), launch enough threads to fill the chip (the grid "
+                            "covers a fraction of one wave), prefetch the next node when its address can "
+                            "be computed early, or change the data structure (a flat/CSR layout instead "
+                            "of pointer chains). Coalescing does not apply: each address comes from the "
+                            "previous load."),
+            verify=verify_text(ctx, "time should fall roughly in proportion to the independent chains "
+                                    "added until a memory unit nears its roof", gain),
+            not_when="the chain is inherently serial and no other independent work exists",
+            expected_gain=gain,
+            what_not_to_do=["no coalescing or vector-width changes: the addresses are data-dependent",
+                            "no bandwidth tuning: the memory units are far from their roofs"],
+            verify_plan=time_plan(ctx, gain, {}),
+        )
     return make(
         ctx, ID, "roof",
         f"Latency-bound: no unit near its roof (SM {cls.sm_pct or 0:.0f}%, memory {cls.mem_pct or 0:.0f}%)"

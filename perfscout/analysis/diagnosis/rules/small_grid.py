@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -17,6 +18,8 @@ IDLE_SM_FRACTION_MIN = 0.10
 
 
 def check(ctx: KernelContext) -> Finding | None:
+    if mma_info(ctx).is_mma:
+        return None  # MMA kernels: tile shape vs problem shape (mma_tile_quantization)
     grid, sms = ctx.val(N.GRID_SIZE), ctx.val(N.SM_COUNT)
     if grid is None or not sms or grid >= sms:
         return None

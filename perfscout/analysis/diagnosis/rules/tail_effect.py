@@ -6,6 +6,7 @@ import math
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -19,6 +20,8 @@ IDLE_MIN = 0.20
 
 
 def check(ctx: KernelContext) -> Finding | None:
+    if mma_info(ctx).is_mma:
+        return None  # MMA kernels: tile shape vs problem shape (mma_tile_quantization)
     w = ctx.val(N.WAVES)
     if w is None or w < 1.0:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.dependent_loads import dependent_loads
 from perfscout.analysis.diagnosis.rules._base import make, memory_time_share, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -51,6 +52,22 @@ def check(ctx: KernelContext) -> Finding | None:
     share, stall_inputs = memory_time_share(ctx)
     gain = waste * share
     ev = [ctx.derived("wasted_sector_fraction", waste, inputs, "fraction", f">= {WASTE_MIN:.0%}")]
+    dep = dependent_loads(ctx)
+    if dep is not None:
+        # Each warp has one dependent load in flight: the extra sectors use bandwidth the
+        # kernel has to spare and do not lengthen the chain; coalescing cannot win time.
+        ev.extend(dep.evidence)
+        return make(
+            ctx, ID, "cause",
+            f"Scattered accesses ({waste:.0%} of sectors unused) that cost no time: the loads are "
+            "dependent and latency-bound",
+            confidence=0.6, evidence=ev,
+            recommendation=("Nothing to coalesce here: the addresses come from the previous load. "
+                            "See latency_bound: more independent chains in flight."),
+            verify=verify_text(ctx, "no change expected from coalescing", 0.0),
+            not_when="always: this finding only records that the scatter is not the limiter",
+            expected_gain=0.0, verify_plan=time_plan(ctx, 0.0, {}),
+        )
     if stall_inputs:
         ev.append(ctx.derived("memory_stall_share", share, stall_inputs, "fraction",
                               "share of time the waste can cost"))
