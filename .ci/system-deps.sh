@@ -7,6 +7,9 @@ need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+# a single-node Slurm cluster for the dask-jobqueue sweep test (.ci/slurm-local.sh)
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need+=(munge)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: cannot install ${need[*]} (need root and apt-get); dependent tests will skip" >&2

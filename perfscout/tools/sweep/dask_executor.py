@@ -200,7 +200,8 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
     host = socket.gethostname()
     tag = f"s{session}-w{uuid.uuid4().hex[:10]}"
     info = {"task_key": task.task_key, "tag": tag, "worker": worker.address, "name": str(worker.name),
-            "host": host, "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+            "host": host, "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            "batch_job": os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID") or ""}
     worker.log_event(EVENT_TOPIC, {"event": "start", "at": time.time(), **info})
     scratch = Path(tempfile.mkdtemp(prefix=f"perfscout-{task.task_key}-", dir=worker.local_directory))
     try:
@@ -326,7 +327,7 @@ class _Attempts:
         tag = str(info.get("tag", ""))
         if tag in self.by_tag:
             return self.by_tag[tag]
-        detail = json.dumps({k: info.get(k) for k in ("name", "host", "pid", "gpu")})
+        detail = json.dumps({k: info.get(k) for k in ("name", "host", "pid", "gpu", "batch_job")})
         attempt = self.store.start_attempt(str(info["task_key"]), self.session, worker=str(info.get("worker", "")),
                                            detail=detail)
         self.store.set_attempt_tag(attempt, tag)
