@@ -2,7 +2,8 @@
 
 ``eval`` reads a raw binary file (``--data`` with ``--shape``/``--dtype``), a variable of a
 netCDF/HDF5/Zarr file (``--data FILE --var NAME``, CF-decoded; see
-:func:`perfscout.datasets.load_variable`), a synthetic field (``--synthetic KIND:SHAPE``) or a registry dataset (``--dataset NAME``), runs
+:func:`perfscout.datasets.load_variable`), a synthetic field (``--synthetic KIND:SHAPE``)
+or a registry dataset (``--dataset NAME``), runs
 :func:`perfscout.tools.evaluate.evaluate_full` and prints the record (``--json``: the
 record, one JSON document, alone on stdout) or a table. Exit status: 0 when the
 result's status is ``ok``, 1 when it was measured but is not (bound violated or
@@ -60,6 +61,8 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     if len(given) != 1:
         raise InputError("give exactly one of --data FILE, --synthetic KIND:SHAPE or --dataset NAME"
                          + (f" (got {', '.join(given)})" if given else ""))
+    if (var is not None or fill_masked is not None) and data is None:
+        raise InputError("--var and --fill-masked name a variable of a --data file (netCDF, HDF5 or Zarr)")
     if synthetic:
         return ds.parse_synthetic(synthetic)
     if dataset:

@@ -313,13 +313,15 @@ def _mask(stored: np.ndarray, unpacked: np.ndarray, plan: CFPlan) -> tuple[np.nd
 def _convert(values64: np.ndarray, target: np.dtype, what: str, from_int: bool) -> tuple[np.ndarray, str]:
     """float64 (or wider-exact) values to ``target``, refusing overflow, noting rounding."""
     note = ""
+    if values64.dtype == target:
+        return values64, note
     if target.itemsize == 4:
         finite = np.isfinite(values64)
         big = np.abs(values64, where=finite, out=np.zeros_like(values64)) > np.finfo(np.float32).max
         if big.any():
             raise InputError(f"{what}: {int(big.sum())} value(s) exceed float32's range "
                              f"(largest {float(np.max(np.abs(values64[finite]))):.6g}); use dtype f64")
-    out = values64.astype(target)
+    out = values64.astype(target, copy=False)
     if from_int:
         limit = _EXACT_INT[target.itemsize]
         inexact = int(np.count_nonzero(np.abs(values64) > limit))
@@ -343,7 +345,11 @@ def decode(stored: np.ndarray, plan: CFPlan, *, dtype: Any = None, masked: Any =
     if plan.unsigned:
         raw = raw.view(_unsigned_of(raw.dtype).newbyteorder("="))
         notes.append(f"_Unsigned=true: {plan.stored_dtype.newbyteorder('=')} read as {raw.dtype}")
-    wide = raw.astype(np.float64)  # exact for every stored type up to 32-bit ints and float64
+    # Unpacking and integers go through float64 (exact for every stored type up to 32-bit
+    # ints); stored floats read as the same or a wider float need no float64 copy of a
+    # possibly large field.
+    via_float64 = plan.packed or raw.dtype.kind in "iub" or raw.dtype.itemsize > target.itemsize
+    wide = raw.astype(np.float64, copy=True) if via_float64 else raw.astype(target, copy=True)
     if raw.dtype.kind in "iu" and raw.dtype.itemsize == 8 and np.abs(wide).max(initial=0) > 2**53:
         notes.append("64-bit integers beyond 2^53 are rounded when unpacked in float64")
     if plan.scale_factor is not None:

@@ -182,6 +182,7 @@ def test_eval_var_refusals(tmp_path: Path) -> None:
         (["--data", str(path), "--var", "z", "--shape", "48,64"], "--shape is for raw files"),
         (["--data", str(rawfile), "--var", "z"], "--var needs a netCDF, HDF5 or Zarr file"),
         (["--data", str(rawfile), "--shape", "16", "--dtype", "f32", "--fill-masked", "0"], "--fill-masked applies"),
+        (["--synthetic", "grf:8,8", "--var", "z"], "--var and --fill-masked name a variable of a --data file"),
     ]
     for args, message in cases:
         res = runner.invoke(app, ["eval", *args, "--codec", "sz3", "--mode", "abs", "--bound", "1"])

@@ -16,6 +16,7 @@ import h5py
 import netCDF4
 import numpy as np
 import pytest
+import zarr
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,7 +35,6 @@ from perfscout.datasets import (
 from perfscout.datasets.cf import decode, plan_cf
 from perfscout.errors import InputError
 
-zarr = pytest.importorskip("zarr", reason="zarr is a core dependency (pyproject); install it")
 
 
 def cf_reference(packed: np.ndarray, scale: float, offset: float, out: type) -> np.ndarray:
