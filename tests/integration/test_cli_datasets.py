@@ -222,3 +222,34 @@ def test_sweep_spec_with_a_file_variable(tmp_path: Path) -> None:
     spec.write_text(f"datasets: [{{path: {nc.name}, var: z, shape: [48, 64]}}]\ncodecs: [zfp]\nbounds: [1.0e-3]\n")
     with pytest.raises(InputError, match="drop 'shape'"):
         sweep(spec, out=tmp_path / "run4", progress=False)
+
+
+def test_real_field_packed_into_netcdf_round_trips_and_evaluates(tmp_path: Path, shared_data: Path) -> None:
+    """The real 3-D vorticity, packed to int16 the way archives pack it (scale/offset from the
+    range, compressed, big-endian chunks), read back exactly as CF says and evaluated."""
+    import netCDF4
+
+    from perfscout.datasets import load_variable
+    from perfscout.tools.evaluate import evaluate
+
+    field = np.fromfile(shared_data / "vorticity.128_128_41", dtype="<f4").reshape(41, 128, 128)
+    lo, hi = float(field.min()), float(field.max())
+    scale = np.float64((hi - lo) / (2**16 - 2))
+    offset = np.float64((hi + lo) / 2)
+    packed = np.round((field - offset) / scale).astype(np.int16)
+    path = tmp_path / "vort.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
+        for dim, n in zip(("time", "z", "y", "x"), (1, *field.shape)):
+            ds.createDimension(dim, n)
+        v = ds.createVariable("vort", ">i2", ("time", "z", "y", "x"), zlib=True, endian="big",
+                              chunksizes=(1, 8, 64, 64), fill_value=np.int16(-32768))
+        v.scale_factor, v.add_offset = scale, offset
+        v.set_auto_maskandscale(False)
+        v[:] = packed[None]
+    loaded = load_variable(path, "vort")
+    cf = (packed.astype(np.float64) * scale + offset)
+    assert loaded.dtype == np.float64 and loaded.shape == field.shape
+    np.testing.assert_array_equal(loaded.array, cf)
+    assert np.abs(loaded.array - field).max() <= scale / 2 * (1 + 1e-9)  # packing error only
+    rec = evaluate(loaded, "sz3", "rel", 1e-3, repeats=1)
+    assert rec.status == "ok" and rec.bound_ok and rec.dataset == "vort.nc:vort" and rec.dtype == "f64"
