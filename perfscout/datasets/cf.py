@@ -143,12 +143,13 @@ def plan_cf(stored: np.dtype, attrs: dict[str, Any], *, implied_fill: tuple[Any,
     plan.add_offset = offset[0] if offset else None
 
     attr_types = [t for t in (scale[1] if scale else None, offset[1] if offset else None) if t is not None]
-    if attr_types and all(t.kind == "f" for t in attr_types):
-        widest = max(attr_types, key=lambda t: t.itemsize)
+    float_types = [t for t in attr_types if t.kind == "f"]
+    if float_types:  # (one float and one integer attribute is not CF; the float one decides)
+        widest = max(float_types, key=lambda t: t.itemsize)
         plan.cf_dtype = np.dtype(np.float64) if widest.itemsize >= 8 else np.dtype(np.float32)
         names = " and ".join(k for k, v in (("scale_factor", scale), ("add_offset", offset)) if v)
         plan.cf_dtype_reason = f"the type of {names}"
-        if len({t.itemsize for t in attr_types}) > 1:
+        if len({(t.kind, t.itemsize) for t in attr_types}) > 1:
             plan.notes.append(f"scale_factor and add_offset have different types ({attr_types[0]}, "
                               f"{attr_types[1]}); CF wants one: the wider, {plan.cf_dtype}, is used")
     elif attr_types:  # integer attributes: CF unpacks to the stored (integer) type
