@@ -1,25 +1,30 @@
-"""`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json]`.
+"""`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json [--indent N]] [--verbose]`.
 
 Loads the profile (:func:`perfscout.tools.profile.load_profiles`), runs the diagnosis
 engine (:mod:`perfscout.analysis.diagnosis`) and prints the JSON shape of DESIGN.md
 (``{"kernels": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``) or its
 Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), every
 parsed metric under ``metrics``, the subset its findings rest on under ``cited_metrics``,
-and Nsight Compute's own rule messages under ``ncu_says``.
+and Nsight Compute's own rule messages under ``ncu_says``; ``summary`` aggregates the
+launches per kernel (count, total time, share), ordered by total time. The JSON is compact
+unless ``--indent`` is given. The Markdown report puts the time digest first, then one
+section per kernel with the primary's deciding evidence (``--verbose``: all findings in full).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
 
 from perfscout.analysis.diagnosis import diagnose as run_diagnosis
 from perfscout.analysis.diagnosis import diagnose_perf
-from perfscout.analysis.diagnosis.render import markdown
-from perfscout.cli.common import emit_json, stdout
+from perfscout.analysis.diagnosis.render import aggregate, markdown, summary_markdown
+from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
+from perfscout.tools.ncu_parse import kernel_duration_s
 from perfscout.tools.profile import kernel_json, load_profiles
 
 
@@ -44,8 +49,10 @@ def register(app: typer.Typer) -> None:
         ncu_rep: Path = typer.Option(None, "--ncu-rep", help="An .ncu-rep report (needs ncu here)."),
         ncu_details: Path = typer.Option(None, "--ncu-details", help="ncu --csv --page details output (rule messages)."),
         perf_csv: Path = typer.Option(None, "--perf-csv", help="perf stat -x, (or -j) output."),
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-        top: int = typer.Option(10, "--top", help="Kernels in the duration digest."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (compact)."),
+        indent: int = typer.Option(None, "--indent", min=0, max=8, help="With --json: indent by N spaces."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="All findings with all their evidence."),
+        top: int = typer.Option(10, "--top", help="Kernels detailed (and in the JSON digest); 0: all."),
         host_timing: Path = typer.Option(
             None, "--host-timing", help="JSON of host timings across launches (launch overhead)."
         ),
@@ -56,12 +63,17 @@ def register(app: typer.Typer) -> None:
         kernels = []
         for k, diag in zip(loaded.kernels, result["kernels"], strict=True):
             entry = kernel_json(k, metrics=True)
-            entry.update(primary=diag["primary"], findings=diag["findings"], cited_metrics=diag["metrics"])
+            entry.update(primary=diag["primary"], findings=diag["findings"], cited_metrics=diag["metrics"],
+                         duration_s=kernel_duration_s(k))
             kernels.append(entry)
+        summary = aggregate(kernels)
         doc = {
             "kernels": kernels,
             "platform": result["platform"],
             "digest": loaded.digest(top),
+            "summary": [{k: v for k, v in e.items() if k != "diagnosis"} | {
+                "primary": e["diagnosis"]["primary"]["id"] if e["diagnosis"].get("primary") else None,
+                "diagnosed_launch": e["diagnosis"].get("id")} for e in summary],
             "sources": loaded.sources,
             "warnings": loaded.warnings,
         }
@@ -70,15 +82,17 @@ def register(app: typer.Typer) -> None:
             doc["programs"] = perf_result["programs"]
             doc["perf"] = loaded.perf.model_dump(mode="json")
         if json_out:
-            emit_json(doc)
+            compact = indent is None
+            sys.stdout.write(json.dumps(doc, indent=indent, separators=(",", ":") if compact else None,
+                                        default=_json_default, allow_nan=True) + "\n")
+            sys.stdout.flush()
             return
         if doc["kernels"]:
-            stdout.print(markdown({"kernels": doc["kernels"], "platform": doc["platform"]}), markup=False)
+            stdout.print(summary_markdown(summary, doc["platform"], verbose=verbose, top=top),
+                         markup=False, soft_wrap=True)
         if doc.get("programs"):
-            stdout.print(markdown({"programs": doc["programs"], "platform": doc["platform"]}), markup=False)
-        for d in doc["digest"]:
-            share = f"{d['share_pct']:.1f}%" if d.get("share_pct") is not None else "?"
-            stdout.print(f"{share:>6s}  {d['launches']:3d}x  {d['name']}")
+            stdout.print(markdown({"programs": doc["programs"], "platform": doc["platform"]}), markup=False,
+                         soft_wrap=True)
         stdout.print(f"{len(loaded.kernels)} kernel launches; devices: "
                      + ", ".join(f"{d['name']} (CC {d['compute_capability']})" for d in loaded.platform["devices"]))
         if loaded.perf is not None:

@@ -7,6 +7,8 @@ it appears in the profile, so a finding can never cite a metric the profile lack
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +134,30 @@ class KernelContext:
 
     # ---------------------------------------------------------------- commands
     def ncu_command(self) -> str:
-        """The command that re-measures this kernel (what a verify step runs)."""
-        return (f"ncu --set full --csv --page raw --clock-control none -k regex:^{self.kernel.name}$ "
-                f"-c 1 <your program> > after.csv && perfscout verify --before-csv before.csv "
-                f"--after-csv after.csv --kernel {self.kernel.name}")
+        """The command that re-measures this kernel (what a verify step runs), quoted so it
+        pastes into a POSIX shell as is; ``./app`` stands for the user's program."""
+        kernel_filter = shlex.quote(f"regex:{re.escape(kernel_stem(self.kernel.name))}")
+        return (f"ncu --set full --csv --page raw --clock-control none -k {kernel_filter} -c 1 ./app "
+                f"> after.csv && perfscout verify --before-csv before.csv --after-csv after.csv "
+                f"--kernel {shlex.quote(self.kernel.name)}")
+
+
+def kernel_stem(name: str) -> str:
+    """The bare function name of a (demangled) kernel name: ``void at::foo<4, F>(int)`` ->
+    ``foo``. ncu's ``-k regex:`` searches the function name, so the stem matches every
+    instantiation of that kernel without shell- or regex-hostile characters."""
+    text = name.strip().replace("(anonymous namespace)::", "")
+    if text.startswith("void "):
+        text = text[5:]
+    depth, out = 0, []
+    for ch in text:  # drop template arguments, which may themselves hold '::' and '('
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    stem = "".join(out).strip().split("::")[-1].strip()
+    return stem or name

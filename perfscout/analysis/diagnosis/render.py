@@ -63,4 +63,121 @@ def markdown(result: dict) -> str:
         for f in it["findings"][1:]:
             out.extend(finding_md(f))
         out.append("")
+    if len(shown) < len(entries):
+        out.append(f"({len(entries) - len(shown)} more kernels not detailed: --top {len(entries)})")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- per-kernel summary
+#: Evidence lines shown per primary finding by default: the rules list the deciding
+#: evidence first (the measured value against its threshold); the rest is in --verbose.
+DEFAULT_EVIDENCE = 3
+_NAME_WIDTH = 70
+
+
+def aggregate(kernels: list[dict]) -> list[dict]:
+    """One entry per kernel name: launches, total time and share, ordered by total time.
+
+    ``kernels`` are diagnosed launches carrying ``duration_s`` (None when unknown). The
+    entry's diagnosis is its longest launch's; ``primaries`` counts each launch's primary
+    id, so launches that disagree stay visible.
+    """
+    groups: dict[str, list[dict]] = {}
+    for k in kernels:
+        groups.setdefault(k["name"], []).append(k)
+    total = sum(k.get("duration_s") or 0.0 for k in kernels)
+    out = []
+    for name, launches in groups.items():
+        t = sum(k.get("duration_s") or 0.0 for k in launches)
+        rep = max(launches, key=lambda k: k.get("duration_s") or 0.0)
+        primaries: dict[str, int] = {}
+        for k in launches:
+            pid = k["primary"]["id"] if k.get("primary") else "none"
+            primaries[pid] = primaries.get(pid, 0) + 1
+        out.append({"name": name, "launches": len(launches), "ids": [k.get("id") for k in launches],
+                    "total_s": t, "share_pct": 100.0 * t / total if total > 0 else None,
+                    "primaries": primaries, "diagnosis": rep})
+    out.sort(key=lambda e: -e["total_s"])
+    return out
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= _NAME_WIDTH else name[: _NAME_WIDTH - 1] + "…"
+
+
+def _time(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s >= 1e-4 else f"{s * 1e6:.1f} us"
+
+
+def _evidence_line(e: dict) -> str:
+    inputs = f" from {', '.join(e['inputs'])}" if e.get("inputs") else ""
+    thr = f" [{e['threshold']}]" if e.get("threshold") else ""
+    unit = f" {e['unit']}" if e.get("unit") else ""
+    return f"`{e['metric']}` = {_num(e['value'])}{unit}{thr}{inputs}"
+
+
+def summary_markdown(entries: list[dict], platform: dict | None = None, verbose: bool = False,
+                     top: int = 0) -> str:
+    """The readable report: the time digest first, then one section per kernel (launches
+    aggregated), ordered by total time; by default the primary's deciding evidence and one
+    line per other finding, ``verbose`` for everything; ``top`` > 0 keeps that many
+    kernel sections (the digest table always lists every kernel)."""
+    out = ["# Diagnosis", ""]
+    facts = [f"{k} {v}" for k, v in (platform or {}).items() if isinstance(v, (str, int, float)) and v != ""]
+    if facts:
+        out += ["Platform: " + ", ".join(facts), ""]
+    if not entries:
+        return "\n".join(out + ["No kernels in the input."])
+    launches = sum(e["launches"] for e in entries)
+    out += [f"{len(entries)} kernels, {launches} launches, by total GPU time:", "",
+            "| share | time | launches | kernel | primary |", "|---:|---:|---:|---|---|"]
+    for e in entries:
+        share = f"{e['share_pct']:.1f}%" if e["share_pct"] is not None else "?"
+        prim = ", ".join(f"{p} x{n}" if len(e["primaries"]) > 1 else p for p, n in e["primaries"].items())
+        out.append(f"| {share} | {_time(e['total_s'])} | {e['launches']} | `{_short(e['name'])}` | {prim} |")
+    out.append("")
+    shown = entries[:top] if top > 0 else entries
+    for i, e in enumerate(shown, 1):
+        share = f"{e['share_pct']:.1f}% of GPU time" if e["share_pct"] is not None else "time unknown"
+        out += [f"## {i}. {e['name']}", "", f"{e['launches']} launch{'es' if e['launches'] > 1 else ''}, "
+                f"{_time(e['total_s'])} in all ({share}); diagnosis of the longest launch "
+                f"(ID {e['diagnosis'].get('id')}).", ""]
+        if len(e["primaries"]) > 1:
+            out += ["Launches disagree on the primary: " + ", ".join(f"{p} in {n}" for p, n in e["primaries"].items()), ""]
+        d = e["diagnosis"]
+        if not d.get("primary"):
+            out += ["No finding: the profile lacks the metrics the rules need.", ""]
+            continue
+        if verbose:
+            out.extend(finding_md(d["primary"], primary=True))
+            for f in d["findings"][1:]:
+                out.extend(finding_md(f))
+            out.append("")
+            continue
+        p = d["primary"]
+        out.append(f"**Primary:** `{p['id']}` — {p['title']} (confidence {p['confidence']:.2f}; {_gain(p)})")
+        ev = p.get("evidence", [])
+        for e_ in ev[:DEFAULT_EVIDENCE]:
+            out.append(f"- {_evidence_line(e_)}")
+        if len(ev) > DEFAULT_EVIDENCE:
+            out.append(f"- … {len(ev) - DEFAULT_EVIDENCE} more (--verbose)")
+        out.append(f"- Do: {p['recommendation']}")
+        dont = p.get("extra", {}).get("what_not_to_do") or []
+        if dont:
+            out.append("- Don't: " + "; ".join(dont))
+        said = p.get("extra", {}).get("ncu_says")
+        if said:
+            verdict = "agrees" if said["agrees"] else f"differs: {said.get('why_not_primary', '')}"
+            out.append(f"- ncu's top rule: {said['rule']} (est. {said['estimated_speedup_pct']:.0f}%) — {verdict}")
+        out.append(f"- Verify: {p['verify']}")
+        rest = d["findings"][1:]
+        if rest:
+            out.append("- Also:")
+            for f in rest:
+                role = f.get("extra", {}).get("role", "")
+                tag = f" [{role}]" if role in ("lever", "advice") else ""
+                out.append(f"  - `{f['id']}`{tag} — {f['title']} ({_gain(f)})")
+        out.append("")
+    if len(shown) < len(entries):
+        out.append(f"({len(entries) - len(shown)} more kernels not detailed: --top {len(entries)})")
     return "\n".join(out)
