@@ -63,8 +63,6 @@ def markdown(result: dict) -> str:
         for f in it["findings"][1:]:
             out.extend(finding_md(f))
         out.append("")
-    if len(shown) < len(entries):
-        out.append(f"({len(entries) - len(shown)} more kernels not detailed: --top {len(entries)})")
     return "\n".join(out)
 
 
