@@ -15,8 +15,8 @@ def register(app: typer.Typer) -> None:
     def snapshot(
         json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
         save: str = typer.Option(None, "--save", metavar="NAME",
-                                 help="Also save as NAME.yaml under platform_profiles/ "
-                                      "($PERFSCOUT_HOME/platform_profiles when PERFSCOUT_HOME is set)."),
+                                 help="Also save as <home>/platform_profiles/NAME.yaml (home: "
+                                      "$PERFSCOUT_HOME, else the per-user data directory)."),
         no_gpu: bool = typer.Option(False, "--no-gpu", help="Skip GPU probing (NVML / nvidia-smi)."),
     ) -> None:
         """Snapshot CPU, memory, NUMA, GPUs, compilers, MPI, scheduler, perf counters."""
