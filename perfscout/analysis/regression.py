@@ -126,13 +126,47 @@ def range_spread(x: np.ndarray) -> float:
 def noise_margin(spread: float) -> float:
     """The smallest change the repeats' full spread lets us call real.
 
-    A decided change must exceed the spread (max - min over median) of the noisier side,
-    and on a machine as noisy as :data:`NOISY_SPREAD` or worse, twice that spread: two
-    runs of one configuration there drift apart by as much as their repeats scatter
-    (seen on these shared machines), so one spread of separation is not evidence. The
-    factor grows linearly from 1 to 2 up to that point, so the rule has no jump.
+    A decided change must exceed the spread of the noisier side (in log units: ln(max/min),
+    scaled to what 10 repeats would show), and on a machine as noisy as :data:`NOISY_SPREAD`
+    or worse, 1.5 times that spread: two runs of one configuration there drift apart by
+    about as much as their repeats scatter (seen on these shared machines), so one spread
+    of separation is not evidence. The factor grows linearly from 1 to 1.5 up to that
+    point, so the rule has no jump.
     """
-    return spread * (1.0 + min(1.0, spread / NOISY_SPREAD))
+    return spread * (1.0 + min(0.5, 0.5 * spread / NOISY_SPREAD))
+
+
+def _noise_bar(base: np.ndarray, cand: np.ndarray, noise_factor: float):
+    """(robust CV, spread, bar, size-of-a-ratio function) for the noise rule.
+
+    For positive samples everything is measured in log units: the spread of a side is
+    ln(max / min), its robust CV 1.4826 MAD(ln x), and a median ratio r counts as beyond
+    the noise when |ln r| exceeds ``max(noise_factor * CV, noise_margin(spread))``. Other
+    samples (a figure that can be zero or negative) use the same rule on relative units.
+    """
+    if base.min() > 0 and cand.min() > 0:
+        lb, lc = np.log(base), np.log(cand)
+        cv = max(_MAD_TO_SIGMA * float(np.median(np.abs(x - np.median(x)))) for x in (lb, lc))
+        spread = max(_range_10(x) for x in (lb, lc))
+        return (cv, math.expm1(spread), max(noise_factor * cv, noise_margin(spread)),
+                lambda r: abs(math.log(r)) if r > 0 else math.inf)
+    cv = max(robust_spread(base), robust_spread(cand))
+    spread = max(range_spread(base) * _small_sample(base.size), range_spread(cand) * _small_sample(cand.size))
+    return cv, spread, max(noise_factor * cv, noise_margin(spread)), lambda r: abs(r - 1.0)
+
+
+#: Expected range of n normal samples in standard deviations (d2 of control charts): the
+#: range of 5 repeats understates the scatter that 10 would show by a factor 3.078 / 2.326.
+_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
+
+
+def _small_sample(n: int) -> float:
+    """Scale a range of n < 10 samples up to what 10 samples would show (never down)."""
+    return _D2[10] / _D2[n] if n in _D2 else 1.0
+
+
+def _range_10(x: np.ndarray) -> float:
+    return float(x.max() - x.min()) * _small_sample(x.size)
 
 
 def _median_change(base: np.ndarray, cand: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -210,26 +244,25 @@ def compare_measured(
         return out
     out.ci_low, out.ci_high = bootstrap_change_ci(base, cand, confidence=confidence)
     out.p_value, out.effect_size = mann_whitney(base, cand)
-    noise = max(out.spread_baseline, out.spread_candidate)
-    margin = max(threshold, noise_factor * noise,
-                 noise_margin(max(out.range_baseline, out.range_candidate)))
+    # The noise bar is set on the log scale: a speedup cannot exceed -100 % while a slowdown
+    # has no limit, so "10x faster" and "10x slower" must clear the same bar.
+    noise, scatter, bar, size = _noise_bar(base, cand, noise_factor)
     # "worse" is a positive number for either direction of "better"
     sign = 1.0 if better == "lower" else -1.0
     worse = sign * out.change
     w_lo, w_hi = sorted((sign * out.ci_low, sign * out.ci_high))
     ci = f"{out.ci_low:+.1%} .. {out.ci_high:+.1%}"
-    if abs(worse) > margin and (w_lo > 0 or w_hi < 0) and out.p_value < alpha:
+    beyond_noise = size(out.candidate / out.baseline) > bar
+    if abs(worse) > threshold and beyond_noise and (w_lo > 0 or w_hi < 0) and out.p_value < alpha:
         out.verdict = "regressed" if worse > 0 else "improved"
         out.reason = (f"median {out.change:+.1%} (CI {ci}, p = {out.p_value:.2g}), beyond the "
-                      f"{threshold:.0%} threshold and {noise_factor:g}x the repeat spread ({noise:.1%})")
+                      f"{threshold:.0%} threshold and the repeats' scatter ({scatter:.0%})")
     elif -threshold < w_lo and w_hi < threshold:
         out.verdict = "unchanged"
         out.reason = f"median {out.change:+.1%}, CI {ci} inside ±{threshold:.0%}"
-    elif abs(worse) > threshold and abs(worse) <= margin:
-        spread = max(out.range_baseline, out.range_candidate)
-        out.reason = (f"median {out.change:+.1%} is within the repeats' own scatter (spread {spread:.0%}, "
-                      f"robust CV {noise:.1%}; a decided change must exceed {margin:.0%}): the machine's "
-                      "noise could explain it")
+    elif abs(worse) > threshold and not beyond_noise:
+        out.reason = (f"median {out.change:+.1%} is within the repeats' own scatter (spread {scatter:.0%}, "
+                      f"robust CV {noise:.1%}): the machine's noise could explain it")
     elif w_lo <= 0 <= w_hi:
         out.reason = f"median {out.change:+.1%}, but the CI {ci} includes no change"
     elif out.p_value >= alpha:
