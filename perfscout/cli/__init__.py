@@ -63,7 +63,7 @@ COMMANDS: tuple[Command, ...] = (
             "perfscout diagnose --ncu-csv tests/fixtures/ncu/h200_cupy_kernels_raw.csv"),
     Command("verify", "verify_cmd", "Closed loop: did a fix move what the finding predicted?",
             "perfscout verify --kernel K --before-csv before.csv --after-csv after.csv"),
-    Command("bench", "bench_cmd", "Run a benchmark command N times in the sandbox and read its figure.",
+    Command("bench", "bench_cmd", "A benchmark command N times in the sandbox; every figure kept.",
             "perfscout bench --figure 'time: (\\S+) s' --repeats 7 --out runs/a -- ./app --n 1000"),
     Command("regress", "regress_cmd", "Two runs compared with statistics; exit 1 on a regression.",
             "perfscout regress runs/a runs/b --md regression.md"),
