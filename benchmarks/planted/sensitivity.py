@@ -1,15 +1,17 @@
 """How close to the edge are the thresholds? Scale each one by 0.8 and 1.2 and re-score.
 
-    .venv/bin/python benchmarks/planted/sensitivity.py
+    .venv/bin/python benchmarks/planted/sensitivity.py [--suite planted|library]
 
-Every named numeric threshold of classify.py and the GPU rule modules is scaled on its
-own; the planted top-1 accuracy and the false alarms on the controls are recomputed. A
+Every named numeric threshold of classify.py, mma.py, dependent_loads.py and the GPU rule
+modules is scaled on its own; the planted top-1 accuracy and the false alarms on the controls are recomputed. A
 threshold whose +-20 % change flips a label is reported: it sits close to a planted
 kernel's measured value, which the closing note must say.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -20,7 +22,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 import accuracy  # noqa: E402
 
-from perfscout.analysis.diagnosis import classify  # noqa: E402
+from perfscout.analysis.diagnosis import classify, dependent_loads, mma  # noqa: E402
 from perfscout.analysis.diagnosis.rules import GPU_RULES, _occupancy  # noqa: E402
 
 NOT_THRESHOLDS = {"WIDEST_REQUEST_BYTES", "AGGREGATION"}  # hardware facts, not cut-offs
@@ -33,9 +35,22 @@ def constants(mod):
             yield m.group(1)
 
 
+def _scorer(suite: str):
+    if suite == "planted":
+        return accuracy.evaluate
+    path = HERE.parent / "planted_library" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("library_accuracy", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.evaluate
+
+
 def main() -> None:
-    mods = [classify, _occupancy, *GPU_RULES]
-    base = accuracy.evaluate()["summary"]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=("planted", "library"), default="planted")
+    evaluate = _scorer(ap.parse_args().suite)
+    mods = [classify, mma, dependent_loads, _occupancy, *GPU_RULES]
+    base = evaluate()["summary"]
     print(f"baseline: top-1 {base['ours_top1']:.0%}, false alarms {base['ours_false_alarms']}")
     fragile, count = [], 0
     for mod in mods:
@@ -48,7 +63,7 @@ def main() -> None:
                 patched = [m for m in mods if getattr(m, name, None) == orig and m is not mod]
                 for m in patched:
                     setattr(m, name, orig * f)
-                s = accuracy.evaluate()["summary"]
+                s = evaluate()["summary"]
                 for m in [mod, *patched]:
                     setattr(m, name, orig)
                 if s["ours_top1"] < base["ours_top1"] or s["ours_false_alarms"] > base["ours_false_alarms"]:

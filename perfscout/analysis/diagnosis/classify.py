@@ -23,8 +23,12 @@ HIGH_FRACTION = 0.60
 #: (79 % of DRAM peak against a 90 % roof is 12 % of the time). Below it, the secondary
 #: findings (occupancy caps, narrow accesses) stay ranked with their expected headroom.
 AT_ROOF_MARGIN = 0.05
-#: The same bar as a fraction of the roof (what Classification.at_roof compares against).
-AT_ROOF_FRACTION = 1.0 - AT_ROOF_MARGIN
+
+
+def at_roof(fraction_of_roof: float) -> bool:
+    """Within AT_ROOF_MARGIN of the roof (read at call time, so the margin can be varied)."""
+    return fraction_of_roof >= 1.0 - AT_ROOF_MARGIN
+
 
 #: Issue-limited kernels sustain 92-97 % of sm__throughput (one instruction per scheduler
 #: per cycle, minus dispatch bubbles); FMA chains with ILP reach ~94 % on Hopper.
@@ -161,7 +165,7 @@ def classify(ctx: KernelContext) -> Classification:
                                                   f"{HIGH_FRACTION * TENSOR_ROOF_PCT:.0f}%"))
             return Classification("compute", unit="tensor", sm_pct=sm, mem_pct=mem,
                                   top_pct=mma.tensor_pct, roof_pct=TENSOR_ROOF_PCT,
-                                  at_roof=tensor_frac >= AT_ROOF_FRACTION, evidence=evidence,
+                                  at_roof=at_roof(tensor_frac), evidence=evidence,
                                   fractions=fractions)
         if mma.wgmma_smem_operands and mem_unit == "l1":
             # Same reason: pick the busiest unit other than the operand path.
@@ -174,11 +178,11 @@ def classify(ctx: KernelContext) -> Classification:
         pipe = top_pipe(ctx)
         return Classification("compute", unit=pipe[0] if pipe else "", sm_pct=sm, mem_pct=mem,
                               top_pct=sm, roof_pct=SM_ROOF_PCT,
-                              at_roof=sm_frac >= AT_ROOF_FRACTION, evidence=evidence,
+                              at_roof=at_roof(sm_frac), evidence=evidence,
                               fractions=fractions)
     if mem_frac >= HIGH_FRACTION:
         return Classification("memory", unit=mem_unit, sm_pct=sm, mem_pct=mem, top_pct=mem_pct,
-                              roof_pct=mem_roof, at_roof=mem_frac >= AT_ROOF_FRACTION,
+                              roof_pct=mem_roof, at_roof=at_roof(mem_frac),
                               evidence=evidence, fractions=fractions)
     # Latency-bound: no unit near its roof. The headroom is what hiding latency could
     # win at most: the busiest unit reaching its roof.

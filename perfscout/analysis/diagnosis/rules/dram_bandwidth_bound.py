@@ -10,7 +10,7 @@ from perfscout.state.records import Finding
 ID = "dram_bandwidth_bound"
 ROLE = "roof"
 READS = {"dram": N.DRAM_SOL, "memory": N.MEM_SOL, "sm": N.SM_SOL}
-# Thresholds: classify.DRAM_ROOF_PCT (90 %) x HIGH_FRACTION / AT_ROOF_FRACTION.
+# Thresholds: classify.DRAM_ROOF_PCT (90 %) x HIGH_FRACTION / AT_ROOF_MARGIN.
 
 
 def check(ctx: KernelContext) -> Finding | None:

@@ -10,7 +10,7 @@ from perfscout.state.records import Finding
 ID = "l1_bandwidth_bound"
 ROLE = "roof"
 READS = {"l1": N.L1_SOL, "requests": N.GLOBAL_LD_REQUESTS}
-# Thresholds: classify.L1_ROOF_PCT (95 %) x HIGH_FRACTION / AT_ROOF_FRACTION.
+# Thresholds: classify.L1_ROOF_PCT (95 %) x HIGH_FRACTION / AT_ROOF_MARGIN.
 
 
 def check(ctx: KernelContext) -> Finding | None:

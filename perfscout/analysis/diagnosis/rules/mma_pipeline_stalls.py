@@ -9,7 +9,7 @@ pipe's headroom to its roof. It is ranked below the roof finding with that headr
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.classify import AT_ROOF_FRACTION, TENSOR_ROOF_PCT
+from perfscout.analysis.diagnosis.classify import TENSOR_ROOF_PCT, at_roof
 from perfscout.analysis.diagnosis.context import KernelContext
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.analysis.diagnosis.rules._mma import mma_kernel, tensor_headroom, tile_text
@@ -33,7 +33,7 @@ def check(ctx: KernelContext) -> Finding | None:
     info = mma_kernel(ctx)
     if info is None or info.tensor_pct is None:
         return None
-    if info.tensor_pct >= AT_ROOF_FRACTION * TENSOR_ROOF_PCT:
+    if at_roof(info.tensor_pct / TENSOR_ROOF_PCT):
         return None
     cycles = ctx.stall_cycles()
     total = sum(cycles.values())

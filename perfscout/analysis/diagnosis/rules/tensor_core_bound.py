@@ -18,7 +18,7 @@ ID = "tensor_core_bound"
 ROLE = "roof"
 READS = {"tensor": N.TENSOR_PIPE, **{f"op_{k}": v for k, v in N.TENSOR_OP_INST.items()},
          "gmma_shared": N.GMMA_SHARED_INST, "tma_ld": N.TMA_LD_INST}
-# Thresholds: classify.TENSOR_ROOF_PCT (95 %) x HIGH_FRACTION / AT_ROOF_FRACTION.
+# Thresholds: classify.TENSOR_ROOF_PCT (95 %) x HIGH_FRACTION / AT_ROOF_MARGIN.
 
 NOT_TO_DO = [
     "no L1/shared-memory tuning: wgmma's shared-memory operand traffic is the tensor pipe's feed, "
