@@ -72,6 +72,9 @@ def make_setting(codec: str, mode: str, bound: float, *, dtype: str = "f32", val
         raise InputError(f"dtype must be f32 or f64, got {dtype!r}")
     if nonfinite not in ("refuse", "passthrough"):
         raise InputError(f"nonfinite must be refuse or passthrough, got {nonfinite!r}")
+    if codec not in _exportable():
+        raise InputError(f"codec {codec!r} cannot be exported: perfscout has numcodecs/Zarr codecs for "
+                         f"{', '.join(_exportable())}")
     native = codec_class(codec).native_modes
     if mode != "rel" and mode not in native:
         raise InputError(f"codec {codec!r} has no native mode {mode!r}; native: {', '.join(native)}")
@@ -430,3 +433,35 @@ def _write_hdf5(s: Setting, data: np.ndarray, d: Path, chunks: tuple[int, ...]) 
 
 
 _WRITERS = {"numcodecs": _write_numcodecs, "zarr": _write_zarr, "xarray": _write_xarray, "hdf5": _write_hdf5}
+
+
+# -- the agent's report ------------------------------------------------------------------------------
+def use_it_markdown(records: list[dict[str, Any]], *, targets: tuple[str, ...] = ("numcodecs", "zarr", "xarray", "hdf5"),
+                    source: str = "this run") -> str:
+    """A "Use it" Markdown section for the best-ratio record whose bound held ("" if none):
+    the setting in words and each target's snippet, ready to end a report."""
+    held = [r for r in records if r.get("status") == "ok" and r.get("bound_ok") in (True, 1)
+            and r.get("ratio") is not None and r.get("codec") in _exportable()]
+    if not held:
+        return ""
+    best = max(held, key=lambda r: float(r["ratio"]))
+    try:
+        setting = _setting_from_record(best, source)
+    except InputError:
+        return ""
+    snips = setting_snippets(setting)
+    lines = ["## Use it", "",
+             f"Best verified setting: **{setting.codec} {best['mode']} {float(best['bound']):g}** on "
+             f"{best.get('dataset', '?')} (ratio {float(best['ratio']):.3g}, bound held). `perfscout export` "
+             "prints these for any row, and `--check DATA` re-verifies them on your data.", ""]
+    lines += [f"- {n}" for n in setting.notes]
+    for target in targets:
+        if target in snips:
+            lines += [f"{target}:", "", "```python", snips[target].rstrip("\n"), "```", ""]
+    return "\n".join(lines)
+
+
+def _exportable() -> tuple[str, ...]:
+    from perfscout.codecs.numcodecs import BY_BACKEND
+
+    return tuple(BY_BACKEND)

@@ -203,3 +203,15 @@ def test_cli_export_rel_without_a_range_prints_snippets_that_compute_it(tmp_path
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["configs"] is None and "np.nanmax(data) - np.nanmin(data)" in doc["snippets"]["numcodecs"]
+
+
+def test_use_it_markdown_ends_a_report_with_the_best_verified_setting(sweep_dir: Path) -> None:
+    rows, _ = ex.stored_records(sweep_dir)
+    text = ex.use_it_markdown(rows)
+    best = ex.choose_setting(sweep_dir)
+    assert text.startswith("## Use it") and f"**{best.codec} " in text
+    assert text.count("```python") == 4 and "numcodecs.get_codec" in text and "hdf5plugin." in text
+    broken = [{**r, "bound_ok": False} for r in rows]
+    assert ex.use_it_markdown(broken) == ""  # nothing held its bound: nothing to recommend
+    with pytest.raises(InputError, match="cannot be exported"):
+        ex.make_setting("nvcomp-lz4", "abs", 1e-3)
