@@ -237,6 +237,11 @@ def _netcdf_record(name: str, var: Any, classic: bool) -> StoredVariable:
 def _netcdf_open(p: Path) -> Any:
     import netCDF4
 
+    from perfscout.datasets.netcdf3 import check_not_truncated
+
+    with p.open("rb") as f:
+        if f.read(4) in NETCDF3_SIGNATURES:  # netCDF-C reads a cut-off classic file as zeros
+            check_not_truncated(p)
     return _guard(p, "netCDF", lambda: netCDF4.Dataset(p, "r"))
 
 

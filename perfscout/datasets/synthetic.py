@@ -16,7 +16,10 @@ from NumPy's PCG64 generator and computed in float64, then cast.
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import resource
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -126,6 +129,43 @@ def describe_kind(kind: str) -> str:
     return _GENERATORS[kind][1]
 
 
+#: float64 temporaries a generator holds at once, per element (grf: noise, its spectrum
+#: and the inverse transform; grayscott: u, v and their Laplacians).
+GENERATOR_BYTES_PER_ELEMENT = 8 * 6
+
+
+def _available_bytes() -> int:
+    """MemAvailable (or physical memory), lowered to this process's address-space limit."""
+    avail = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if not avail:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            avail = 1 << 62
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return min(avail, soft) if soft != resource.RLIM_INFINITY else avail
+
+
+def _refuse_oversized(kind: str, dims: tuple[int, ...]) -> None:
+    """InputError before allocating anything when the field cannot be generated here."""
+    n = math.prod(dims)
+    need = n * GENERATOR_BYTES_PER_ELEMENT
+    have = _available_bytes()
+    if need > have:
+        raise InputError(
+            f"synthetic {kind}:{shape_str(dims)} has {n:.3g} values and needs about {need / 2**30:.3g} GiB "
+            f"to generate; {have / 2**30:.3g} GiB is available here: use a smaller shape"
+        )
+
+
 def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: int = 0) -> Field:
     """A deterministic synthetic field of ``kind`` ("grf", "smooth", "grayscott")."""
     if kind not in _GENERATORS:
@@ -136,6 +176,7 @@ def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: i
     dt = parse_dtype(dtype)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    _refuse_oversized(kind, dims)
     make, description = _GENERATORS[kind]
     values = make(dims, np.random.default_rng(int(seed)))
     arr = validate_array(values.astype(dt), what=f"synthetic {kind}")
