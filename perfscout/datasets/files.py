@@ -198,7 +198,7 @@ def load_variable(
     assert info.dtype is not None
     plan = plan_cf(info.dtype, info.attrs, implied_fill=info.implied_fill, what=what)
     decoded = decode(stored.reshape(info.shape), plan, dtype=dtype, masked=policy, what=what)
-    values, notes = decoded.values, list(decoded.notes)
+    values, notes = decoded.values, [*info.notes, *decoded.notes]
     dropped: list[str] = []
     if squeeze:
         kept, dropped = _drop_unit_axes(values.shape, info.dims)

@@ -10,6 +10,7 @@ are decided in one place. Every failure of a reading library on a bad file becom
 
 from __future__ import annotations
 
+import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ class StoredVariable:
     attrs: dict[str, Any] = field(default_factory=dict)
     implied_fill: tuple[Any, str] | None = None
     is_coordinate: bool = False
+    notes: list[str] = field(default_factory=list)  # what reading found (e.g. chunks never written)
 
 
 # -- format detection ----------------------------------------------------------------------
@@ -338,7 +340,11 @@ def _hdf5_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
         info = _guard(p, "HDF5", lambda: _h5_record(ds))
         if info.dtype is None or ds.shape is None:
             return info, np.empty(0)
-        return info, _guard(p, "HDF5", lambda: np.asarray(ds[()]))
+        values = _guard(p, "HDF5", lambda: np.asarray(ds[()]))
+        if ds.chunks is not None:
+            expected = math.prod(-(-n // c) for n, c in zip(ds.shape, ds.chunks))
+            _note_unwritten(info, _guard(p, "HDF5", lambda: ds.id.get_num_chunks()), expected, ds.fillvalue)
+        return info, values
 
 
 # -- Zarr (zarr-python 3: stores in format v2 and v3) --------------------------------------------
@@ -415,7 +421,18 @@ def _zarr_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
     info = _guard(p, "Zarr", lambda: _zarr_record(name, arrays[name]))
     if info.dtype is None:
         return info, np.empty(0)
-    return info, _guard(p, "Zarr", lambda: np.asarray(arrays[name][...]))
+    arr = arrays[name]
+    values = _guard(p, "Zarr", lambda: np.asarray(arr[...]))
+    _note_unwritten(info, _guard(p, "Zarr", lambda: arr.nchunks_initialized), arr.nchunks, arr.fill_value)
+    return info, values
+
+
+def _note_unwritten(info: StoredVariable, stored: int, expected: int, fill: Any) -> None:
+    """Chunks never written read as the fill value: legitimate (zarr skips chunks that are all
+    fill), but also what a partly copied store looks like, so it is said, with the count."""
+    if stored < expected:
+        info.notes.append(f"{expected - stored} of {expected} chunks are not stored and read as the fill "
+                          f"value {plain_value(fill)!r} (never written, or missing from a partial copy)")
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -582,3 +582,16 @@ def test_zarr_v3_sharded_array(tmp_path: Path) -> None:
     values = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
     root.create_array("s", shape=values.shape, chunks=(8, 8), shards=(32, 32), dtype="f4")[...] = values
     np.testing.assert_array_equal(load_variable(tmp_path / "shard.zarr", "s").array, values)
+
+
+def test_chunks_never_written_are_said(tmp_path: Path) -> None:
+    root = zarr.open_group(tmp_path / "sparse.zarr", mode="w", zarr_format=3)
+    root.create_array("v", shape=(100,), chunks=(10,), dtype="f4", fill_value=0.0)[:30] = 1.0
+    z = load_variable(tmp_path / "sparse.zarr", "v")
+    assert z.array[:30].tolist() == [1.0] * 30 and not z.array[30:].any()
+    assert "7 of 10 chunks are not stored and read as the fill value 0.0" in z.notes[0]
+    with h5py.File(tmp_path / "sparse.h5", "w") as h:
+        h.create_dataset("v", shape=(100,), chunks=(10,), dtype="f4")[:30] = 1.0
+        h.create_dataset("full", data=np.ones(100, np.float32), chunks=(10,))
+    assert "7 of 10 chunks are not stored" in load_variable(tmp_path / "sparse.h5", "v").notes[0]
+    assert load_variable(tmp_path / "sparse.h5", "full").notes == []
