@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from perfscout.analysis.diagnosis import diagnose_kernel
 from perfscout.analysis.diagnosis import classify as C
+from perfscout.analysis.diagnosis import diagnose_kernel
 from perfscout.analysis.diagnosis.context import KernelContext
 from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.state.profiles import Metric

@@ -12,7 +12,11 @@ from pathlib import Path
 
 from perfscout.analysis.diagnosis import diagnose
 from perfscout.analysis.diagnosis.context import KernelContext, kernel_stem
-from perfscout.analysis.diagnosis.render import DEFAULT_EVIDENCE, aggregate, summary_markdown
+from perfscout.analysis.diagnosis.render import (
+    DEFAULT_EVIDENCE,
+    aggregate,
+    summary_markdown,
+)
 from perfscout.tools.ncu_parse import kernel_duration_s, load_raw_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +82,8 @@ def test_kernel_stem():
 def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PERFSCOUT_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-c", "import sys; from perfscout.cli import main; main(sys.argv[1:])",
-                           "diagnose", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "diagnose", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False)
 
 
 def test_cli_json_is_compact_unless_indented_and_has_the_summary(tmp_path):

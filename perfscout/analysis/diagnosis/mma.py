@@ -111,6 +111,13 @@ def mma_info(ctx: KernelContext) -> MmaInfo:
     return info
 
 
+def mma_arch(info: MmaInfo, ctx: KernelContext) -> str:
+    """The ``arch`` a tensor-core finding applies to: what the profile shows in use."""
+    if info.wgmma or info.tma:
+        return f"{ctx.arch.sm} (wgmma/TMA: sm_90+)"
+    return f"{ctx.arch.sm} (tensor cores: sm_70+)"
+
+
 def describe(info: MmaInfo) -> str:
     """'bf16->fp32 wgmma, TMA-fed' and the like, for titles."""
     text = " ".join(p for p in ("/".join(info.precisions), info.kind) if p)

@@ -137,9 +137,10 @@ def summary_markdown(entries: list[dict], platform: dict | None = None, verbose:
     shown = entries[:top] if top > 0 else entries
     for i, e in enumerate(shown, 1):
         share = f"{e['share_pct']:.1f}% of GPU time" if e["share_pct"] is not None else "time unknown"
-        out += [f"## {i}. {e['name']}", "", f"{e['launches']} launch{'es' if e['launches'] > 1 else ''}, "
-                f"{_time(e['total_s'])} in all ({share}); diagnosis of the longest launch "
-                f"(ID {e['diagnosis'].get('id')}).", ""]
+        times = "es" if e["launches"] > 1 else ""
+        out += [f"## {i}. {e['name']}", "",
+                (f"{e['launches']} launch{times}, {_time(e['total_s'])} in all ({share}); diagnosis of "
+                 f"the longest launch (ID {e['diagnosis'].get('id')})."), ""]
         if len(e["primaries"]) > 1:
             out += ["Launches disagree on the primary: " + ", ".join(f"{p} in {n}" for p, n in e["primaries"].items()), ""]
         d = e["diagnosis"]

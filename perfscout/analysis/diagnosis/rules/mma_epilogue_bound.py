@@ -11,8 +11,13 @@ from __future__ import annotations
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import HIGH_FRACTION, TENSOR_ROOF_PCT
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_arch
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
-from perfscout.analysis.diagnosis.rules._mma import mma_kernel, tensor_headroom, tile_text
+from perfscout.analysis.diagnosis.rules._mma import (
+    mma_kernel,
+    tensor_headroom,
+    tile_text,
+)
 from perfscout.state.records import Finding
 
 ID = "mma_epilogue_bound"
@@ -60,6 +65,6 @@ def check(ctx: KernelContext) -> Finding | None:
                         "ping-pong / stream-K schedules)."),
         verify=verify_text(ctx, "dram__bytes_write.sum should fall with the output bytes removed", gain),
         not_when="the full output is needed in DRAM at this precision (it is the result the caller keeps)",
-        expected_gain=gain,
+        expected_gain=gain, arch=mma_arch(info, ctx),
         verify_plan=time_plan(ctx, gain, {"dram__bytes_write.sum": "decrease"}),
     )

@@ -11,8 +11,13 @@ from __future__ import annotations
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import TENSOR_ROOF_PCT, at_roof
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_arch
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
-from perfscout.analysis.diagnosis.rules._mma import mma_kernel, tensor_headroom, tile_text
+from perfscout.analysis.diagnosis.rules._mma import (
+    mma_kernel,
+    tensor_headroom,
+    tile_text,
+)
 from perfscout.state.records import Finding
 
 ID = "mma_pipeline_stalls"
@@ -66,6 +71,6 @@ def check(ctx: KernelContext) -> Finding | None:
         not_when=("the kernel is a library kernel you cannot change (then pick another algorithm or "
                   "tile config, e.g. through cuBLASLt heuristics), or the waits are producer warps "
                   "idling by design while the tensor pipe is busy"),
-        expected_gain=gain,
+        expected_gain=gain, arch=mma_arch(info, ctx),
         verify_plan=time_plan(ctx, gain, {info.tensor_metric or N.TENSOR_PIPE[0]: "increase"}),
     )

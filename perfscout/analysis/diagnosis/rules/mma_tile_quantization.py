@@ -15,6 +15,7 @@ import math
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.mma import mma_arch
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.analysis.diagnosis.rules._mma import mma_kernel, tile_text
 from perfscout.analysis.diagnosis.rules.small_grid import IDLE_SM_FRACTION_MIN
@@ -71,6 +72,6 @@ def check(ctx: KernelContext) -> Finding | None:
         verify=verify_text(ctx, "launch__waves_per_multiprocessor should be whole (or >> 1) and the "
                                 "tensor pipe busier", gain),
         not_when="other kernels run concurrently on the idle SMs (streams), or the shape is fixed and tiny",
-        expected_gain=gain,
+        expected_gain=gain, arch=mma_arch(info, ctx),
         verify_plan=time_plan(ctx, gain, {info.tensor_metric or N.TENSOR_PIPE[0]: "increase"}),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
-from perfscout.analysis.diagnosis.mma import describe, mma_info
+from perfscout.analysis.diagnosis.mma import describe, mma_arch, mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding
 
@@ -21,10 +21,10 @@ READS = {"tensor": N.TENSOR_PIPE, **{f"op_{k}": v for k, v in N.TENSOR_OP_INST.i
 # Thresholds: classify.TENSOR_ROOF_PCT (95 %) x HIGH_FRACTION / AT_ROOF_MARGIN.
 
 NOT_TO_DO = [
-    "no L1/shared-memory tuning: wgmma's shared-memory operand traffic is the tensor pipe's feed, "
-    "not a separate bottleneck (float4 loads and register blocking do not apply to it)",
-    "no occupancy tuning: MMA kernels keep one or two large CTAs per SM by design; their "
-    "latency is hidden by pipeline stages, not by resident warps",
+    ("no L1/shared-memory tuning: wgmma's shared-memory operand traffic is the tensor pipe's feed, "
+     "not a separate bottleneck (float4 loads and register blocking do not apply to it)"),
+    ("no occupancy tuning: MMA kernels keep one or two large CTAs per SM by design; their "
+     "latency is hidden by pipeline stages, not by resident warps"),
     "no CUDA-core arithmetic tuning: the FMA/ALU pipes are not the limiter",
 ]
 
@@ -60,7 +60,7 @@ def check(ctx: KernelContext) -> Finding | None:
                                 "work removed while sm__pipe_tensor_cycles_active stays high", None),
         not_when=("the MMA count is already the minimum the problem needs at the precision the "
                   "results require: then the kernel is done"),
-        expected_gain=cls.headroom, at_roof=cls.at_roof, what_not_to_do=NOT_TO_DO,
+        expected_gain=cls.headroom, at_roof=cls.at_roof, what_not_to_do=NOT_TO_DO, arch=mma_arch(info, ctx),
         verify_plan={**time_plan(ctx, None, {info.tensor_metric or N.TENSOR_PIPE[0]: "steady"}),
                      "next_roof_gain": cls.next_roof_gain()},
     )

@@ -5,7 +5,12 @@ from __future__ import annotations
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
 from perfscout.analysis.diagnosis.dependent_loads import dependent_loads
-from perfscout.analysis.diagnosis.rules._base import make, memory_time_share, time_plan, verify_text
+from perfscout.analysis.diagnosis.rules._base import (
+    make,
+    memory_time_share,
+    time_plan,
+    verify_text,
+)
 from perfscout.state.records import Finding
 
 ID = "uncoalesced_global_access"
