@@ -462,15 +462,28 @@ def structured_kind(path: str | Path) -> tuple[Path, str]:
 def list_stored(path: str | Path) -> tuple[str, list[StoredVariable]]:
     """(kind, every variable's metadata) of a netCDF/HDF5/Zarr file."""
     p, kind = structured_kind(path)
-    return kind, _READERS[kind][0](p)
+    return _with_hdf5_fallback(p, kind, lambda k: (k, _READERS[k][0](p)))
 
 
 def read_stored(path: str | Path, name: str) -> tuple[str, StoredVariable, np.ndarray]:
     """(kind, metadata, stored values) of one variable; ``name`` as in :func:`list_stored`
     (a leading "/" is optional, and a basename is enough when it is unique)."""
     p, kind = structured_kind(path)
-    info, values = _READERS[kind][1](p, name)
-    return kind, info, values
+    return _with_hdf5_fallback(p, kind, lambda k: (k, *_READERS[k][1](p, name)))
+
+
+def _with_hdf5_fallback(p: Path, kind: str, call: Callable[[str], Any]) -> Any:
+    """``call(kind)``; an HDF5 file with netCDF-4 markers that netCDF-C will not open (a
+    writer outside netCDF's rules) is read as plain HDF5 rather than refused."""
+    try:
+        return call(kind)
+    except InputError as first:
+        if kind != "netcdf" or _hdf5_signature_offset(p) is None or "not a readable netCDF" not in str(first):
+            raise
+        try:
+            return call("hdf5")
+        except InputError:
+            raise first from None
 
 
 __all__ = [

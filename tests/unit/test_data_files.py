@@ -595,3 +595,15 @@ def test_chunks_never_written_are_said(tmp_path: Path) -> None:
         h.create_dataset("full", data=np.ones(100, np.float32), chunks=(10,))
     assert "7 of 10 chunks are not stored" in load_variable(tmp_path / "sparse.h5", "v").notes[0]
     assert load_variable(tmp_path / "sparse.h5", "full").notes == []
+
+
+def test_hdf5_with_netcdf_markers_netcdf_cannot_open_is_read_as_hdf5(tmp_path: Path) -> None:
+    path = tmp_path / "h5netcdf-like.nc"
+    with h5py.File(path, "w") as h:
+        h.attrs["_NCProperties"] = b"version=2,netcdf=4.9.0"
+        h["v"] = np.arange(5, dtype=np.float32)
+        h["dangling"] = h5py.SoftLink("/nowhere")  # netCDF-C refuses the file ("HDF error")
+    assert file_kind(path) == "netcdf"
+    f = load_variable(path, "v")
+    assert f.source.startswith("hdf5:") and f.array.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [i.name for i in describe_file(path)] == ["v"]
