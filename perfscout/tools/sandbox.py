@@ -1,38 +1,52 @@
-"""The whitelisted command runner: the only way perfscout starts an external program.
+"""The sandboxed command runner: the only way perfscout starts an external program.
 
-Rules, in the order they are applied:
+Two layers. The **confinement** (:mod:`perfscout.tools.bwrap`) isolates the program itself:
+bubblewrap namespaces give it a read-only view of the system, only the run directory
+writable (plus a private ``/tmp`` and ``$HOME``), no network and a new PID namespace, so
+every descendant dies with the run. Where bubblewrap is missing or cannot create
+namespaces, the run is **refused** with an install hint, unless the caller asked for
+``unconfined=True`` (``--unconfined`` on the CLI): then it runs as before and the result's
+``confinement.warning`` says so, loudly, in every outcome and report.
+
+The **argv rules** keep generated commands honest before anything runs:
 
 1. argv is a list of strings; a shell is never involved (``shell=False``).
 2. The executable must be on the allowlist (system tools perfscout knows, the running
    Python, plus commands the caller registers explicitly) and is resolved to an
-   absolute path before anything runs.
-3. No argument may contain a newline, carriage return or NUL, nor the shell's
-   command-substitution or chaining syntax (``;``, backticks, ``$(``, ``${``). Without a
-   shell these are inert, but they only ever appear in injection attempts, so refusing
-   them keeps a generated command honest.
-4. An argument that names a path (contains ``/``, starts with ``.`` or ``~``, or is
-   ``--opt=PATH``) must be free of shell metacharacters and resolve (symlinks
-   followed) inside the run directory or a declared input. The values of extra
-   environment variables passed to ``run`` are held to the same rule.
+   absolute path before anything runs; its name carries no shell syntax.
+3. No argument may contain NUL (``execve`` cannot pass it). Anything else is data: with
+   no shell, ``;``, ``$(...)``, quotes or newlines inside ``python -c '...'`` are inert.
+4. An argument that is a path token (no spaces, quotes, brackets or shell punctuation;
+   contains ``/`` or starts with ``.`` or ``~``; also ``--opt=PATH``, ``-oPATH``,
+   ``@respfile``, ``a:b,c`` lists), or a bare name that is a symlink in the working
+   directory, must resolve (symlinks followed) inside the run directory or a declared
+   input. The values of extra environment variables are held to the same rule. Code and
+   other data are not paths; the confinement is what keeps them from reaching anything.
 5. The child gets a new session (its own process group), a scrubbed environment
-   (explicit allowlist of variables) and ``resource`` limits set in the child before
-   exec: address space, CPU seconds, open files, processes and file size.
-6. A wall-clock timeout kills the whole process group, grandchildren included; the
-   group is also killed once the leader exits so no stray descendant outlives a run.
+   (explicit allowlist of variables) and ``resource`` limits set before exec: address
+   space, CPU seconds, open files, processes and file size; where a cgroup can be made,
+   processes and memory are capped there too (the kernel never applies ``RLIMIT_NPROC``
+   to root, so for root the ``pids`` cgroup is the real cap).
+6. A wall-clock timeout kills the whole process group (bwrap's, whose PID namespace then
+   takes every descendant with it); the group is also killed once the leader exits.
 7. stdout and stderr are read by threads into bounded buffers that keep the tail.
 
 Every outcome, refusals and limit hits included, comes back as a :class:`SandboxResult`;
-``run`` never raises for them. ``RLIMIT_NPROC`` is not enforced by the kernel for
-root (CAP_SYS_RESOURCE), so for root the process-group kill is what contains a fork bomb.
+``run`` never raises for them. Files perfscout itself writes into or reads from a run
+directory after a program ran there go through :func:`write_run_file` /
+:func:`read_run_file`, which never follow a link the program may have planted.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -44,6 +58,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from perfscout.errors import ToolRefused
+from perfscout.tools import bwrap, cgroup_limits
+from perfscout.tools.bwrap import Confinement
+
+#: Runs inside the sandbox as the program's parent and reports its wait status and rusage.
+_LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
 
 SandboxStatus = Literal["ok", "exit_nonzero", "refused", "timed_out", "killed_by_limit", "crashed"]
 
@@ -62,16 +81,21 @@ ENV_ALLOWLIST: tuple[str, ...] = (
     "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
 )
 
-#: Refused anywhere in any argument (see rule 3 above).
+#: Refused in executable names and environment variables (rule 2, rule 4); in ordinary
+#: arguments only NUL is refused (rule 3).
 _INJECTION = re.compile(r"[\n\r\x00;`]|\$\(|\$\{")
-#: Refused in an argument that names a path (rule 4).
-_PATH_METACHARS = re.compile(r"[|&<>*?!\[\]{}()'\"\\$\s]")
+#: Characters that make a piece of an argument data (code, a regex, an expression), not a
+#: path token (rule 4). A shell would treat them specially; no shell is ever used.
+_NOT_A_PATH = re.compile(r"[|&;<>*?!\[\]{}()'\"\\$`\s]")
+#: Refused in an executable name.
+_EXE_METACHARS = re.compile(r"[|&;<>*?!\[\]{}()'\"\\$`\s]")
 
 #: stderr phrases that mean a limit was hit although the child exited normally (Python,
 #: for one, ignores SIGXFSZ and turns a failed allocation into MemoryError), so the
 #: text is the only witness. Checked only when that limit was set.
 _LIMIT_MARKERS = {
     "address_space_bytes": ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory"),
+    "memory_bytes": ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory"),
     "file_size_bytes": ("File too large",),
     "open_files": ("Too many open files",),
 }
@@ -81,11 +105,13 @@ class SandboxLimits(BaseModel):
     """Per-run limits. ``None`` leaves that limit as inherited.
 
     Address space defaults to unlimited because CUDA programs reserve terabytes of
-    virtual addresses at start-up; callers running CPU-only tools should set it.
+    virtual addresses at start-up; ``memory_bytes`` (a cgroup cap on memory actually
+    used, where a cgroup can be made) is the cap that suits them.
     """
 
     timeout_s: float = 120.0
     address_space_bytes: int | None = None
+    memory_bytes: int | None = None
     cpu_seconds: int | None = None
     open_files: int | None = 1024
     processes: int | None = 4096
@@ -110,10 +136,17 @@ class SandboxResult(BaseModel):
     reason: str = ""
     cwd: str = ""
     rusage: dict[str, float] = Field(default_factory=dict)  # the child's own, from wait4
+    confinement: Confinement = Field(default_factory=lambda: Confinement(mode="none"))
+    stdout_path: str = ""  # set by run_sandboxed: the kept tails, saved in the run dir
+    stderr_path: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status == "timed_out"
 
 
 class _TailBuffer:
@@ -146,7 +179,14 @@ class _TailBuffer:
 
 
 class Sandbox:
-    """Runs allowlisted commands confined to ``run_dir`` (see module docstring)."""
+    """Runs allowlisted commands confined to ``run_dir`` (see module docstring).
+
+    ``unconfined=True`` runs without bubblewrap (recorded in every result).
+    ``allow_unconfined_fallback=True`` is for perfscout's own fixed probes (lscpu,
+    nvidia-smi --version...): confined where bubblewrap works, else run anyway and say
+    why in ``confinement``. ``network=True`` keeps the host's network (probes that ask a
+    scheduler); programs the user or the agent names never get it.
+    """
 
     def __init__(
         self,
@@ -157,6 +197,9 @@ class Sandbox:
         limits: SandboxLimits | None = None,
         env_allow: Sequence[str] = ENV_ALLOWLIST,
         cwd: str | os.PathLike[str] | None = None,
+        unconfined: bool = False,
+        allow_unconfined_fallback: bool = False,
+        network: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -167,6 +210,9 @@ class Sandbox:
             self.declare_input(p)
         self.limits = limits or SandboxLimits()
         self.env_allow = tuple(env_allow)
+        self.unconfined = unconfined
+        self.allow_unconfined_fallback = allow_unconfined_fallback
+        self.network = network
         self._allowed_names: set[str] = set(DEFAULT_ALLOWLIST)
         self._allowed_paths: set[Path] = set()
         # The project's own Python entry points: this interpreter, and the console
@@ -182,6 +228,8 @@ class Sandbox:
     # ---- configuration -------------------------------------------------------------
     def register(self, executable: str) -> Path:
         """Allow one more executable (a name on PATH or a path); returns its absolute path."""
+        if _INJECTION.search(executable) or _EXE_METACHARS.search(executable):
+            raise ToolRefused(f"cannot register {executable!r}: the name contains shell metacharacters")
         path = self._which(executable)
         if path is None:
             raise ToolRefused(f"cannot register {executable!r}: not found or not executable")
@@ -189,7 +237,8 @@ class Sandbox:
         return path
 
     def declare_input(self, path: str | os.PathLike[str]) -> None:
-        """Allow arguments naming ``path`` (a file or a directory tree) to pass rule 4."""
+        """Allow arguments naming ``path`` (a file or a directory tree) to pass rule 4;
+        the confined program sees it read-only."""
         p = Path(path).expanduser().resolve()
         if p == Path(p.anchor):
             raise ToolRefused(f"declaring {p} as an input would allow every path")
@@ -210,7 +259,7 @@ class Sandbox:
 
     def resolve_executable(self, name: str) -> Path:
         """The absolute path of an allowed executable, or :class:`ToolRefused`."""
-        if _INJECTION.search(name) or _PATH_METACHARS.search(name):
+        if _INJECTION.search(name) or _EXE_METACHARS.search(name):
             raise ToolRefused(f"executable name {name!r} contains shell metacharacters")
         path = self._which(name)
         if path is None:
@@ -232,14 +281,14 @@ class Sandbox:
         """Raise :class:`ToolRefused` if ``arg`` breaks rule 3 or 4."""
         if not isinstance(arg, str):
             raise ToolRefused(f"argument {arg!r} is not a string")
-        if _INJECTION.search(arg):
-            raise ToolRefused(f"argument {arg!r} contains a newline, NUL, ';', backtick or $(...)")
+        if "\x00" in arg:
+            raise ToolRefused(f"argument {arg!r} contains a NUL byte, which no program can receive")
         for piece in _path_pieces(arg):
             self._check_path(arg, piece, cwd)
+        if _is_bare_name(arg) and (cwd / arg).is_symlink():
+            self._check_path(arg, arg, cwd)  # a link in the working directory is a path
 
     def _check_path(self, arg: str, piece: str, cwd: Path) -> None:
-        if _PATH_METACHARS.search(piece):
-            raise ToolRefused(f"path argument {arg!r} contains shell metacharacters")
         p = Path(piece).expanduser()
         if not p.is_absolute():
             p = cwd / p
@@ -270,6 +319,30 @@ class Sandbox:
             env[k] = v
         return env
 
+    # ---- confinement -----------------------------------------------------------------
+    def confine(self, full: list[str], work: Path, env: dict[str, str],
+                status_fd: int | None, report_fd: int | None) -> tuple[list[str], Confinement]:
+        """The argv that actually runs (``bwrap ... -- full`` or ``full`` itself) and how
+        it is confined. Raises :class:`ToolRefused` when it cannot be confined and the
+        caller did not allow running without."""
+        if self.unconfined:
+            return full, _unconfined("the caller asked for it (--unconfined / unconfined=True)")
+        probe = bwrap.probe_bwrap()
+        if not probe.usable:
+            if self.allow_unconfined_fallback:
+                return full, _unconfined(f"perfscout's own probe ran without isolation: {probe.reason}")
+            raise ToolRefused(f"refusing to run {Path(full[0]).name} without the OS sandbox: {probe.reason}")
+        readable = [*self.inputs] + ([work] if work != self.run_dir else [])
+        launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd), "--"] \
+            if report_fd is not None else []
+        argv, conf = bwrap.build_argv(full, bwrap=probe.path, run_dir=self.run_dir, cwd=work,
+                                      readable=readable, network=self.network, env=env,
+                                      status_fd=status_fd, launcher=launcher)
+        conf.tool = probe.description
+        # A private /tmp inside: a TMPDIR naming a host directory would not exist there.
+        env["TMPDIR"] = "/tmp"
+        return argv, conf
+
     # ---- running -------------------------------------------------------------------
     def run(
         self,
@@ -283,11 +356,13 @@ class Sandbox:
         """Run ``argv`` (optionally as ``wrap + argv``, e.g. a profiler around a program).
 
         Both the wrapper and the wrapped command are validated: each one's executable
-        must be allowed and each argument must pass the argument rules.
+        must be allowed and each argument must pass the argument rules; the profiler
+        runs inside the confinement with the program.
         """
         lim = limits or self.limits
         work = Path(cwd).resolve() if cwd else self.cwd
         shown = [*(wrap or []), *argv] if not isinstance(argv, str) else [argv]
+        pipes: list[tuple[int, int]] = []  # bwrap's status, the launcher's report
         try:
             if not self._inside_allowed(work):
                 raise ToolRefused(f"working directory {work} is outside the run directory")
@@ -295,13 +370,114 @@ class Sandbox:
             child_env = self.child_env(env)
             for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
                 self.check_argument(value, work)
+            if not self.unconfined:
+                pipes = [os.pipe(), os.pipe()]
+            real, conf = self.confine(full, work, child_env, pipes[0][1] if pipes else None,
+                                      pipes[1][1] if pipes else None)
         except ToolRefused as exc:
+            _close_all(pipes)
             return SandboxResult(status="refused", argv=[str(a) for a in shown],
                                  reason=str(exc), cwd=str(work))
-        return _execute(full, work, child_env, lim)
+        if conf.mode != "bwrap":
+            _close_all(pipes)
+            pipes = []
+        return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes)
 
 
-def _set_limits(lim: SandboxLimits) -> None:
+def _unconfined(why: str) -> Confinement:
+    return Confinement(
+        mode="unconfined", network=True, pid_namespace=False,
+        warning=("UNCONFINED: the program ran WITHOUT the OS sandbox (it could read, write and "
+                 f"connect anywhere this user can); {why}"),
+        notes=["argv rules, a scrubbed environment, rlimits and the process-group kill still applied"])
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    run_dir: str | os.PathLike[str],
+    *,
+    timeout_s: float = 120.0,
+    memory_mb: int | None = None,
+    unconfined: bool = False,
+    env: Mapping[str, str] | None = None,
+    readable: Sequence[str | os.PathLike[str]] = (),
+    cwd: str | os.PathLike[str] | None = None,
+    limits: SandboxLimits | None = None,
+    output_name: str = "program",
+) -> SandboxResult:
+    """Run one program the caller vouches for (its executable is registered), confined.
+
+    ``run_dir`` is the only writable place and the default working directory;
+    ``readable`` are files or directories the program may read and name in its
+    arguments; ``cwd`` must be ``run_dir`` or one of ``readable``. ``memory_mb`` caps
+    memory in a cgroup where one can be made, else the address space. The kept output
+    tails are saved as ``<run_dir>/<output_name>.stdout`` / ``.stderr`` (paths in the
+    result). Never raises for a refusal or a limit: see ``status`` and ``reason``.
+    """
+    lim = (limits or SandboxLimits()).model_copy(update={"timeout_s": timeout_s})
+    if memory_mb is not None:
+        lim = lim.model_copy(update={"memory_bytes": int(memory_mb) * 2**20})
+    sb = Sandbox(run_dir, inputs=readable, cwd=cwd, limits=lim, unconfined=unconfined)
+    if isinstance(argv, (str, bytes)) or not argv:
+        return SandboxResult(status="refused", argv=[str(argv)],
+                             reason="a command must be a non-empty list of arguments (no shell strings)")
+    try:
+        sb.register(str(argv[0]))
+    except ToolRefused as exc:
+        return SandboxResult(status="refused", argv=[str(a) for a in argv], reason=str(exc))
+    res = sb.run(argv)
+    if res.status != "refused" or res.confinement.mode != "none":
+        out = write_run_file(sb.run_dir / f"{output_name}.stdout", res.stdout)
+        err = write_run_file(sb.run_dir / f"{output_name}.stderr", res.stderr)
+        res.stdout_path, res.stderr_path = str(out), str(err)
+    return res
+
+
+# ---- files perfscout writes or reads in a run directory --------------------------------
+
+def write_run_file(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` in a run directory without following a planted link.
+
+    The program that ran there could have left a symlink (to ``/etc/passwd``, say) or a
+    directory at this name; perfscout, unconfined, must write only a fresh regular file.
+    """
+    p = Path(path)
+    for _ in range(3):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        elif st is not None and st.st_nlink > 1:
+            p.unlink()  # a hard link shares its bytes with another name: start afresh
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.EEXIST):
+                continue  # replaced between the check and the open: check again
+            raise
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return p
+    raise OSError(f"{p} keeps being replaced; not writing it")
+
+
+def read_run_file(path: str | os.PathLike[str], limit: int | None = None) -> str:
+    """Read a file a sandboxed program may have replaced: never through a link, and never
+    anything but a regular file (a FIFO would block)."""
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        data = f.read() if limit is None else f.read(limit)
+    return data.decode("utf-8", errors="replace")
+
+
+def _set_limits(lim: SandboxLimits, cgroup_procs: list[bytes]) -> None:
     """Runs in the child between fork and exec: keep it to plain syscalls."""
     def cap(which: int, value: int | None, hard_extra: int = 0) -> None:
         if value is None:
@@ -312,6 +488,7 @@ def _set_limits(lim: SandboxLimits) -> None:
             new_hard = min(new_hard, hard)
         resource.setrlimit(which, (min(value, new_hard), new_hard))
 
+    cgroup_limits.attach_self(cgroup_procs)
     cap(resource.RLIMIT_AS, lim.address_space_bytes)
     # soft < hard for CPU: the soft limit sends SIGXCPU, which we can name.
     cap(resource.RLIMIT_CPU, lim.cpu_seconds, hard_extra=1)
@@ -322,15 +499,21 @@ def _set_limits(lim: SandboxLimits) -> None:
 
 #: A flag's own name, so that "-o/etc/x" and "-I../inc" are checked as the paths they carry.
 _FLAG_NAME = re.compile(r"^-{1,2}[A-Za-z][A-Za-z0-9_]*")
+_BARE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+def _is_bare_name(arg: str) -> bool:
+    return bool(_BARE_NAME.match(arg)) and len(arg) < 256
 
 
 def _path_pieces(arg: str) -> list[str]:
-    """The parts of ``arg`` that may name a file: the whole argument, the value of
+    """The parts of ``arg`` that name a file: the whole argument, the value of
     ``--opt=V`` / ``key=V``, the text after a glued short flag (``-o/tmp/x``), the file
     of a response-file argument (``@/etc/passwd``: gcc, clang, nvcc and ld read their
     arguments from it), and each ``:`` or ``,`` separated part (``file:/etc/passwd``,
-    ``a.txt,/etc/shadow``). Only parts that look like paths (contain ``/``, start with
-    ``.`` or ``~``) are returned.
+    ``a.txt,/etc/shadow``). Only path tokens are returned: parts that contain ``/`` or
+    start with ``.`` or ``~`` and hold none of the characters of code (spaces, quotes,
+    brackets, shell punctuation). ``print(open('/x').read())`` is data.
     """
     body = arg
     if arg.startswith("-"):
@@ -340,7 +523,8 @@ def _path_pieces(arg: str) -> list[str]:
             body = _FLAG_NAME.sub("", arg, count=1)
     body = body.removeprefix("@")
     pieces = {body, *re.split(r"[=:,]", body)}
-    return [p for p in pieces if p and (os.sep in p or p.startswith((".", "~")))]
+    return [p for p in pieces
+            if p and (os.sep in p or p.startswith((".", "~"))) and not _NOT_A_PATH.search(p)]
 
 
 def _limit_in_text(lim: SandboxLimits, stderr: str) -> str:
@@ -367,25 +551,94 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits) -> SandboxResult:
+def _read_status(fd: int | None) -> list[dict]:
+    """bwrap's --json-status-fd lines: ``child-pid`` once the program started, then
+    ``exit-code``. Read without blocking: a descendant may still hold the pipe."""
+    if fd is None:
+        return []
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    out = []
+    for line in data.decode(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _close_all(pipes: list[tuple[int, int]]) -> None:
+    for pair in pipes:
+        for fd in pair:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _limits_described(lim: SandboxLimits, cg: cgroup_limits.RunCgroup | None, cg_why: str) -> dict[str, str]:
+    d: dict[str, str] = {"wall_clock": f"{lim.timeout_s:g} s, then the process group and the "
+                                       "PID namespace are killed"}
+    if lim.cpu_seconds is not None:
+        d["cpu"] = f"RLIMIT_CPU {lim.cpu_seconds} s"
+    if lim.address_space_bytes is not None:
+        d["address_space"] = f"RLIMIT_AS {lim.address_space_bytes} bytes"
+    if lim.open_files is not None:
+        d["open_files"] = f"RLIMIT_NOFILE {lim.open_files}"
+    if lim.file_size_bytes is not None:
+        d["file_size"] = f"RLIMIT_FSIZE {lim.file_size_bytes} bytes"
+    described = cg.described if cg else {}
+    if lim.processes is not None:
+        root_note = " (not applied by the kernel to root)" if os.geteuid() == 0 else ""
+        d["processes"] = described.get("processes") or \
+            f"RLIMIT_NPROC {lim.processes}{root_note}" + (f"; no pids cgroup: {cg_why}" if cg_why else "")
+    if lim.memory_bytes is not None:
+        d["memory"] = described.get("memory") or f"not capped: no memory cgroup ({cg_why})"
+    return d
+
+
+def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits,
+             conf: Confinement, *, shown_argv: list[str],
+             pipes: Sequence[tuple[int, int]] = ()) -> SandboxResult:
     start = time.monotonic()
+    pipes = list(pipes)
+    cg, cg_why = cgroup_limits.create(lim.processes if os.geteuid() == 0 else None, lim.memory_bytes)
+    conf = conf.model_copy(update={"limits": _limits_described(lim, cg, cg_why)})
+    if lim.memory_bytes is not None and cg is None and lim.address_space_bytes is None:
+        # no cgroup: the address-space cap is the nearest thing to a memory cap
+        lim = lim.model_copy(update={"address_space_bytes": lim.memory_bytes})
+        conf.limits["memory"] = f"RLIMIT_AS {lim.memory_bytes} bytes (no memory cgroup: {cg_why})"
+    procs = cg.attach_fd_paths() if cg else []
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=cwd,
+            cwd=cwd if conf.mode != "bwrap" else None,  # bwrap --chdir sets it inside
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # own process group: killpg reaches every descendant
-            preexec_fn=lambda: _set_limits(lim),
+            preexec_fn=lambda: _set_limits(lim, procs),
             close_fds=True,
+            pass_fds=tuple(w for _, w in pipes),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         # OSError: e.g. exec format error. SubprocessError: _set_limits raised in the
         # child (setrlimit refused a value, e.g. a negative limit).
-        return SandboxResult(status="refused", argv=argv, cwd=str(cwd),
+        _close_all(pipes)
+        if cg:
+            cg.destroy()
+        return SandboxResult(status="refused", argv=shown_argv, cwd=str(cwd), confinement=conf,
                              reason=f"could not start: {exc}", wall_s=time.monotonic() - start)
+    for _, w in pipes:  # only the children hold the write ends now
+        os.close(w)
     pgid = proc.pid  # with start_new_session the leader's pid is the group id
     out = _TailBuffer(proc.stdout, lim.output_cap_bytes)
     err = _TailBuffer(proc.stderr, lim.output_cap_bytes)
@@ -402,9 +655,13 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
     reaper.join(lim.timeout_s)
     timed_out = reaper.is_alive()
     # Kill the group in both cases: on timeout that is the point; after a normal exit
-    # it removes descendants left running in the background.
+    # it removes descendants left running in the background. Under bwrap, killing its
+    # group ends the PID namespace and with it every process the program started.
     _kill_group(pgid)
     reaper.join()
+    oom = cg.memory_events_oom() if cg else False
+    if cg:
+        cg.destroy()
     proc.returncode = os.waitstatus_to_exitcode(waited["status"])  # Popen must not wait again
     ru = waited["ru"]
     usage = {
@@ -419,31 +676,55 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
     stdout, out_trunc = out.text()
     stderr, err_trunc = err.text()
     rc = proc.returncode
+    statuses = [line for r, _ in pipes for line in _read_status(r)]
+    signum = -rc if rc is not None and rc < 0 else 0
+    if conf.mode == "bwrap" and not timed_out:
+        if not any("child-pid" in s for s in statuses):
+            # bwrap failed before starting the program: a sandbox failure, not the program's
+            said = [ln for ln in stderr.splitlines() if ln.startswith("bwrap:")]
+            return SandboxResult(
+                status="refused", argv=shown_argv, returncode=rc, stdout=stdout, stderr=stderr,
+                wall_s=wall, cwd=str(cwd), rusage=usage, confinement=conf,
+                reason="the OS sandbox could not be set up: " + (said[-1] if said else f"bwrap exit code {rc}"))
+        waited_inside = next((s["perfscout-wait"] for s in statuses if "perfscout-wait" in s), None)
+        if waited_inside is not None:
+            # The launcher saw the program end: its exit code or signal, and its rusage.
+            usage = {k: float(v) for k, v in waited_inside.get("rusage", {}).items()}
+            signum = int(waited_inside.get("signal") or 0)
+            rc = -signum if signum else int(waited_inside.get("exit_code") or 0)
+        elif rc is not None and rc > 128 and _signal_name(rc - 128) != f"signal {rc - 128}":
+            # No report (the launcher itself was killed): bwrap says 128 + N for signal N.
+            signum = rc - 128
     status: SandboxStatus
     sig = ""
     reason = ""
     if timed_out:
         status, reason = "timed_out", f"wall-clock limit of {lim.timeout_s:g} s reached; process group killed"
         sig = "SIGKILL"
-    elif rc is not None and rc < 0:
-        sig = _signal_name(-rc)
+    elif signum:
+        sig = _signal_name(signum)
         cpu_used = usage["user_s"] + usage["system_s"]
-        if -rc == signal.SIGXCPU or (-rc == signal.SIGKILL and lim.cpu_seconds is not None
-                                      and cpu_used >= lim.cpu_seconds):
+        if signum == signal.SIGXCPU or (signum == signal.SIGKILL and lim.cpu_seconds is not None
+                                        and cpu_used >= lim.cpu_seconds):
             status, reason = "killed_by_limit", f"CPU-time limit of {lim.cpu_seconds} s"
-        elif -rc == signal.SIGXFSZ:
+        elif signum == signal.SIGXFSZ:
             status, reason = "killed_by_limit", f"file-size limit of {lim.file_size_bytes} bytes"
+        elif signum == signal.SIGKILL and oom:
+            status, reason = "killed_by_limit", f"memory limit of {lim.memory_bytes} bytes (cgroup OOM kill)"
         else:
             status, reason = "crashed", f"terminated by {sig}"
     elif rc == 0:
         status = "ok"
+    elif oom:
+        status, reason = "killed_by_limit", f"exit code {rc} after the memory limit of {lim.memory_bytes} bytes (cgroup OOM kill)"
     elif hit := _limit_in_text(lim, stderr):
         status, reason = "killed_by_limit", f"exit code {rc} after hitting the {hit}"
     else:
         status, reason = "exit_nonzero", f"exit code {rc}"
     return SandboxResult(
-        status=status, argv=argv, returncode=rc, signal=sig, stdout=stdout, stderr=stderr,
+        status=status, argv=shown_argv, returncode=rc if not signum else -signum, signal=sig,
+        stdout=stdout, stderr=stderr,
         stdout_truncated=out_trunc, stderr_truncated=err_trunc, stdout_bytes=out.total,
         stderr_bytes=err.total, wall_s=wall, reason=reason, cwd=str(cwd), rusage=usage,
+        confinement=conf,
     )
-

@@ -1,0 +1,328 @@
+"""Bubblewrap (``bwrap``): the OS-level isolation every sandboxed program runs under.
+
+The argv rules of :mod:`perfscout.tools.sandbox` only look at a command's words; a program
+can still open any file or start anything. This module confines the *program*, using
+namespaces made for it (bubblewrap, Debian package ``bubblewrap``):
+
+* **a read-only view of the system**: ``/usr`` (and the ``/bin``, ``/lib*``, ``/sbin``
+  links), ``/opt``, ``/sys``, an allowlist of ``/etc`` entries (no ``shadow``, ``ssh``,
+  ``sudoers``...), the Python installation running perfscout, perfscout's own source tree,
+  the working directory and the declared inputs. The ``.git`` of the project and of the
+  working directory are masked (credentials and history are nobody's input).
+* **only the run directory is writable**, plus a private ``/tmp``, ``/var/tmp``,
+  ``/dev/shm`` and an empty ``$HOME``, all gone when the run ends; the root is remounted
+  read-only so nothing else can be created.
+* **no network** (a new network namespace with only its own loopback), new IPC, UTS and
+  cgroup namespaces, and **a new PID namespace**: when the program exits, the kernel kills
+  every process left in it, ``setsid()`` daemons included, and the host's processes are
+  invisible (so they cannot be signalled or traced).
+* ``/proc`` is the new namespace's own, with ``/proc/sys`` read-only (uid 0 owns the
+  sysctls, so without this a root-started program could still set them) and
+  ``/proc/sysrq-trigger`` and ``/proc/kcore`` masked; ``/dev`` holds only the basic nodes
+  and the NVIDIA GPU nodes where they exist (CUDA and ncu need them).
+* **no capabilities** (``--cap-drop ALL``), ``PR_SET_NO_NEW_PRIVS``, ``--die-with-parent``
+  (the sandbox dies with perfscout) and ``--new-session`` (no terminal injection).
+
+perf still works inside: without ``CAP_PERFMON`` it counts user space only when
+``kernel.perf_event_paranoid`` is 2 (the Debian default), and prints ``:u`` event names,
+which :func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU
+nodes bound (its frontend and the target talk over the sandbox's own loopback).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+#: How to get bubblewrap, said wherever it is missing.
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora/RHEL: "
+                "dnf install bubblewrap; or point PERFSCOUT_BWRAP at a bwrap binary), or pass "
+                "--unconfined (CLI) / unconfined=True (API) to run the program without isolation, "
+                "which is recorded in the outcome")
+
+#: /etc entries a program legitimately reads (the loader, users and groups by name, time
+#: zone, alternatives links, Python's and MPI's config). Everything else in /etc is absent.
+ETC_ALLOWLIST: tuple[str, ...] = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+    "host.conf", "hostname", "gai.conf", "protocols", "services", "localtime", "timezone",
+    "alternatives", "os-release", "debian_version", "lsb-release", "mime.types", "magic",
+    "fonts", "locale.alias", "inputrc", "terminfo", "python3*", "openmpi", "mpi", "nvidia",
+    "OpenCL", "vulkan", "glvnd", "perfconfig",
+)
+#: Extra /etc entries and sockets for perfscout's own scheduler probes (network on).
+ETC_NETWORK_EXTRA: tuple[str, ...] = ("resolv.conf", "ssl", "ca-certificates", "slurm", "munge")
+RUN_NETWORK_EXTRA: tuple[str, ...] = ("/run/munge", "/var/run/munge")
+
+#: Top-level system directories bound read-only (those that exist).
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/opt")
+#: Host links or directories recreated as they are (merged-/usr systems make them links).
+ROOT_LINKS: tuple[str, ...] = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: /proc entries that must not be writable or readable even by uid 0 without capabilities.
+PROC_READ_ONLY: tuple[str, ...] = ("/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED: tuple[str, ...] = ("/proc/sysrq-trigger", "/proc/kcore", "/proc/keys",
+                                "/proc/timer_list", "/proc/sched_debug")
+#: GPU device nodes (globs): CUDA, UVM, MIG capabilities.
+GPU_DEVICES: tuple[str, ...] = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
+
+#: Paths that may never be declared readable or writable: the view would include them all.
+_SYSTEM_ROOTS = {Path(p) for p in ("/", "/usr", "/etc", "/proc", "/sys", "/dev", "/var", "/run",
+                                    "/boot", "/root", "/home", "/tmp", "/opt", "/srv", "/mnt")}
+
+
+class Confinement(BaseModel):
+    """How one program was isolated; copied into every result, outcome and report."""
+
+    mode: Literal["bwrap", "unconfined", "none"]  # "none": refused before anything ran
+    tool: str = ""  # e.g. "bubblewrap 0.8.0 at /usr/bin/bwrap"
+    writable: list[str] = Field(default_factory=list)
+    readable: list[str] = Field(default_factory=list)  # besides the system view
+    masked: list[str] = Field(default_factory=list)
+    network: bool = True
+    pid_namespace: bool = False
+    limits: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    #: non-empty whenever the program ran without isolation; reports show it verbatim
+    warning: str = ""
+
+
+class BwrapProbe(BaseModel):
+    """Whether bubblewrap can confine a program on this machine, and why not."""
+
+    usable: bool
+    path: str = ""
+    version: str = ""
+    reason: str = ""  # why it is not usable (with the install hint)
+
+    @property
+    def description(self) -> str:
+        return f"{self.version or 'bubblewrap'} at {self.path}"
+
+
+def bwrap_path() -> str | None:
+    """The bwrap binary: ``$PERFSCOUT_BWRAP`` when set, else ``bwrap`` on PATH."""
+    override = os.environ.get("PERFSCOUT_BWRAP")
+    if override:
+        return override if os.path.isfile(override) and os.access(override, os.X_OK) else None
+    # The system's own places too: a server started with a bare PATH is still confined.
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
+         if os.path.isfile(p) and os.access(p, os.X_OK)), None)
+
+
+def probe_bwrap() -> BwrapProbe:
+    """Run a trivial program under the real plan once; the answer is cached per binary."""
+    path = bwrap_path()
+    if path is None:
+        where = os.environ.get("PERFSCOUT_BWRAP")
+        missing = f"PERFSCOUT_BWRAP={where} is not an executable file" if where else \
+            "bubblewrap (bwrap) is not installed"
+        return BwrapProbe(usable=False, reason=f"{missing}: {INSTALL_HINT}")
+    return _probe(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(path: str) -> BwrapProbe:
+    try:
+        ver = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+        version = ver.stdout.strip() or ver.stderr.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return BwrapProbe(usable=False, path=path, reason=f"{path} cannot run ({exc}): {INSTALL_HINT}")
+    true = shutil.which("true") or "/usr/bin/true"
+    with tempfile.TemporaryDirectory(prefix="perfscout-bwrap-probe-") as d:
+        argv, _ = build_argv([true], bwrap=path, run_dir=Path(d), cwd=Path(d))
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return BwrapProbe(usable=False, path=path, version=version,
+                              reason=f"bwrap could not start ({exc}): {INSTALL_HINT}")
+    if res.returncode != 0:
+        said = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
+        return BwrapProbe(
+            usable=False, path=path, version=version,
+            reason=(f"bwrap cannot create the sandbox's namespaces here ({said}); run as root, or "
+                    "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 "
+                    "or user.max_user_namespaces > 0; in a container, allow the unshare/mount "
+                    "syscalls), or pass --unconfined (CLI) / unconfined=True (API)"))
+    return BwrapProbe(usable=True, path=path, version=version)
+
+
+def perfscout_source_root() -> Path:
+    """The directory holding the ``perfscout`` package (the checkout for an editable install)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def python_roots() -> list[Path]:
+    """Where the running Python lives: a program started as ``sys.executable`` needs them."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+             Path(os.path.realpath(sys.executable)).parent.parent}
+    return sorted(r.resolve() for r in roots if r.exists())
+
+
+def _env_dirs(env: dict[str, str], name: str) -> list[Path]:
+    """Existing directories named in a PATH-like variable (PYTHONPATH, LD_LIBRARY_PATH)."""
+    out = []
+    for part in env.get(name, "").split(os.pathsep):
+        if part and os.path.isabs(part) and os.path.isdir(part):
+            out.append(Path(part).resolve())
+    return out
+
+
+def _covered(p: Path, roots: Iterable[Path]) -> bool:
+    return any(p == r or p.is_relative_to(r) for r in roots)
+
+
+def _system_view(network: bool) -> tuple[list[str], list[str]]:
+    """bwrap arguments for the read-only system, and its description."""
+    args: list[str] = []
+    shown: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+            shown.append(d)
+    for link in ROOT_LINKS:
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            args += ["--ro-bind", link, link]
+    etc = [*ETC_ALLOWLIST, *(ETC_NETWORK_EXTRA if network else ())]
+    for pattern in etc:
+        for p in sorted(glob.glob(os.path.join("/etc", pattern))):
+            args += ["--ro-bind", p, p]
+    shown.append("/etc (" + ", ".join(etc) + " only)")
+    if network:
+        for p in RUN_NETWORK_EXTRA:
+            if os.path.exists(p):
+                args += ["--ro-bind", p, p]
+    args += ["--ro-bind", "/sys", "/sys", "--proc", "/proc"]
+    for p in PROC_READ_ONLY:
+        args += ["--ro-bind-try", p, p]
+    for p in PROC_MASKED:
+        if os.path.exists(p):
+            args += ["--ro-bind", "/dev/null", p]
+    args += ["--dev", "/dev"]
+    gpus = sorted({n for pattern in GPU_DEVICES for n in glob.glob(pattern)
+                   if not os.path.isdir(n)})
+    for node in gpus:
+        args += ["--dev-bind", node, node]
+    shown += ["/sys", "/proc (the new PID namespace's; /proc/sys read-only)",
+              "/dev (null, zero, random, urandom, tty, pts, shm" + (", " + ", ".join(gpus) if gpus else "") + ")"]
+    return args, shown
+
+
+def build_argv(
+    command: Sequence[str],
+    *,
+    bwrap: str,
+    run_dir: Path,
+    cwd: Path,
+    readable: Sequence[Path] = (),
+    network: bool = False,
+    env: dict[str, str] | None = None,
+    status_fd: int | None = None,
+    launcher: Sequence[str] = (),
+) -> tuple[list[str], Confinement]:
+    """``bwrap ... -- [launcher] command`` and the description of what the program will see.
+
+    ``readable`` are extra directories or files bound read-only at their own paths (the
+    working directory and declared inputs); ``run_dir`` is the only writable host path.
+    ``launcher`` runs inside as the program's parent (see ``sandbox_launcher``).
+    """
+    env = env or {}
+    run_dir = run_dir.resolve()
+    cwd = cwd.resolve()
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if network:
+        args.append("--share-net")
+    if status_fd is not None:
+        args += ["--json-status-fd", str(status_fd)]
+    sys_args, shown = _system_view(network)
+    args += sys_args
+    # Private scratch space. $HOME is an empty tmpfs at its own path: a program writing
+    # caches there works, and nothing reaches the real home.
+    private = ["/tmp", "/var/tmp"]
+    home = env.get("HOME", "")
+    if home and os.path.isabs(home) and Path(home).resolve() not in _SYSTEM_ROOTS - {Path("/root"), Path("/home")} \
+            and Path(home).resolve() != Path("/"):
+        private.append(str(Path(home).resolve()))
+    for p in private:
+        args += ["--tmpfs", p]
+    # Read-only roots: the Python running perfscout, perfscout's own tree, the program's
+    # working directory, declared inputs and the dirs of PYTHONPATH / LD_LIBRARY_PATH.
+    project = perfscout_source_root()
+    ro: list[Path] = [*python_roots(), project, *[Path(r).resolve() for r in readable],
+                      *_env_dirs(env, "PYTHONPATH"), *_env_dirs(env, "LD_LIBRARY_PATH")]
+    exe = Path(command[0])
+    if exe.is_absolute():  # a program outside every root is bound alone, as a file
+        ro += [exe, Path(os.path.realpath(exe))]
+    if cwd != run_dir:
+        ro.append(cwd)
+    system = [Path(d) for d in SYSTEM_DIRS]
+    ro_roots: list[Path] = []
+    for p in sorted({r for r in ro if r.exists() and r not in _SYSTEM_ROOTS}, key=lambda q: len(q.parts)):
+        if not _covered(p, system) and not _covered(p, ro_roots):
+            ro_roots.append(p)
+    masked: list[Path] = []
+    for root in (project, cwd):
+        git = root / ".git"
+        if _covered(root, ro_roots) and (git.is_dir() or git.is_file()) and not git.is_symlink():
+            masked.append(git)
+    # Mount order matters: parents before children, so the run directory (rw) and the
+    # masks land on top of any read-only root that contains them.
+    mounts: list[tuple[Path, str]] = [(p, "ro") for p in ro_roots] + [(run_dir, "rw")] \
+        + [(m, "mask") for m in masked]
+    mounts.sort(key=lambda m: (len(m[0].parts), m[1] == "mask"))
+    for path, how in mounts:
+        if how == "ro":
+            args += ["--ro-bind", str(path), str(path)]
+        elif how == "rw":
+            args += ["--bind", str(path), str(path)]
+        elif path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
+    args += ["--remount-ro", "/", "--chdir", str(cwd), "--"]
+    args += [*launcher, *command]
+    desc = Confinement(
+        mode="bwrap",
+        writable=[str(run_dir), *[f"{p} (private, emptied after the run)" for p in private],
+                  "/dev/shm (private)"],
+        readable=shown + [str(p) for p in ro_roots],
+        masked=[str(m) for m in masked] + ["/etc (all but the allowlist)", "every other host path"],
+        network=network,
+        pid_namespace=True,
+        notes=["no capabilities, no new privileges; new PID, IPC, UTS, cgroup and mount namespaces; "
+               "every process of the run dies when it exits",
+               *([] if network else ["no network: a private network namespace with only loopback"]),
+               *_perf_note()],
+    )
+    return args, desc
+
+
+def _perf_note() -> list[str]:
+    try:
+        paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return []
+    if paranoid >= 2:
+        return [f"perf counts user space only inside the sandbox (kernel.perf_event_paranoid="
+                f"{paranoid}, no CAP_PERFMON): event names carry ':u'"]
+    return []
+
+
+def checked_root(path: str | os.PathLike[str]) -> Path:
+    """A path that may be bound as an extra readable root (never a system root)."""
+    p = Path(path).expanduser().resolve()
+    if p in _SYSTEM_ROOTS:
+        raise ValueError(f"{p} cannot be made readable: it would expose the whole {p} tree")
+    return p

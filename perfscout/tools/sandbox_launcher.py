@@ -1,0 +1,70 @@
+"""Runs inside the bubblewrap sandbox as the program's parent and reports how it ended.
+
+Started as ``python -I -S sandbox_launcher.py FD -- PROGRAM ARGS...``. Two things cannot be
+learnt from outside: bwrap folds "killed by signal N" into exit code 128 + N, and the
+program's own resource usage is lost when bwrap's init exits before being reaped. So this
+launcher forks, execs the program, waits for it with ``wait4`` and writes one JSON line
+(``{"perfscout-wait": {...}}``) to FD, a pipe perfscout reads; the program never sees FD.
+Standard library only, no ``site``: it must start in milliseconds and import nothing
+from the project.
+"""
+
+import json
+import os
+import resource
+import signal
+import sys
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    if sys.argv[2] != "--" or len(sys.argv) < 4:
+        os.write(2, b"perfscout sandbox launcher: usage: FD -- PROGRAM [ARGS...]\n")
+        os._exit(125)
+    argv = sys.argv[3:]
+    os.set_inheritable(fd, False)
+    pid = os.fork()
+    if pid == 0:
+        # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
+        # (as subprocess's restore_signals does).
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        try:
+            os.execv(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"perfscout sandbox: cannot execute {argv[0]}: {exc.strerror}\n".encode())
+            os._exit(127)
+    # Signals meant for the run go to the program; the launcher just waits.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    while True:
+        try:
+            _, status, ru = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    report = {
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "core_dumped": bool(os.WIFSIGNALED(status) and os.WCOREDUMP(status)),
+        "rusage": {"user_s": ru.ru_utime, "system_s": ru.ru_stime, "max_rss_kib": float(ru.ru_maxrss),
+                   "minor_faults": float(ru.ru_minflt), "major_faults": float(ru.ru_majflt),
+                   "voluntary_ctx_switches": float(ru.ru_nvcsw),
+                   "involuntary_ctx_switches": float(ru.ru_nivcsw)},
+    }
+    os.write(fd, (json.dumps({"perfscout-wait": report}) + "\n").encode())
+    os.close(fd)
+    if report["signal"] is not None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the program's crash, not ours
+        try:
+            signal.signal(report["signal"], signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL and SIGSTOP cannot be handled anyway
+            pass
+        os.kill(os.getpid(), report["signal"])
+        os._exit(128 + report["signal"])
+    os._exit(report["exit_code"] or 0)
+
+
+if __name__ == "__main__":
+    main()
