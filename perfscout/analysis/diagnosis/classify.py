@@ -106,6 +106,30 @@ def top_pipe(ctx: KernelContext) -> tuple[str, float] | None:
 
 
 def classify(ctx: KernelContext) -> Classification:
+    """The verdict, its evidence led by the metric that decided it (what a short report shows)."""
+    cls = _classify(ctx)
+    lead = _deciding_metric(ctx, cls)
+    if lead:
+        first = [e for e in cls.evidence if e.metric == lead or
+                 (lead.startswith("gpu__dram") and e.metric == "derived:dram_write_share")]
+        cls.evidence = first + [e for e in cls.evidence if e not in first]
+    return cls
+
+
+def _deciding_metric(ctx: KernelContext, cls: Classification) -> str | None:
+    if cls.kind == "launch":
+        return ctx.name_of(N.DURATION)
+    if cls.kind == "underfilled":
+        return ctx.name_of(N.GRID_SIZE)
+    if cls.unit == "tensor":
+        return ctx.name_of(N.TENSOR_PIPE)
+    if cls.kind == "compute" or cls.unit == "sm":
+        return ctx.name_of(N.SM_SOL)
+    unit = memory_units(ctx).get(cls.unit)
+    return unit[2] if unit else ctx.name_of(N.MEM_SOL)
+
+
+def _classify(ctx: KernelContext) -> Classification:
     sm = ctx.val(N.SM_SOL)
     mem = ctx.val(N.MEM_SOL)
     evidence = []

@@ -107,8 +107,16 @@ def _time(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-4 else f"{s * 1e6:.1f} us"
 
 
+#: A derived value's inputs listed in full up to this many; beyond, the first and a count
+#: (a stall share is computed from every stall reason: 19 metric names).
+_INPUTS_SHOWN = 3
+
+
 def _evidence_line(e: dict) -> str:
-    inputs = f" from {', '.join(e['inputs'])}" if e.get("inputs") else ""
+    names = e.get("inputs") or []
+    if len(names) > _INPUTS_SHOWN:
+        names = [names[0], f"and {len(names) - 1} more (--verbose)"]
+    inputs = f" from {', '.join(names)}" if names else ""
     thr = f" [{e['threshold']}]" if e.get("threshold") else ""
     unit = f" {e['unit']}" if e.get("unit") else ""
     return f"`{e['metric']}` = {_num(e['value'])}{unit}{thr}{inputs}"
@@ -127,7 +135,8 @@ def summary_markdown(entries: list[dict], platform: dict | None = None, verbose:
     if not entries:
         return "\n".join(out + ["No kernels in the input."])
     launches = sum(e["launches"] for e in entries)
-    out += [f"{len(entries)} kernels, {launches} launches, by total GPU time:", "",
+    out += [f"{len(entries)} kernels, {launches} launches, by total GPU time (in the Measure commands, "
+            "./app stands for your program and before.csv for this profile):", "",
             "| share | time | launches | kernel | primary |", "|---:|---:|---:|---|---|"]
     for e in entries:
         share = f"{e['share_pct']:.1f}%" if e["share_pct"] is not None else "?"
