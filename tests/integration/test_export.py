@@ -183,7 +183,7 @@ def test_cli_export_given_setting_real_field_text(shared_data: Path, tmp_path: P
 @pytest.mark.parametrize("args, needle", [
     (("--codec", "sz3", "--mode", "psnr", "--bound", "60"), "searched per field"),
     (("--codec", "sz3", "--mode", "pw_rel", "--bound", "1e-3"), "no native mode"),
-    (("--codec", "nope", "--mode", "abs", "--bound", "1e-3"), "unknown codec"),
+    (("--codec", "nope", "--mode", "abs", "--bound", "1e-3"), "cannot be exported"),
     (("--codec", "sz3", "--mode", "abs"), "--bound"),
     (("--codec", "sz3", "--mode", "abs", "--bound", "-1"), "positive"),
     (("--codec", "sz3", "--mode", "abs", "--bound", "1e-3", "--target", "netcdf"), "--target"),
