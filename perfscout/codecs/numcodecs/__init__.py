@@ -141,7 +141,8 @@ class PerfscoutCodec(_NumcodecsCodec):
             raise CodecError(
                 f"{self.codec_id}: bound_violated: the {self.mode} bound {self.bound:.6g} is broken at index "
                 f"{index} of this chunk (value {x.flat[worst]:.6g}, error {err.flat[worst]:.6g}); the chunk "
-                "was not written. Use a tighter bound or another codec for this data.")
+                "was not written. This codec does not hold this bound on this data: use another codec "
+                "(perfscout eval compares them) or verify=False to store it without the guarantee.")
 
 
 def _resolve(codec_id: str, mode: str, bound: float, value_range: float | None,
