@@ -182,3 +182,28 @@ def test_tile_quantization_replaces_small_grid_and_tail_for_mma_kernels():
     d = diagnose_kernel(tail)
     f = next(f for f in d["findings"] if f["id"] == "mma_tile_quantization")
     assert "2.20 waves" in f["title"] and "192x192" in f["title"] and "tail_effect" not in ids(d)
+
+
+def test_mma_sync_kernel_operand_traffic_does_not_outrank_a_busy_tensor_pipe():
+    # The wgmma GEMM with its wgmma counters zeroed: an Ampere-style mma.sync kernel whose
+    # operands come through shared memory (ldmatrix) with L1 at 98 % and the tensor pipe at 97 %.
+    k = with_metrics(kernel("gemm_bf16_8192"),
+                     sm__inst_executed_pipe_tensor_op_gmma__DOT__avg__DOT__pct_of_peak_sustained_active=0.0,
+                     smsp__sass_inst_executed_op_shared_gmma__DOT__sum=0.0)
+    info = mma_info(KernelContext(k))
+    assert info.is_mma and not info.wgmma and not info.wgmma_smem_operands
+    d = diagnose_kernel(k)
+    assert d["primary"]["id"] == "tensor_core_bound" and "l1_bandwidth_bound" not in ids(d)
+
+
+@pytest.mark.parametrize("name, tile, stages", [
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", (320, 128, 64), 3),
+    ("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_64x3_tn_align8", (128, 256, 64), 3),
+    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_nn", (128, 128, 64), 3),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute", (128, 256, 32), None),
+    ("vectorized_elementwise_kernel", None, None),
+])
+def test_tile_shape_from_library_kernel_names(name, tile, stages):
+    from perfscout.analysis.diagnosis.mma import _tile
+
+    assert _tile(name) == (tile, stages)

@@ -179,11 +179,14 @@ def _classify(ctx: KernelContext) -> Classification:
     if mma.is_mma and mma.tensor_pct is not None:
         tensor_frac = mma.tensor_pct / TENSOR_ROOF_PCT
         fractions["tensor"] = tensor_frac
-        # wgmma reads A/B from shared memory through the L1/shared data path: that traffic
-        # is the tensor pipe's own operand feed (it rises and falls with the MMA rate), so
-        # it does not compete with the tensor pipe as the limiter.
+        # MMA operands reach the tensor pipe through the L1/shared data path (wgmma reads
+        # them from shared memory; mma.sync kernels stage them there and load them with
+        # ldmatrix): that traffic is the tensor pipe's own feed and rises and falls with the
+        # MMA rate, so it does not compete with a busy tensor pipe as the limiter (real
+        # shared-memory problems still show as shared_bank_conflicts).
+        operand_feed = mma.wgmma_smem_operands or tensor_frac >= HIGH_FRACTION
         rivals = {u: f for u, f in fractions.items() if u not in ("tensor", "sm")
-                  and not (u == "l1" and mma.wgmma_smem_operands)}
+                  and not (u == "l1" and operand_feed)}
         if tensor_frac >= HIGH_FRACTION and tensor_frac >= max(rivals.values(), default=0.0):
             evidence.append(ctx.ev(N.TENSOR_PIPE, f"roof {TENSOR_ROOF_PCT:.0f}%; limiter if >= "
                                                   f"{HIGH_FRACTION * TENSOR_ROOF_PCT:.0f}%"))

@@ -31,6 +31,8 @@ MMA_PIPE_MIN_PCT = 20.0
 #: ``<M>x<N>_<K>x<stages>`` as CUTLASS, cuBLAS (sm90_xmma, nvjet) and cuDNN name their tiles.
 _TILE = re.compile(r"(?<![0-9])(\d{2,3})x(\d{1,3})_(\d{2,3})x(\d{1,2})(?![0-9])")
 _TILE_ONLY = re.compile(r"tilesize(\d{2,3})x(\d{1,3})x(\d{2,3})")
+#: Ampere cuBLAS style: ``ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_nn``.
+_TILE_STAGES = re.compile(r"(?<![0-9])(\d{2,3})x(\d{2,3})_.*?stages_(\d{2,3})x(\d{1,2})(?![0-9])")
 _STAGES = re.compile(r"stage(\d{1,2})")
 
 
@@ -75,6 +77,9 @@ def _precisions(ctx: KernelContext) -> tuple[list[str], list[str]]:
 
 def _tile(name: str) -> tuple[tuple[int, int, int] | None, int | None]:
     m = _TILE.search(name)
+    if m:
+        return (int(m.group(1)), int(m.group(2)), int(m.group(3))), int(m.group(4))
+    m = _TILE_STAGES.search(name)
     if m:
         return (int(m.group(1)), int(m.group(2)), int(m.group(3))), int(m.group(4))
     m = _TILE_ONLY.search(name)
