@@ -1,12 +1,18 @@
-"""`perfscout profile [--json] -- CMD ARGS`: ncu for a CUDA program, perf stat otherwise."""
+"""`perfscout profile [--json] [--unconfined] -- CMD ARGS`: ncu for a CUDA program, perf stat
+otherwise, both inside the bubblewrap sandbox.
+
+Exit codes: 0 profiled; 1 the program or the profiler did not finish cleanly (the profile
+is stored anyway); 2 the sandbox refused the command (a path outside, bubblewrap missing),
+with the reason on stderr (and, with --json, the stored outcome on stdout)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from perfscout.cli.common import emit_json, stdout
+from perfscout.cli.common import emit_json, stderr, stdout
 from perfscout.tools.ncu import NcuOptions
 from perfscout.tools.profile import ProfileOutcome, profile_command
 
@@ -23,7 +29,10 @@ def register(app: typer.Typer) -> None:
         launch_count: int = typer.Option(None, "--launch-count", "-c", help="ncu: profile at most this many launches."),
         no_details: bool = typer.Option(False, "--no-details", help="ncu: skip the rule messages (details page)."),
         timeout: float = typer.Option(600.0, "--timeout", help="Wall-clock limit in seconds."),
-        inputs: list[Path] = typer.Option([], "--input", help="Another file or folder the command may name."),
+        inputs: list[Path] = typer.Option([], "--input", help="Another file or folder the command may name (read-only)."),
+        unconfined: bool = typer.Option(False, "--unconfined",
+                                        help="Run WITHOUT the bubblewrap sandbox (where it is missing); "
+                                             "recorded in the outcome and reports."),
     ) -> None:
         """Profile a command; raw output and parsed JSON go to $PERFSCOUT_HOME/runs/<id>/."""
         if tool not in ("auto", "ncu", "perf"):
@@ -33,11 +42,18 @@ def register(app: typer.Typer) -> None:
         opts = NcuOptions(kernel_regex=kernel_regex, launch_skip=launch_skip,
                           launch_count=launch_count, details=not no_details)
         out = profile_command(command, tool=None if tool == "auto" else tool,  # type: ignore[arg-type]
-                              inputs=inputs, ncu_options=opts, timeout_s=timeout)
+                              inputs=inputs, ncu_options=opts, timeout_s=timeout, unconfined=unconfined)
+        for warning in out.warnings:  # loud, on stderr, whatever the output format
+            stderr.print(f"[bold red]warning:[/] {escape(warning)}", highlight=False)
         if json_out:
             emit_json(out.model_dump(mode="json"))
         else:
             _print(out)
+        if out.status == "refused":
+            hint = out.exit.get("hint", "")
+            stderr.print(f"[bold red]error:[/] refused: {escape(out.exit.get('reason', ''))}"
+                         + (f" ({escape(hint)})" if hint else ""), highlight=False)
+            raise typer.Exit(2)
         # The profile is stored either way; a non-zero exit tells scripts it is incomplete.
         if out.status != "ok" or out.ncu_error:
             raise typer.Exit(1)
@@ -45,7 +61,15 @@ def register(app: typer.Typer) -> None:
 
 def _print(out: ProfileOutcome) -> None:
     stdout.print(f"[bold]{out.tool}[/] ({out.reason})  run {out.run_dir}")
-    stdout.print(f"command {' '.join(out.command)} -> {out.status} {out.exit.get('reason', '')}")
+    conf = out.confinement
+    if conf is not None and conf.mode == "bwrap":
+        stdout.print(escape(f"sandbox {conf.tool}: only {conf.writable[0]} writable, "
+                            f"{'network' if conf.network else 'no network'}, own PID namespace"),
+                     highlight=False)
+    elif conf is not None and conf.mode == "unconfined":
+        stdout.print("[bold red]UNCONFINED[/]: the program ran without the OS sandbox")
+    stdout.print(escape(f"command {' '.join(out.command)} -> {out.status} {out.exit.get('reason', '')}"),
+                 highlight=False)
     if out.perf is not None:
         p = out.perf
         for name, m in p.events.items():

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from perfscout.errors import InputError, ToolRefused
 from perfscout.tools.ncu_parse import NcuReport, NcuRule, attach_rules, parse_details_csv, parse_raw_csv
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
 
 #: ncu prints the whole table at once; a 1,000-kernel raw page is ~16 MB.
 _NCU_OUTPUT_CAP = 512 * 2**20
@@ -77,7 +77,7 @@ def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = 
         res = sandbox.run(list(command), wrap=[*profile_args(opts), "-f", "-o", str(rd / "ncu_profile")],
                           limits=_limits(opts))
         run.results.append(res)
-        (rd / "ncu_profile.log").write_text(res.stdout + res.stderr)
+        write_run_file(rd / "ncu_profile.log", res.stdout + res.stderr)
         if not rep.exists():
             said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("==ERROR==")]
             run.error = (f"ncu produced no report ({res.status}: {res.reason})"
@@ -92,10 +92,10 @@ def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = 
                       limits=_limits(opts))
     run.results.append(res)
     raw = rd / "ncu_raw.csv"
-    raw.write_text(res.stdout)
+    write_run_file(raw, res.stdout)
     run.raw_csv = str(raw)
     if res.stderr:
-        (rd / "ncu_raw.stderr").write_text(res.stderr)
+        write_run_file(rd / "ncu_raw.stderr", res.stderr)
     run.report, run.error = _parse_raw(res, str(raw))
     return run
 
@@ -119,7 +119,7 @@ def import_report(sandbox: Sandbox, rep: str | Path, *, details: bool = True,
                       limits=lim)
     run.results.append(res)
     raw = sandbox.run_dir / f"{rep.stem}_raw.csv"
-    raw.write_text(res.stdout)
+    write_run_file(raw, res.stdout)
     run.raw_csv = str(raw)
     run.report, run.error = _parse_raw(res, str(raw))
     if details and run.report is not None:
@@ -127,7 +127,7 @@ def import_report(sandbox: Sandbox, rep: str | Path, *, details: bool = True,
                            "--print-units", "base"], limits=lim)
         run.results.append(res)
         det = sandbox.run_dir / f"{rep.stem}_details.csv"
-        det.write_text(res.stdout)
+        write_run_file(det, res.stdout)
         run.details_csv = str(det)
         try:
             run.rules = parse_details_csv(res.stdout, source=str(det))

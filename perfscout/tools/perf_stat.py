@@ -17,7 +17,7 @@ from pathlib import Path
 from perfscout.errors import InputError, ToolRefused
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Finding
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_run_file
 
 HARDWARE_EVENTS = ("cycles", "instructions", "branches", "branch-misses",
                    "cache-references", "cache-misses")
@@ -215,7 +215,12 @@ def run_perf_stat(
         prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")
         _add_rusage(prof, res)
         return prof, res
-    text = out_file.read_text(errors="replace")
+    try:  # written inside the sandbox: the program could have swapped it for a link
+        text = read_run_file(out_file)
+    except OSError as exc:
+        prof = PerfProfile(command=cmd, fallback=f"perf stat output unreadable: {exc}")
+        _add_rusage(prof, res)
+        return prof, res
     try:
         prof = parse_perf_json(text, cmd) if use_json else parse_perf_csv(text, cmd)
     except InputError:

@@ -28,7 +28,8 @@ from perfscout.state.records import Finding
 from perfscout.tools.ncu import NcuOptions, import_report, run_ncu
 from perfscout.tools.ncu_parse import NcuRule, attach_rules, duration_digest, load_details_csv, load_raw_csv
 from perfscout.tools.perf_stat import counters_unavailable_finding, load_perf_file, run_perf_stat
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+from perfscout.tools.bwrap import Confinement
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
 from perfscout.tools.snapshot import take_snapshot
 
 Tool = Literal["ncu", "perf"]
@@ -95,6 +96,13 @@ class ProfileOutcome(BaseModel):
     ncu_error: str = ""
     findings: list[Finding] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    #: how the program was isolated (bwrap, or UNCONFINED with ``warning`` saying so)
+    confinement: Confinement | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def unconfined(self) -> bool:
+        return self.confinement is not None and self.confinement.mode == "unconfined"
 
 
 def choose_tool(command: Sequence[str], platform: PlatformProfile, sandbox: Sandbox) -> tuple[Tool, str]:
@@ -120,11 +128,15 @@ def profile_command(
     ncu_options: NcuOptions | None = None,
     timeout_s: float = 600.0,
     platform: PlatformProfile | None = None,
+    unconfined: bool = False,
 ) -> ProfileOutcome:
     """Profile ``command`` (the user's own: its executable is registered explicitly).
 
-    The command runs in the current directory, which is declared as an input, as are
-    ``inputs``; the profiler's raw output goes to the run directory.
+    The command runs in the current directory, which it sees read-only (declared as an
+    input, as are ``inputs``), confined by bubblewrap with the profiler beside it; only
+    the run directory is writable. Without bubblewrap the outcome is ``refused`` (with
+    the install hint in ``exit.reason``) unless ``unconfined=True``, which runs it
+    anyway and says so in ``confinement.warning`` and ``warnings``.
     """
     if not command:
         raise InputError("nothing to profile: give a command after --")
@@ -134,14 +146,15 @@ def profile_command(
     # its run directory instead and only explicit inputs are allowed.
     cwd = Path.cwd()
     roots = [cwd] if cwd != Path(cwd.anchor) else []
-    sandbox = Sandbox(run_dir, inputs=[*roots, *inputs], cwd=cwd if roots else run_dir)
+    sandbox = Sandbox(run_dir, inputs=[*roots, *inputs], cwd=cwd if roots else run_dir,
+                      unconfined=unconfined)
     try:
         sandbox.register(command[0])
     except ToolRefused as exc:
         raise InputError(str(exc)) from exc
-    (run_dir / "command.json").write_text(json.dumps(list(command)))
-    platform = platform or take_snapshot(sandbox)
-    (run_dir / "platform.json").write_text(platform.model_dump_json(indent=2))
+    write_run_file(run_dir / "command.json", json.dumps(list(command)))
+    platform = platform or take_snapshot()  # perfscout's own probes, in a sandbox of their own
+    write_run_file(run_dir / "platform.json", platform.model_dump_json(indent=2))
     if tool is None:
         tool, reason = choose_tool(command, platform, sandbox)
     else:
@@ -167,12 +180,19 @@ def profile_command(
     if res is not None:
         out.status = res.status
         out.exit = _exit_summary(res)
+        out.confinement = res.confinement
+        if res.confinement.warning:
+            out.warnings.append(res.confinement.warning)
         if res.status == "refused" and "outside the run directory" in res.reason:
             out.exit["hint"] = "declare files outside the current directory with --input PATH"
-        (run_dir / "program.stdout").write_text(res.stdout)
-        (run_dir / "program.stderr").write_text(res.stderr)
-    out.files = sorted(p.name for p in run_dir.iterdir()) + ["profile.json"]
-    (run_dir / "profile.json").write_text(out.model_dump_json(indent=2))
+        # The program could write anything into the run directory, links included: what
+        # perfscout writes after it never follows one, and the records are written again.
+        write_run_file(run_dir / "program.stdout", res.stdout)
+        write_run_file(run_dir / "program.stderr", res.stderr)
+        write_run_file(run_dir / "command.json", json.dumps(list(command)))
+        write_run_file(run_dir / "platform.json", platform.model_dump_json(indent=2))
+    out.files = sorted({p.name for p in run_dir.iterdir()} | {"profile.json"})
+    write_run_file(run_dir / "profile.json", out.model_dump_json(indent=2))
     return out
 
 

@@ -471,7 +471,9 @@ def take_snapshot(sandbox: Sandbox | None = None, *, gpus: bool = True) -> Platf
     own_dir = None
     if sandbox is None:
         own_dir = tempfile.TemporaryDirectory(prefix="perfscout-snapshot-")
-        sandbox = Sandbox(own_dir.name)
+        # perfscout's own fixed probes: confined where bubblewrap works, else run anyway
+        # (recorded per result); the scheduler probes need the network.
+        sandbox = Sandbox(own_dir.name, allow_unconfined_fallback=True, network=True)
     try:
         pr = _Probes(profile, sandbox)
         steps = [pr.cpu, pr.memory_os, pr.numa, pr.virtualization, pr.toolchain, pr.scheduler,

@@ -53,10 +53,15 @@ def test_profile_cpu_program_json(workdir: Path, perfscout_home: Path) -> None:
         assert (run_dir / f).exists(), f
     assert len((run_dir / "program.stdout").read_text().strip()) == 8
     assert doc["platform_id"] == json.loads((run_dir / "platform.json").read_text())["platform_id"]
+    conf = doc["confinement"]
+    assert conf["mode"] == "bwrap" and conf["network"] is False and conf["pid_namespace"] is True
+    assert conf["writable"][0] == str(run_dir.resolve()) and conf["warning"] == ""
+    assert doc["warnings"] == []
     perf = doc["perf"]
     assert perf["rusage"]["user_s"] > 0
     if shutil.which("perf"):
-        assert perf["events"]["task-clock"]["value"] > 0
+        # "task-clock:u" inside the sandbox where perf may count user space only
+        assert next(v for k, v in perf["events"].items() if k.split(":")[0] == "task-clock")["value"] > 0
         assert any((run_dir / n).exists() for n in ("perf_stat.jsonl", "perf_stat.csv"))
     if not perf["hardware_counters"]:  # this machine: no PMU
         ids = [f["id"] for f in doc["findings"]]
@@ -85,7 +90,7 @@ def test_profile_and_diagnose_of_its_saved_output_agree(workdir: Path, perfscout
     assert found["title"] == diag["title"]
     cited = [(e["metric"], e["value"]) for e in found["evidence"]]
     assert cited == [(e["metric"], e["value"]) for e in diag["evidence"]]
-    assert {"cycles", "instructions", "task-clock"} <= {m for m, _ in cited}
+    assert {"cycles", "instructions", "task-clock"} <= {m.split(":")[0] for m, _ in cited}
 
 
 def test_profile_refuses_paths_outside_cwd_with_a_hint(workdir: Path, perfscout_home: Path,
@@ -93,10 +98,11 @@ def test_profile_refuses_paths_outside_cwd_with_a_hint(workdir: Path, perfscout_
     outside = tmp_path / "elsewhere.py"
     outside.write_text("print('hi')\n")
     r = perfscout("profile", "--json", "--", sys.executable, str(outside), cwd=workdir, home=perfscout_home)
-    assert r.returncode == 1
+    assert r.returncode == 2  # a sandbox refusal is bad input (README)
     doc = json.loads(r.stdout)
     assert doc["status"] == "refused" and "--input" in doc["exit"]["hint"]
     assert doc["findings"] == []
+    assert "refused" in r.stderr and "Traceback" not in r.stderr
     r = perfscout("profile", "--json", "--input", str(outside), "--", sys.executable, str(outside),
                   cwd=workdir, home=perfscout_home)
     assert r.returncode == 0, r.stdout
@@ -115,7 +121,7 @@ def test_profile_with_ncu_requested_where_there_is_none(workdir: Path, perfscout
     r = perfscout("profile", "--json", "--tool", "ncu", "--", sys.executable, "busy.py",
                   cwd=workdir, home=perfscout_home)
     doc = json.loads(r.stdout)
-    assert r.returncode == 1 and doc["tool"] == "ncu"
+    assert r.returncode == 2 and doc["tool"] == "ncu"
     assert doc["status"] == "refused" and "ncu" in doc["exit"]["reason"]
     assert "no report" in doc["ncu_error"]
 
@@ -219,3 +225,56 @@ def test_profile_started_from_the_root_directory_confines_to_the_run_dir(
     assert (Path(out.run_dir) / "program.stdout").read_text().strip() == "42"
     out = profile_command([sys.executable, "/etc/hostname"], tool="perf", timeout_s=60)
     assert out.status == "refused" and "outside the run directory" in out.exit["reason"]
+
+
+# ---- the OS sandbox around profiled programs ------------------------------------------------
+
+def test_semicolons_in_python_code_are_profiled(workdir: Path, perfscout_home: Path) -> None:
+    """Issue 12: ``;`` inside one ``python3 -c`` element is code, not shell."""
+    r = perfscout("profile", "--json", "--", sys.executable, "-c", "import sys; print(6 * 7); sys.exit(0)",
+                  cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "ok"
+    assert (Path(doc["run_dir"]) / "program.stdout").read_text().strip() == "42"
+
+
+def _fake_bwrap(tmp_path: Path, message: str) -> Path:
+    """A stand-in that fails the way bwrap does where namespaces are not allowed."""
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.0-fake'; exit 0; fi\n"
+                    f"echo '{message}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("why", ["missing", "no_namespaces"])
+def test_without_the_sandbox_profile_refuses_unless_unconfined(workdir: Path, perfscout_home: Path,
+                                                               tmp_path: Path, monkeypatch, why: str) -> None:
+    if why == "missing":
+        monkeypatch.setenv("PERFSCOUT_BWRAP", str(tmp_path / "no-bwrap-here"))
+        needle = "apt-get install bubblewrap"
+    else:
+        fake = _fake_bwrap(tmp_path, "bwrap: No permissions to creating new namespace")
+        monkeypatch.setenv("PERFSCOUT_BWRAP", str(fake))
+        needle = "No permissions to creating new namespace"
+    (workdir / "touch.py").write_text("open('ran', 'w').write('x')\n")
+    r = perfscout("profile", "--json", "--", sys.executable, "touch.py", cwd=workdir, home=perfscout_home)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and needle in r.stderr.replace("\n", " ")
+    assert "--unconfined" in r.stderr.replace("\n", " ")
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "refused" and needle in doc["exit"]["reason"]
+    assert not (workdir / "ran").exists()  # nothing ran
+    # Asked for explicitly, it runs, and every record says so loudly.
+    r = perfscout("profile", "--json", "--unconfined", "--", sys.executable, "touch.py",
+                  cwd=workdir, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "ok" and (workdir / "ran").exists()
+    assert doc["confinement"]["mode"] == "unconfined"
+    assert doc["confinement"]["warning"].startswith("UNCONFINED")
+    assert doc["warnings"] == [doc["confinement"]["warning"]]
+    assert "UNCONFINED" in r.stderr
+    stored = json.loads((Path(doc["run_dir"]) / "profile.json").read_text())
+    assert stored["confinement"]["mode"] == "unconfined"
