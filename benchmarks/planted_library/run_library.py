@@ -3,6 +3,7 @@
     python3 run_library.py --mode profile            # under ncu --profile-from-start off
     python3 run_library.py --mode time --out T.json  # CUDA-event medians + host launch timing
     python3 run_library.py --list                    # case names (no GPU needed)
+    python3 run_library.py --mode time --only A,B    # a subset (e.g. the fixed variants)
 
 Each case (labels.yaml) is one library call. ``profile`` mode builds its inputs, warms the
 call up twice (cuBLAS heuristics, cuDNN algorithm search, cuFFT plans happen there, outside
@@ -27,6 +28,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TINY_LAUNCHES = 2000
+#: Cases with a fixed variant (``<case>__fixed``): closed_loop.py compares their times with
+#: what the finding predicted. Added after the first device run; labels.yaml is unchanged.
+FIXED_CASES = ("raw_pointer_chase", "raw_stream_regs_ilp2", "torch_index_add_hot")
+FIXED_SUFFIX = "__fixed"
 
 RAW_KERNELS = r"""
 // Per-thread pointer chase: each thread follows its own chain of dependent loads.
@@ -65,6 +70,33 @@ __device__ void stream_regs(const float4* __restrict__ x, float* __restrict__ y,
 }
 extern "C" __global__ void __launch_bounds__(256) raw_stream_regs_ilp2(const float4* x, float* y, long n4) {
     stream_regs<2>(x, y, n4);
+}
+// Fixed variants (closed loop of the findings): four interleaved chains per thread (the same
+// 256 loads), and the ILP-2 stream with 8 accumulators instead of 96 (~32 registers).
+extern "C" __global__ void raw_pointer_chase_fixed(const int* __restrict__ next, const int* __restrict__ starts,
+                                                   int* __restrict__ out, int steps) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
+    int a = starts[t], b = starts[(t + n / 4) % n], c = starts[(t + n / 2) % n], d = starts[(t + 3 * n / 4) % n];
+    for (int s = 0; s < steps / 4; ++s) { a = next[a]; b = next[b]; c = next[c]; d = next[d]; }
+    out[t] = a ^ b ^ c ^ d;
+}
+extern "C" __global__ void raw_stream_regs_ilp2_fixed(const float4* __restrict__ x, float* __restrict__ y, long n4) {
+    float keep[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) keep[k] = 0.f;
+    long stride = (long)gridDim.x * blockDim.x;
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (; i + stride < n4; i += 2 * stride) {
+        float4 v0 = x[i], v1 = x[i + stride];
+        float t = (v0.x + v0.y) + (v0.z + v0.w) + (v1.x + v1.y) + (v1.z + v1.w);
+#pragma unroll
+        for (int k = 0; k < 96; ++k) keep[k & 7] = fmaf(keep[k & 7], 0.999f - 0.001f * k, t);
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += keep[k];
+    y[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 extern "C" __global__ void __launch_bounds__(256) raw_stream_regs_ilp4(const float4* x, float* y, long n4) {
     stream_regs<4>(x, y, n4);
@@ -174,6 +206,8 @@ def build_cases():  # noqa: C901 - one flat table of setups reads better than 24
     bins = torch.zeros(16, device=dev)
     hot = torch.randint(0, 16, (1 << 24,), device=dev, generator=g)
     C["torch_index_add_hot"] = lambda: bins.index_add_(0, hot, vals)
+    # Fixed: a histogram with per-block bins in shared memory (one global atomic per block and bin).
+    C["torch_index_add_hot__fixed"] = lambda: torch.bincount(hot, weights=vals, minlength=16)
     ta, tb = randn(256), randn(256)
     C["torch_tiny_add"] = lambda: torch.add(ta, tb)
 
@@ -196,12 +230,19 @@ def _raw_cases(C, cp, np, rng, sms) -> None:
     starts = order[cp.arange(blocks * threads, dtype=cp.int64) * (nn // (blocks * threads))]
     out_i = cp.empty(blocks * threads, cp.int32)
     C["raw_pointer_chase"] = lambda: chase((blocks,), (threads,), (nxt, starts, out_i, np.int32(steps)))
+    chase_fixed = mod.get_function("raw_pointer_chase_fixed")
+    C["raw_pointer_chase__fixed"] = lambda: chase_fixed((blocks,), (threads,), (nxt, starts, out_i, np.int32(steps)))
     ns = 1 << 27  # 512 MiB of float32, read once
     xsr = rng.random(ns, dtype=cp.float32)
     ysr = cp.empty(2 * sms * 256, cp.float32)
     for ilp in (2, 4):
         fn = mod.get_function(f"raw_stream_regs_ilp{ilp}")
         C[f"raw_stream_regs_ilp{ilp}"] = (lambda fn_=fn: fn_((2 * sms,), (256,), (xsr, ysr, np.int64(ns // 4))))
+    # The fixed stream keeps the same grid (2 blocks/SM): occupancy rises only because each
+    # SM can now hold more of them, so the grid is sized for 8 blocks/SM, same total work.
+    fixed = mod.get_function("raw_stream_regs_ilp2_fixed")
+    ysf = cp.empty(8 * sms * 256, cp.float32)
+    C["raw_stream_regs_ilp2__fixed"] = lambda: fixed((8 * sms,), (256,), (xsr, ysf, np.int64(ns // 4)))
 
 
 def _event_ms(fn, repeats: int = 10, warmup: int = 2) -> float:
@@ -242,8 +283,16 @@ def main() -> None:
     ap.add_argument("--mode", choices=("profile", "time"))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
     a = ap.parse_args()
     names = case_names()
+    names += [n + FIXED_SUFFIX for n in FIXED_CASES]
+    if a.only:
+        wanted = [n.strip() for n in a.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            sys.exit(f"unknown cases: {', '.join(unknown)}")
+        names = [n for n in names if n in wanted]
     if a.list or a.mode is None:
         print("\n".join(names))
         return
@@ -291,8 +340,9 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001
             result["failed"][name] = repr(exc)
             print(f"FAILED {name}: {exc!r}", flush=True)
-    result["launch_overhead"] = {"torch_tiny_add": _host_per_launch(cases["torch_tiny_add"])}
-    print(json.dumps(result["launch_overhead"], indent=1), flush=True)
+    if "torch_tiny_add" in names:
+        result["launch_overhead"] = {"torch_tiny_add": _host_per_launch(cases["torch_tiny_add"])}
+    print(json.dumps(result.get("launch_overhead", {}), indent=1), flush=True)
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))
 
