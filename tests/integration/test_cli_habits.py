@@ -110,6 +110,7 @@ def test_datasets_list_fits_80_columns_and_names_are_whole() -> None:
         assert d["name"] in r.stdout
 
 
+@pytest.mark.slow
 def test_runs_lists_every_run_in_the_home_from_any_directory(tmp_path: Path) -> None:
     home = tmp_path / "home"
     a, b = tmp_path / "a", tmp_path / "b"

@@ -153,6 +153,7 @@ def test_cli_export_from_a_sweep_with_check_json(sweep_dir: Path, tmp_path: Path
         assert checks[target]["ratio_vs_expected"] > 0.2  # same field: close to what the sweep measured
 
 
+@pytest.mark.slow
 def test_cli_export_from_an_agent_run(tmp_path: Path) -> None:
     home = tmp_path / "home"
     spec = tmp_path / "s.yaml"
