@@ -241,3 +241,42 @@ def test_scheduler_and_workers_in_separate_processes(tmp_path: Path, separate_cl
     # GPU tasks ran only on the worker declaring GPU=1, which saw exactly its pinned device
     assert all(json.loads(d)["name"] == "gpu-0" and json.loads(d)["gpu"] == "0" for d in gpu_attempts["detail"])
     assert {json.loads(d)["name"] for d in att["detail"]} <= {"cpu-a", "cpu-b", "gpu-0"}
+
+
+@pytest.mark.slow
+def test_a_killed_dask_driver_resumes_without_repeating_a_stored_task(tmp_path: Path, slow_reference) -> None:
+    import signal
+    import sqlite3
+
+    spec, reference = slow_reference
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec), "--out", str(out),
+            "--executor", "dask", "--workers", "2", "--allow-plugins", "--no-progress"]
+    driver = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(out / "results.sqlite", timeout=5) as conn:
+                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+    while stored() < 3:
+        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(30)
+    with ResultStore(out / "results.sqlite") as store:
+        before = store.results()
+    assert 3 <= len(before) < len(reference)
+    res = subprocess.run([*args, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr  # the dead driver's lock went with it
+    with ResultStore(out / "results.sqlite") as store:
+        after, att = store.results(), store.attempts()
+    kept = after.set_index("task_key").loc[before["task_key"]].reset_index()[list(before.columns)]
+    pd.testing.assert_frame_equal(kept, before)
+    check_complete(after, reference)
+    second = set(att.loc[att["session"] == 2, "task_key"])
+    assert not second & set(before["task_key"])  # no stored task ran again

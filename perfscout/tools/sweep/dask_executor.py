@@ -261,9 +261,11 @@ class _Cluster:
             self.kind = "local"
             n = max(1, opts.workers or runner.jobs)
             with dask.config.set({"distributed.scheduler.allowed-failures": opts.retries}):
+                # death_timeout: if this driver is SIGKILLed its workers close themselves
+                # (they could not write anything anyway: only the driver writes)
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=":0", silence_logs=50))
+                    dashboard_address=":0", silence_logs=50, death_timeout=60))
             self.client = self._connect(distributed, cluster, stack)
             gpus = opts.gpus if opts.gpus is not None else (
                 _gpu_count() if any(t.device.startswith("cuda") for t in pending) else 0)

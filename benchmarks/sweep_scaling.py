@@ -1,0 +1,134 @@
+"""Tasks per second of one sweep spec: the local executor against a Dask cluster.
+
+Each configuration runs the whole spec into a fresh run directory through the CLI (a
+separate process, as a user would), ``rounds`` times, alternating configurations so both
+see the same machine load. Wall time is the CLI process's, from start to exit: it includes
+interpreter start-up, the platform snapshot and, for Dask, starting and stopping the
+LocalCluster, because that is what a user waits for. The driver's own figure for the
+tasks alone (first attempt start to last attempt end, from the store's attempt log) is
+reported beside it.
+
+    .venv/bin/python benchmarks/sweep_scaling.py [--spec examples/sweep_quick.yaml] [--rounds 3]
+        [--out benchmarks/results/sweep_scaling_cpu.json]
+
+The GPU variant (one Dask worker per GPU, ``CUDA_VISIBLE_DEVICES`` pinned) is the same
+command with a spec that has ``devices: [cuda:0, cuda:1]`` and ``--config dask-gpus=2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+
+CONFIGS = {
+    "local-jobs2": ["--jobs", "2"],
+    "dask-local-2workers": ["--executor", "dask", "--workers", "2"],
+}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = 0.0
+    try:
+        mem_gib = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+    import dask
+    import distributed
+
+    return {"hostname": platform.node(), "cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(mem_gib, 1),
+            "os": platform.platform(), "python": platform.python_version(), "dask": dask.__version__,
+            "distributed": distributed.__version__, "loadavg_at_start": [round(x, 2) for x in load],
+            "note": "shared 2-core VM: other engineers' jobs run at the same time"}
+
+
+def task_span_s(run_dir: Path) -> float:
+    with ResultStore(run_dir / "results.sqlite") as store:
+        att = store.attempts()
+    import pandas as pd
+
+    start = pd.to_datetime(att["started_at"]).min()
+    end = pd.to_datetime(att["finished_at"]).max()
+    return (end - start).total_seconds()
+
+
+def run_once(spec: Path, args: list[str], out: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
+                          "--out", str(out), "--json", "--no-progress", *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"sweep failed ({args}): {res.stderr[-2000:]}")
+    doc = json.loads(res.stdout)
+    span = task_span_s(out)
+    from perfscout.tools.sweep.store import open_results
+
+    df = open_results(out)
+    not_ok = df[df["status"] != "ok"][["task_key", "codec", "mode", "bound", "dataset", "status", "error"]]
+    return {"wall_s": round(wall, 3), "tasks": doc["tasks"], "statuses": doc["statuses"],
+            "not_ok": json.loads(not_ok.to_json(orient="records")),
+            "tasks_per_s_wall": round(doc["tasks"] / wall, 3), "task_span_s": round(span, 3),
+            "tasks_per_s_span": round(doc["tasks"] / span, 3) if span > 0 else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "sweep_quick.yaml")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sweep_scaling_cpu.json")
+    ap.add_argument("--config", action="append", default=None,
+                    help="name=ARGS to run instead of the defaults, e.g. 'dask-gpus=--executor dask --workers 1'")
+    a = ap.parse_args()
+    configs = dict(CONFIGS)
+    if a.config:
+        configs = {c.split("=", 1)[0]: c.split("=", 1)[1].split() for c in a.config}
+    doc: dict = {"benchmark": "sweep_scaling", "spec": str(a.spec.relative_to(ROOT) if a.spec.is_relative_to(ROOT)
+                                                          else a.spec),
+                 "when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+                 "configs": {k: {"args": v, "runs": []} for k, v in configs.items()}}
+    with tempfile.TemporaryDirectory(prefix="perfscout-scaling-") as tmp:
+        for r in range(a.rounds):
+            for name, args in configs.items():
+                result = run_once(a.spec, args, Path(tmp) / f"{name}-{r}")
+                doc["configs"][name]["runs"].append(result)
+                print(f"round {r + 1} {name}: {result}", file=sys.stderr)
+    for c in doc["configs"].values():
+        c["median_tasks_per_s_wall"] = statistics.median(x["tasks_per_s_wall"] for x in c["runs"])
+        c["median_tasks_per_s_span"] = statistics.median(x["tasks_per_s_span"] for x in c["runs"])
+        c["median_wall_s"] = statistics.median(x["wall_s"] for x in c["runs"])
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: {m: v[m] for m in ("median_wall_s", "median_tasks_per_s_wall", "median_tasks_per_s_span")}
+                      for k, v in doc["configs"].items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
