@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, NoReturn
 
@@ -14,9 +15,42 @@ stderr = Console(stderr=True)
 stdout = Console()
 
 
+#: Beside the fields of an object that held NaN/Inf: which ones, and what they held.
+NONFINITE_KEY = "nonfinite_fields"
+
+
+def strict_json(doc: Any) -> Any:
+    """``doc`` as plain JSON values, with NaN/Inf replaced by ``null``.
+
+    JSON has no NaN or Infinity (``json.dumps`` would print the JavaScript words, which
+    strict parsers reject), so each object that held one also gets
+    ``"nonfinite_fields": {"psnr": "inf", ...}``: why the value is null (a lossless
+    reconstruction's PSNR is +inf, not missing)."""
+    plain = json.loads(json.dumps(doc, default=_json_default, allow_nan=True))
+    return _replace_nonfinite(plain)
+
+
+def _replace_nonfinite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_replace_nonfinite(v) for v in value]
+    if isinstance(value, dict):
+        why = {k: _spell(v) for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)}
+        out = {k: _replace_nonfinite(v) for k, v in value.items()}
+        if why:
+            out[NONFINITE_KEY] = {**(out.get(NONFINITE_KEY) or {}), **why}
+        return out
+    return value
+
+
+def _spell(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
 def emit_json(doc: Any) -> None:
-    """Print exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, default=_json_default, allow_nan=True))
+    """Print exactly one strict JSON document on stdout (see :func:`strict_json`)."""
+    sys.stdout.write(json.dumps(strict_json(doc), indent=2, allow_nan=False))
     sys.stdout.write("\n")
     sys.stdout.flush()
 

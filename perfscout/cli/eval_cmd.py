@@ -14,6 +14,9 @@ back, rejecting truncated or corrupt files with a clear message.
 
 from __future__ import annotations
 
+import math
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +164,8 @@ def eval_command(
 ) -> None:
     """Compress one field with one codec, verify the bound element by element, time it."""
     from perfscout.codecs.framing import to_bytes
+
+    writes_fail_cleanly()
     from perfscout.tools.evaluate import evaluate_full
 
     try:
@@ -182,7 +187,7 @@ def eval_command(
         _print_table(ev)
     if save_compressed is not None and ev.compressed is not None:
         try:
-            save_compressed.write_bytes(to_bytes(ev.compressed, ev.sections()))
+            write_file_atomic(save_compressed, [to_bytes(ev.compressed, ev.sections())])
         except (OSError, PerfscoutError) as exc:
             fail(escape(f"cannot write the compressed stream: {exc}"))
         stderr.print(f"compressed stream written to {escape(str(save_compressed))}")
@@ -196,6 +201,7 @@ def decompress_command(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Decode a perfscout compressed file back to raw binary."""
+    writes_fail_cleanly()
     try:
         summary = decompress_file(path, out)
     except PerfscoutError as exc:
@@ -213,23 +219,61 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
     """Decode a container file to raw little-endian binary; returns a summary."""
     from perfscout.codecs.framing import from_bytes
     from perfscout.codecs.registry import codec_class
+    from perfscout.codecs.streams import check_stream_header
     from perfscout.tools.bounds import unpack_nonfinite
+    from perfscout.tools.isolate import run_isolated
 
     if not path.is_file():
         raise InputError(f"compressed file not found: {path}")
     compressed, sections = from_bytes(path.read_bytes())
-    codec = codec_class(compressed.codec_id)(compressed.mode, compressed.bound)
-    values = codec.decompress(compressed)
+    cls = codec_class(compressed.codec_id)
+    # The stream's own header must agree with the container before any decoder runs
+    # (a forged shape or codec id is refused here), and the decoder runs in a child
+    # process: if a stream still crashes it, that is an error message, not our death.
+    check_stream_header(compressed)
+    nbytes = math.prod(compressed.shape) * np.dtype(compressed.dtype).itemsize
+    values = run_isolated(
+        _decode, (cls, compressed), what=f"decoding a {compressed.codec_id} stream", device=cls.device,
+        input_array=None, result_nbytes=nbytes,
+    )
     restored = unpack_nonfinite(sections, compressed.shape, values.dtype)
     if restored is not None:
         mask, nonfinite = restored
         values = values.copy()
         values[mask] = nonfinite
-    values.astype(values.dtype.newbyteorder("<"), copy=False).tofile(out)
+    write_file_atomic(out, [values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes()])
     return {
         "out": str(out), "codec": compressed.codec_id, "shape": list(compressed.shape),
         "dtype": np.dtype(compressed.dtype).name, "nonfinite": 0 if restored is None else int(restored[0].sum()),
     }
+
+
+def _decode(cls: Any, compressed: Any) -> np.ndarray:
+    """In the child process: the codec's own decoder."""
+    return np.asarray(cls(compressed.mode, compressed.bound).decompress(compressed))
+
+
+def writes_fail_cleanly() -> None:
+    """A file-size limit (RLIMIT_FSIZE) kills a process with SIGXFSZ by default; ignored,
+    the write fails with EFBIG instead, which is reported like a full disk."""
+    try:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    except (AttributeError, ValueError, OSError):  # not POSIX, or not the main thread
+        pass
+
+
+def write_file_atomic(path: Path, chunks: list[bytes]) -> None:
+    """Write ``chunks`` to a temp file beside ``path``, then rename: a full disk (or a
+    size limit) leaves the old file, or none, never a truncated one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.framing import check_seal
+from perfscout.codecs.streams import check_stream_header
 from perfscout.errors import CodecError
 
 
@@ -47,4 +48,5 @@ def checked_stream(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...
         raise CodecError(f"stream metadata is malformed: {exc}") from exc
     if dtype.name not in codec.dtypes or not shape or min(shape) <= 0:
         raise CodecError(f"stream metadata is malformed: dtype {dtype}, shape {shape}")
+    check_stream_header(compressed)  # the stream's own header must say the same
     return shape, dtype

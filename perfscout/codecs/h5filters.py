@@ -169,6 +169,18 @@ class SZ2Codec(_H5FilterCodec):
     mode_keywords = {"abs": "absolute", "rel": "relative", "pw_rel": "pointwise_relative"}
     CRASHING_SIZE = 20
     SMALL_FLATTEN = 64
+    #: pw_rel bounds from here on crash SZ 2.1 (segfault under an address-space limit,
+    #: without one it allocates until the OOM killer), on every array tried (1-D to 3-D,
+    #: float32 and float64); 15.99999 still works.
+    PW_REL_LIMIT = 16.0
+
+    def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
+        super().__init__(mode, bound, **options)
+        if mode == "pw_rel" and not self.bound < self.PW_REL_LIMIT:
+            raise CodecError(
+                f"sz2: pw_rel {self.bound:g} is refused: SZ 2.1 crashes (or allocates until the "
+                f"OOM killer) on point-wise relative bounds >= {self.PW_REL_LIMIT:g}"
+            )
 
     def _stream_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         n = int(np.prod(shape))
@@ -181,6 +193,12 @@ class SZ2Codec(_H5FilterCodec):
 
 
 class SZ3H5Codec(_H5FilterCodec):
+    """SZ3 filter. Values of magnitude near the dtype's largest (found in child
+    processes: every array holding |x| >= max/8 segfaults, at any bound, 1-D to 3-D,
+    float32 and float64) overflow the filter's prediction arithmetic (a Lorenzo or
+    interpolation prediction sums several values) and crash it; arrays holding
+    |x| > max / ``MAGNITUDE_HEADROOM`` are refused with a CodecError."""
+
     codec_id = "sz3-h5"
     # Only ``absolute`` is offered: the filter itself warns that its other modes are not
     # properly tested, so ``rel`` is resolved to an absolute bound by perfscout instead.
@@ -188,3 +206,15 @@ class SZ3H5Codec(_H5FilterCodec):
     filter_class = "SZ3"
     filter_key = "sz3"
     mode_keywords = {"abs": "absolute"}
+    MAGNITUDE_HEADROOM = 32.0
+
+    def _check_bound(self, data: np.ndarray) -> None:
+        super()._check_bound(data)
+        limit = float(np.finfo(data.dtype).max) / self.MAGNITUDE_HEADROOM
+        peak = float(np.max(np.abs(data)))  # validated input: finite
+        if peak > limit:
+            raise CodecError(
+                f"sz3-h5: the array holds |x| = {peak:.6g}, beyond {limit:.6g} ({data.dtype} max / "
+                f"{self.MAGNITUDE_HEADROOM:g}); the SZ3 filter's prediction overflows {data.dtype} "
+                "there and crashes the process; use sz3 or zfp, or rescale the data"
+            )

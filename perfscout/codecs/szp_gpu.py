@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from perfscout.codecs.base import Codec, Compressed, TimedRun
+from perfscout.codecs.streams import check_stream_header
 from perfscout.codecs.szp import format as F
 from perfscout.codecs.szp import gpu as G
 from perfscout.errors import CodecError
@@ -36,11 +37,13 @@ class SZPGpuCodec(Codec):
             raise CodecError(f"szp-gpu: unknown options {', '.join(sorted(unknown))}; "
                              "it takes block_ndim, chunk_bytes, device")
         self.block_ndim = self.options.get("block_ndim")
-        if self.block_ndim is not None and int(self.block_ndim) not in F.BLOCK_SHAPES:
+        if self.block_ndim is not None and (isinstance(self.block_ndim, bool)
+                                            or self.block_ndim not in F.BLOCK_SHAPES):
             raise CodecError(f"szp-gpu: block_ndim must be 1, 2 or 3, got {self.block_ndim!r}")
-        self.chunk_bytes = int(self.options.get("chunk_bytes", G.DEFAULT_CHUNK_BYTES))
-        if self.chunk_bytes <= 0:
-            raise CodecError(f"szp-gpu: chunk_bytes must be positive, got {self.chunk_bytes}")
+        chunk = self.options.get("chunk_bytes", G.DEFAULT_CHUNK_BYTES)
+        if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
+            raise CodecError(f"szp-gpu: chunk_bytes must be a positive integer, got {chunk!r}")
+        self.chunk_bytes = int(chunk)
         if self.options.get("device", "auto") not in ("auto", "cpu"):
             raise CodecError("szp-gpu: device must be 'auto' or 'cpu'")
 
@@ -107,6 +110,7 @@ class SZPGpuCodec(Codec):
     def decompress(self, compressed: Compressed) -> np.ndarray:
         if compressed.codec_id != self.codec_id:
             raise CodecError(f"stream was written by {compressed.codec_id!r}, not {self.codec_id!r}")
+        check_stream_header(compressed)  # shape/dtype as the container says, or refused
         on_gpu, _ = self._gpu()
         if on_gpu:
             try:

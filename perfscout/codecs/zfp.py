@@ -9,6 +9,7 @@ for every input: perfscout verifies each result and reports any excess as
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,31 @@ class ZFPCodec(Codec):
         if mode == "fixed_rate" and not 0 < self.bound <= 64:
             raise CodecError(f"zfp fixed_rate needs 0 < bits per value <= 64, got {self.bound}")
 
+    def _check_rate(self, data: np.ndarray) -> None:
+        """Refuse a rate below what zfp can honour for this dtype and dimensionality.
+
+        zfp spends ``floor(4^d * rate + 0.5)`` bits on a block of 4^d values and raises
+        that to a floor of 1 + 8 (float32) or 1 + 11 (float64) bits; zfpy 1.0.1 crashes
+        (segfault, abort, corrupt heap) on such rates for 2-D to 4-D arrays
+        (``fixed_rate 0.001``; found in child processes), and where it does not, the rate
+        would not be the one asked for."""
+        if self.mode != "fixed_rate":
+            return
+        values_per_block = 4 ** data.ndim
+        floor_bits = 9 if data.dtype == np.float32 else 12
+        if math.floor(values_per_block * self.bound + 0.5) < floor_bits:
+            minimum = (floor_bits - 0.5) / values_per_block
+            raise CodecError(
+                f"zfp: fixed_rate {self.bound:g} bits per value is below what zfp can honour for "
+                f"{data.ndim}-D {data.dtype} ({floor_bits} bits per block of {values_per_block}: "
+                f"rate >= {minimum:.4g}); zfpy crashes on such rates"
+            )
+
     def compress(self, array: np.ndarray) -> Compressed:
         import zfpy
 
         data = checked_input(self, array, max_ndim=4)
+        self._check_rate(data)
         kwargs = {"tolerance": self.bound} if self.mode == "abs" else {"rate": self.bound}
         try:
             raw = zfpy.compress_numpy(data, **kwargs)

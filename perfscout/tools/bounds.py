@@ -7,7 +7,11 @@ against):
     ``|x - x'| <= bound`` for every element.
 ``rel``
     Value-range relative, as in SZ and qcat: ``abs_bound = bound * R`` with
-    ``R = max - min`` over the finite values. A backend with a native ``rel`` mode runs
+    ``R = max - min`` over the finite values. ``R`` of float64 data can exceed float64
+    (values near +-1.8e308): ``bound * R`` is then computed from the halves
+    (``2 * bound * (max/2 - min/2)``), never through an infinite ``R``; a product that
+    float64 cannot hold (rel bounds above ~0.5 on such a range) is capped at float64's
+    largest value, a tighter bound, and a note says so: an enforced bound is never inf. A backend with a native ``rel`` mode runs
     it; others run ``abs`` with the resolved bound. **Constant field** (``R = 0``):
     ``rel`` is taken relative to the constant's magnitude, ``abs_bound = bound * |c|``;
     for an **all-zero** field it is read as absolute, ``abs_bound = bound``. Either way
@@ -62,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfscout.analysis.metrics import psnr, value_range
+from perfscout.analysis.metrics import psnr
 from perfscout.codecs.base import ALL_MODES, Compressed
 from perfscout.errors import CodecError, InputError
 
@@ -79,6 +83,10 @@ class NonfiniteInputError(InputError):
         super().__init__(message)
         self.count = count
         self.first_index = first_index
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, tuple[int, ...]]]:
+        # Picklable with its extra fields: it crosses from the codec's child process.
+        return (type(self), (str(self), self.count, self.first_index))
 
 
 # -- bound validation and resolution ------------------------------------------------------
@@ -99,15 +107,86 @@ def check_mode_bound(mode: str, bound: float) -> float:
     return value
 
 
+FLOAT64_MAX = float(np.finfo(np.float64).max)
+
+
+def finite_extremes(array: np.ndarray) -> tuple[float, float]:
+    """(min, max) over the finite elements, as float64 (InputError when none is finite)."""
+    a = np.asarray(array)
+    if a.size == 0:
+        raise InputError("value range of an empty array is undefined")
+    finite = np.isfinite(a)
+    if not bool(finite.all()):
+        if not bool(finite.any()):
+            raise InputError("value range undefined: no element is finite")
+        a = a[finite]
+    return float(np.min(a)), float(np.max(a))
+
+
+def range_times(factor: float, lo: float, hi: float) -> float:
+    """``factor * (hi - lo)`` without an infinite intermediate; inf only when the result
+    itself exceeds float64. (hi - lo of two finite doubles can overflow; their halves'
+    difference cannot, and halving is exact for every value that large.)"""
+    with np.errstate(over="ignore"):
+        diff = hi - lo
+        if math.isfinite(diff):
+            return float(np.float64(factor) * diff)
+        return float(np.float64(2.0) * (np.float64(factor) * (hi * 0.5 - lo * 0.5)))
+
+
+def _range_text(lo: float, hi: float) -> str:
+    half = hi * 0.5 - lo * 0.5
+    return f"R = max - min = 2 x {half:.6g} (min {lo:.6g}, max {hi:.6g})"
+
+
 def rel_reference(array: np.ndarray) -> tuple[float, str]:
-    """What a ``rel`` bound multiplies: R, or |c| for a constant field, or 1 when all zero."""
-    r = value_range(array)
-    if r > 0:
+    """What a ``rel`` bound multiplies: R, or |c| for a constant field, or 1 when all zero.
+
+    InputError when R itself exceeds float64 (use :func:`rel_abs_bound`, which does not
+    need R to fit, to resolve a rel bound)."""
+    lo, hi = finite_extremes(array)
+    if hi > lo:
+        r = range_times(1.0, lo, hi)
+        if not math.isfinite(r):
+            raise InputError(f"the value range exceeds float64: {_range_text(lo, hi)}")
         return r, ""
-    magnitude = float(np.max(np.abs(array)))
+    magnitude = max(abs(lo), abs(hi))
     if magnitude > 0:
         return magnitude, f"constant field (R = 0): rel bound taken relative to |value| = {magnitude:.6g}"
     return 1.0, "all-zero field (R = 0): rel bound taken as absolute"
+
+
+def rel_abs_bound(array: np.ndarray, bound: float) -> tuple[float, str, bool]:
+    """(abs_bound, note, range_fits) for ``rel`` at ``bound``: ``bound * R`` (or ``bound *
+    |c|``, or ``bound``: see :func:`rel_reference`), computed so that it cannot overflow.
+
+    ``range_fits`` says whether R itself is a finite value of the array's dtype with room
+    to spare (a native rel mode computes R in the data's own arithmetic, so it may only
+    run then). A product that float64 cannot represent is capped at its largest value
+    (tighter than asked, said in the note), never inf."""
+    lo, hi = finite_extremes(array)
+    dtype = np.dtype(array.dtype) if np.issubdtype(array.dtype, np.floating) else np.dtype(np.float64)
+    if hi > lo:
+        eb = range_times(bound, lo, hi)
+        note = ""
+        fits = range_times(1.0, lo, hi) <= float(np.finfo(dtype).max) / 4
+        what = _range_text(lo, hi)
+    else:
+        ref, note = rel_reference(array)
+        eb, fits, what = float(np.float64(bound) * np.float64(ref)), False, f"|value| = {ref:.6g}"
+    if not math.isfinite(eb):
+        eb = FLOAT64_MAX
+        note = "; ".join(n for n in (note, (
+            f"rel bound {bound:g} x {what} exceeds the largest float64: enforcing {FLOAT64_MAX:.6g} "
+            "instead (a tighter bound)")) if n)
+    return eb, note, fits
+
+
+def codec_abs_bound(abs_bound: float, dtype: np.dtype) -> float:
+    """The absolute bound handed to a codec: the enforced one, capped at the dtype's
+    largest value (a tighter bound is always safe; libraries that hold the bound in the
+    data's type would otherwise turn it into inf)."""
+    return min(float(abs_bound), float(np.finfo(dtype).max))
 
 
 # -- verification ------------------------------------------------------------------------
@@ -151,6 +230,10 @@ def verify_bound(
     """
     if original.shape != reconstructed.shape:
         raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
+    for name, value in (("abs_bound", abs_bound), ("pw_rel_bound", pw_rel_bound)):
+        # An infinite (or NaN) bound would pass every error, inf included: never "ok".
+        if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
+            raise InputError(f"cannot verify against {name} = {value!r}: a bound must be finite and >= 0")
     x = original.astype(np.float64, copy=False)
     y = reconstructed.astype(np.float64, copy=False)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -309,22 +392,29 @@ def search_psnr(
     tries: int = PSNR_TRIES,
 ) -> SearchOutcome:
     """Start from the uniform-error bound, tighten by the shortfall until PSNR >= target."""
-    r = value_range(array)
-    if r <= 0:
+    lo, hi = finite_extremes(array)
+    if hi <= lo:
         raise InputError("psnr mode needs a non-constant field: the value range R is 0, so PSNR is undefined")
-    eb = psnr_initial_bound(target_db, r)
+    # psnr_initial_bound without forming R (which may exceed float64); the bound of a
+    # target below ~5 dB could still exceed it: capped (a tighter start is safe).
+    eb = min(range_times(math.sqrt(3.0) * 10 ** (-target_db / 20), lo, hi), FLOAT64_MAX)
     trials: list[tuple[float, float]] = []
     best: SearchOutcome | None = None
     for i in range(1, tries + 1):
         packed = compress(eb)
         recon = decompress(packed)
-        got = psnr(array, recon)  # the record's definition: the search and the verdict agree
+        try:
+            got = psnr(array, recon)  # the record's definition: the search and the verdict agree
+        except InputError:  # nothing finite came back: the codec's failure, not bad input
+            got = -math.inf
         trials.append((eb, got))
         best = SearchOutcome(eb, got, target_db, i, got >= target_db, trials, packed, recon)
         if got >= target_db:
             break
         # Shortfall of d dB means the RMS error is 10^(d/20) too large; 10% margin.
-        eb *= 10 ** ((got - target_db) / 20) * 0.9
+        eb *= 10 ** ((got - target_db) / 20) * 0.9 if math.isfinite(got) else 1e-3
+        if not eb > 0:
+            break
     assert best is not None
     return best
 
@@ -339,7 +429,9 @@ def search_ratio(
     max_iter: int = RATIO_MAX_ITER,
 ) -> SearchOutcome:
     """FRaZ-style log-space bisection of the absolute bound for a target ratio."""
-    ref, _ = rel_reference(array)
+    lo_v, hi_v = finite_extremes(array)
+    # The bracket's top is R (capped at float64's largest value when R exceeds it).
+    ref = min(range_times(1.0, lo_v, hi_v), FLOAT64_MAX) if hi_v > lo_v else rel_reference(array)[0]
     lo, hi = ref * 1e-9, ref
     trials: list[tuple[float, float]] = []
     # Only the closest stream so far is kept: up to max_iter streams of a large field

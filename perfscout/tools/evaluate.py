@@ -128,12 +128,17 @@ def evaluate(
     run_id: str = "",
     task_key: str = "",
     platform_id: str = "",
+    isolate: bool = True,
+    timeout_s: float | None = None,
+    memory_limit_mb: int | None = None,
 ) -> CompressionResult:
-    """Compress ``data`` with ``codec`` in ``mode`` at ``bound``; verify; time; one record."""
+    """Compress ``data`` with ``codec`` in ``mode`` at ``bound``; verify; time; one record.
+
+    The codec runs in a child process by default (see :func:`evaluate_full`)."""
     return evaluate_full(
         data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
         nonfinite=nonfinite, options=options, run_id=run_id, task_key=task_key,
-        platform_id=platform_id,
+        platform_id=platform_id, isolate=isolate, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
     ).result
 
 
@@ -157,6 +162,18 @@ def _guarded(what: str, fn: Any) -> Any:
         raise _RunFailed(_failure_status(exc), f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
+def make_codec(cls: type[Codec], mode: str, bound: float, options: dict[str, Any]) -> Codec:
+    """``cls(mode, bound, **options)``; an option of the wrong type (``block_ndim=abc``)
+    is bad input, said clearly, not a ValueError from deep inside the backend."""
+    try:
+        return cls(mode, bound, **options)
+    except PerfscoutError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
+        given = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "none"
+        raise InputError(f"codec {cls.codec_id!r} rejected its options ({given}): {exc}") from exc
+
+
 @dataclass
 class _Plan:
     """What the codec runs, and what every element is checked against."""
@@ -171,16 +188,22 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
     """Resolve ``mode``/``bound`` into a codec instance (searching for psnr/ratio)."""
 
     def make(codec_mode: str, codec_bound: float) -> Codec:
-        return cls(codec_mode, codec_bound, **opts)  # bad options raise CodecError: bad input
+        if codec_mode == "abs":  # never an infinite bound in the data's own type
+            codec_bound = B.codec_abs_bound(codec_bound, work.dtype)
+        return make_codec(cls, codec_mode, codec_bound, opts)  # bad options: bad input
 
     if mode == "abs":
         return _Plan(make("abs", bound), abs_bound=bound)
     if mode == "rel":
-        ref, note = B.rel_reference(work)
+        abs_bound, note, range_fits = B.rel_abs_bound(work, bound)
         if note:
             ev.notes.append(note)
-        native = "rel" in cls.native_modes and not note  # R = 0: the codec's own rel is undefined
-        return _Plan(make("rel", bound) if native else make("abs", bound * ref), abs_bound=bound * ref)
+        # A native rel computes R in the data's type: only when R fits there (and R > 0).
+        native = "rel" in cls.native_modes and range_fits
+        if "rel" in cls.native_modes and not range_fits and not note:
+            ev.notes.append("value range too wide for the codec's own rel mode: ran abs "
+                            f"{abs_bound:.6g} (rel bound x R, computed without overflow)")
+        return _Plan(make("rel", bound) if native else make("abs", abs_bound), abs_bound=abs_bound)
     if mode == "pw_rel":
         return _Plan(make("pw_rel", bound), pw_rel_bound=bound)
     if mode == "fixed_rate":
@@ -258,8 +281,72 @@ def evaluate_full(
     run_id: str = "",
     task_key: str = "",
     platform_id: str = "",
+    isolate: bool = True,
+    timeout_s: float | None = None,
+    memory_limit_mb: int | None = None,
 ) -> Evaluation:
-    """Like :func:`evaluate`, returning the :class:`Evaluation` with the detail."""
+    """Like :func:`evaluate`, returning the :class:`Evaluation` with the detail.
+
+    ``isolate`` (default): the whole evaluation runs in a child process
+    (:func:`perfscout.tools.isolate.run_isolated`: forked for CPU codecs, from a clean
+    forkserver for CUDA) with a wall-clock ``timeout_s`` and a ``memory_limit_mb`` on what
+    it may add. Bad input raises here as it would in-process; a child that dies (a
+    segfault, an abort, the OOM killer) or overruns its time becomes a record with status
+    ``codec_crashed`` / ``codec_timeout``, the signal and a summary of the input, and the
+    caller lives on. ``isolate=False`` runs in this process (the sweep's worker, itself
+    the isolation, does).
+    """
+    kwargs = dict(device=device, repeats=repeats, dataset=dataset, nonfinite=nonfinite, options=options,
+                  run_id=run_id, task_key=task_key, platform_id=platform_id)
+    if not isolate:
+        return _evaluate_here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
+    from perfscout.tools.isolate import CodecCrashed, run_isolated
+
+    started_at = _now()
+    array, field_name = _as_array(data)
+    bound = B.check_mode_bound(mode, bound)  # the cheap refusals, before any child starts
+    what = f"{codec} {mode} {bound:g}"
+    try:
+        return run_isolated(
+            _evaluate_here, (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
+            what=what, device=device, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+            input_array=array, result_nbytes=int(array.nbytes),
+        )
+    except CodecCrashed as exc:
+        record = CompressionResult(
+            run_id=run_id, task_key=task_key, dataset=dataset or field_name or "array",
+            shape=shape_str(array.shape), dtype=_dtype_text(array.dtype), nbytes=int(array.nbytes),
+            codec=codec, device=device, mode=mode, bound=bound, repeats=repeats if isinstance(repeats, int) else 0,
+            started_at=started_at, platform_id=platform_id, status=exc.status,  # type: ignore[arg-type]
+            error=str(exc), device_name=cpu_name() if device == "cpu" else "",
+        )
+        return Evaluation(result=record, notes=[f"{exc.status}: the evaluation ran in a child process, "
+                                                 "which did not survive; this process did"])
+
+
+def _dtype_text(dtype: np.dtype) -> str:
+    try:
+        return dtype_tag(dtype)
+    except PerfscoutError:
+        return str(dtype)
+
+
+def _evaluate_here(
+    data: Any,
+    codec: str,
+    mode: str,
+    bound: float,
+    *,
+    device: str = "cpu",
+    repeats: int = 3,
+    dataset: str | None = None,
+    nonfinite: str = "refuse",
+    options: dict[str, Any] | None = None,
+    run_id: str = "",
+    task_key: str = "",
+    platform_id: str = "",
+) -> Evaluation:
+    """:func:`evaluate_full` in this process."""
     started_at = _now()
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)

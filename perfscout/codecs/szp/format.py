@@ -177,6 +177,21 @@ def finite_range(x: np.ndarray) -> tuple[float, float] | None:
     return float(finite.min()), float(finite.max())
 
 
+def rel_abs_bound(bound: float, frange: tuple[float, float] | None) -> float:
+    """``bound * (max - min)`` without an infinite intermediate: max - min of float64 data
+    can exceed float64 (values near +-1.8e308), the halves' difference cannot. (With an
+    infinite R the old ``bound * R`` became inf, which the caller then capped at the
+    dtype's largest value: a looser bound than asked.) A product beyond float64 itself
+    comes back as inf, and the caller's cap then enforces a *tighter* bound, which is safe."""
+    if not frange:
+        return 0.0
+    lo, hi = frange
+    diff = hi - lo
+    if math.isfinite(diff):
+        return bound * diff
+    return 2.0 * (bound * (hi * 0.5 - lo * 0.5))
+
+
 def resolve_quantizer(
     dtype: np.dtype, mode: str, bound: float, frange: tuple[float, float] | None
 ) -> Quantizer:
@@ -190,7 +205,7 @@ def resolve_quantizer(
     if mode == "abs":
         eb = float(bound)
     else:
-        eb = float(bound) * ((frange[1] - frange[0]) if frange else 0.0)
+        eb = rel_abs_bound(float(bound), frange)
     tmax = float(np.finfo(dtype).max)
     if not math.isfinite(eb) or eb > tmax:
         eb = tmax

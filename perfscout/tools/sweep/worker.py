@@ -18,11 +18,16 @@ import traceback
 from pathlib import Path
 
 
-def _limit_memory(limit_mb: int, device: str) -> None:
+def limit_memory(limit_mb: int, device: str, *, base_bytes: int = 0) -> None:
+    """Limit this process's address space to ``base_bytes`` + ``limit_mb`` MiB (CPU only).
+
+    ``base_bytes`` is what a forked child already maps (its parent's address space), so
+    the limit is on what the codec adds. Used by the sweep's worker and by the
+    out-of-process evaluation (:mod:`perfscout.tools.isolate`)."""
     # Address-space limits break CUDA (it reserves huge virtual ranges); GPU tasks are
     # watched by the parent's resident-memory check instead.
     if device == "cpu" and limit_mb > 0:
-        limit = limit_mb * 2**20
+        limit = int(base_bytes) + limit_mb * 2**20
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
@@ -52,7 +57,7 @@ def run_task(task_path: Path, result_path: Path) -> int:
 
     task = Task.model_validate_json(task_path.read_text())
     meta = json.loads(task_path.with_name("run.json").read_text()) if task_path.with_name("run.json").is_file() else {}
-    _limit_memory(task.memory_limit_mb, task.device.split(":")[0])
+    limit_memory(task.memory_limit_mb, task.device.split(":")[0])
     import_plugins(task.plugins, task.base_dir)
 
     from perfscout.errors import PerfscoutError
@@ -70,6 +75,7 @@ def run_task(task_path: Path, result_path: Path) -> int:
             data, task.codec, task.mode, task.bound, device=task.device.split(":")[0], repeats=task.repeats,
             dataset=task.data.label, nonfinite=task.nonfinite, options=task.options, run_id=base["run_id"],
             task_key=task.task_key, platform_id=base["platform_id"],
+            isolate=False,  # this process is the isolation: its parent records a crash
         )
         record.device = task.device  # keep "cuda:1": CUDA_VISIBLE_DEVICES made it "cuda" in here
         if "MemoryError" in record.error and task.device == "cpu":
@@ -91,7 +97,7 @@ def run_task(task_path: Path, result_path: Path) -> int:
     return 0
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL us when the sweep process dies (even by SIGKILL), so that no
     orphan keeps running a hung codec or races a resumed sweep for the same task."""
     try:
@@ -109,7 +115,7 @@ def _die_with_parent() -> None:
 def main() -> int:
     # The parent owns Ctrl-C: it stops children itself, in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     if len(sys.argv) != 3:
         print("usage: python -m perfscout.tools.sweep.worker TASK.json RESULT.json", file=sys.stderr)
         return 2
