@@ -46,6 +46,7 @@ class RunOutcome:
     run_dir: str = ""
     planner: str = ""
     plan_error: str = ""
+    refusal: str = ""  # the request was refused as a whole: nothing ran
     question: dict[str, Any] | None = None  # the pending interrupt's payload
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -113,7 +114,8 @@ def _outcome(graph: Any, thread_id: str) -> RunOutcome:
     return RunOutcome(
         thread_id=thread_id, status=status, report_path=values.get("report_path", ""),
         run_dir=values.get("run_dir", ""), planner=(values.get("plan") or {}).get("planner", ""),
-        plan_error=values.get("plan_error", ""), question=question, values=values)
+        plan_error=values.get("plan_error", ""), refusal=values.get("refusal", ""), question=question,
+        values=values)
 
 
 def stream(request_or_spec: Any, *, thread_id: str | None = None,

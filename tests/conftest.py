@@ -95,3 +95,15 @@ def _isolated_codec_registry():
     # Importing a plug-in registers it; forget the module so the next import registers again.
     for name in [m for m in sys.modules if m.startswith("tests.fakes")]:
         del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _codec_registry_isolated():
+    """A plug-in codec one test registers (a sweep spec's ``plugins:``) does not stay
+    registered for the next test in the same process (e.g. in the demo's codec list)."""
+    from perfscout.codecs import registry
+
+    known = dict(registry._KNOWN)
+    yield
+    registry._KNOWN.clear()
+    registry._KNOWN.update(known)

@@ -1,7 +1,7 @@
 """`perfscout run`, `perfscout resume`, `perfscout runs`: the agent from the shell.
 
-Exit codes: 0 done, 2 bad input (or a request that cannot be planned), 3 the run is
-waiting for an answer (the question and the resume command are printed).
+Exit codes: 0 done, 2 bad input (a request that is refused or cannot be planned), 3 the run
+is waiting for an answer (the question and the resume command are printed).
 """
 
 from __future__ import annotations
@@ -46,19 +46,21 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
     assert outcome is not None
     while outcome.status == "interrupted" and interactive and not as_json and sys.stdin.isatty():
         stderr.print(f"[bold yellow]question:[/] {escape(outcome.question['question'])}")
-        answer = typer.prompt("answer (JSON)")
+        answer = typer.prompt("answer")
         outcome = agent.resume(outcome.thread_id, _parse_answer(answer))
     doc = {"thread_id": outcome.thread_id, "status": outcome.status, "planner": outcome.planner,
            "report_path": outcome.report_path, "html_path": outcome.html_path, "run_dir": outcome.run_dir,
-           "plan_error": outcome.plan_error, "question": outcome.question}
+           "plan_error": outcome.plan_error, "refusal": outcome.refusal, "question": outcome.question}
     if as_json:
         emit_json(doc)
+    if outcome.refusal:
+        fail(escape(f"refused: {outcome.refusal}; nothing was run (report: {outcome.report_path})"))
     if outcome.plan_error:
         fail(escape(f"{outcome.plan_error} (report: {outcome.report_path})"))
     if outcome.status == "interrupted":
         if not as_json:
             stderr.print(f"[bold yellow]question:[/] {escape(outcome.question['question'])}")
-            stderr.print(escape(f"answer with: perfscout resume {outcome.thread_id} --answer '{{...}}'"))
+            stderr.print(escape(f"answer with: perfscout resume {outcome.thread_id} --answer '...'"))
         raise typer.Exit(EXIT_WAITING)
     if not as_json:
         if outcome.status == "done":
@@ -71,10 +73,16 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
 
 
 def _parse_answer(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"--answer must be JSON, e.g. '{{\"shape\": \"512,512\", \"dtype\": \"f32\"}}': {exc}") from exc
+    """An answer in words ("vorticity.512_512", "rel 1e-3", "yes") or a JSON object."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            return json.loads(stripped)
+        except ValueError as exc:
+            raise InputError(f"--answer looks like JSON but is not valid JSON: {exc}") from exc
+    if not stripped:
+        raise InputError("--answer is empty: answer the question in words, or 'cancel'")
+    return stripped
 
 
 def register(app: typer.Typer) -> None:
@@ -85,6 +93,8 @@ def register(app: typer.Typer) -> None:
         demo: bool = typer.Option(False, "--demo", help="The embedded default request."),
         thread_id: Optional[str] = typer.Option(None, "--thread-id", help="Checkpoint under this id."),
         planner: Optional[str] = typer.Option(None, "--planner", help="auto | llm | deterministic"),
+        allow_plugins: bool = typer.Option(False, "--allow-plugins", help="Let a sweep spec's `plugins:` "
+                                           "import code (only for specs you trust)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Run the agent on an intent, a spec or the demo; print the report."""
@@ -98,13 +108,14 @@ def register(app: typer.Typer) -> None:
         if planner not in (None, "auto", "llm", "deterministic"):
             fail(f"--planner must be auto, llm or deterministic, got {planner!r}")
         request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
-        ctx = Context(planner=planner) if planner else Context()
+        ctx = Context(allow_plugins=allow_plugins, **({"planner": planner} if planner else {}))
         _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)
 
     @app.command("resume")
     def resume_cmd(
         thread_id: str = typer.Argument(..., help="The run's thread id (see `perfscout runs`)."),
-        answer: Optional[str] = typer.Option(None, "--answer", help="JSON answer to the pending question."),
+        answer: Optional[str] = typer.Option(None, "--answer", help="The answer to the pending question, in "
+                                             "words (e.g. 'vorticity.512_512', 'rel 1e-3', 'yes') or as JSON."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Continue a run: answer its question, or pick up after a crash."""

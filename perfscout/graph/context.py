@@ -76,6 +76,11 @@ class Context:
         default=0.25,
         metadata={"description": "Relative spread of timing samples above which timing is noisy."},
     )
+    allow_plugins: bool = field(
+        default=False,
+        metadata={"description": "Let a sweep spec's `plugins:` import code (only for specs you trust; "
+                  "`perfscout run --allow-plugins`)."},
+    )
     chat_model: Any = field(
         default=None,
         metadata={"description": "A LangChain chat model object (Python API only; overrides the URL)."},

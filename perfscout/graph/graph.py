@@ -1,7 +1,8 @@
 """Build and compile the perfscout agent graph.
 
-    START -> snapshot -> plan -> act -> observe -> reflect -> act ... -> report -> END
-                            \\________________________________________/ (nothing to do)
+    START -> snapshot -> understand -> clarify (one question per visit, loops) -> plan
+          -> act -> observe -> reflect -> act ... -> report -> END
+    (a spec skips clarify; a refused request or one with nothing to do goes to report)
 
 ``graph`` is compiled once, without a checkpointer: ``langgraph.json`` exports it and
 the LangGraph server attaches its own persistence. :func:`compile_graph` gives the
@@ -30,13 +31,17 @@ def build() -> StateGraph:
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState,
                          output_schema=OutputState)
     builder.add_node("snapshot", nodes.snapshot, retry_policy=INFRA_RETRY)
+    builder.add_node("understand", nodes.understand)
+    builder.add_node("clarify", nodes.clarify)
     builder.add_node("plan", nodes.plan)
     builder.add_node("act", nodes.make_act_node())
     builder.add_node("observe", nodes.observe, retry_policy=INFRA_RETRY)
     builder.add_node("reflect", nodes.reflect)
     builder.add_node("report", nodes.report, retry_policy=INFRA_RETRY)
     builder.add_edge(START, "snapshot")
-    builder.add_edge("snapshot", "plan")
+    builder.add_edge("snapshot", "understand")
+    builder.add_conditional_edges("understand", nodes.route_after_understand, ["clarify", "plan"])
+    builder.add_conditional_edges("clarify", nodes.route_after_clarify, ["clarify", "plan"])
     builder.add_conditional_edges("plan", nodes.route_after_plan, ["act", "report"])
     builder.add_edge("act", "observe")
     builder.add_edge("observe", "reflect")

@@ -1,4 +1,14 @@
-"""The LLM planner: an OpenAI-compatible chat model proposes a Plan; perfscout checks it.
+"""The LLM planner: an OpenAI-compatible chat model fills the request's Intent; perfscout checks it.
+
+:func:`intent_with_llm` asks the model for the same :class:`~perfscout.state.intent.Intent`
+the offline parser fills (structured output of its slots), then applies the same
+validation: what the person wrote explicitly (the parser's reading) always wins, codecs
+must exist, files must be ones the request names or lie inside the allowed roots, a
+program to profile can only come from the request itself, and a refusal by the parser is
+final (the model is not even asked). The same questions follow for what stays open.
+
+After the measurements, :func:`review_with_llm` may propose follow-up tool calls (a Plan),
+validated as below.
 
 The model answers through structured output (one ``Plan`` function call). Its plan is
 *untrusted*: every task must name a tool of the fixed whitelist
@@ -16,14 +26,15 @@ import json
 import math
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfscout.graph.context import Context
 from perfscout.state.agent import Plan, Task
-from perfscout.tools.agent_tools import TOOLS, tools_by_name
+from perfscout.state.intent import MODES, DataRef, Intent, Target
+from perfscout.tools.agent_tools import TOOLS, allowed_roots, tools_by_name
 
 MAX_TASKS = 48
 
@@ -169,11 +180,29 @@ def _dataset_ok(name: str) -> str:
     if name.startswith("synthetic:"):
         return ""
     if "/" in name:
-        return "" if Path(name).expanduser().is_file() else f"data file {name!r} does not exist"
+        if not Path(name).expanduser().is_file():
+            return f"data file {name!r} does not exist"
+        return _outside_roots(name)
     names = known_datasets()
     if not names or any(n == name or n.startswith(name) for n in names):
         return ""
     return f"unknown dataset {name!r}"
+
+
+def _outside_roots(path: str, request: str = "") -> str:
+    """'' when a file the model names may be read: inside the allowed roots, or written
+    literally in the person's own request; else why not."""
+    from pathlib import Path
+
+    if request and path in request:
+        return ""
+    p = Path(path).expanduser()
+    resolved = (p if p.is_absolute() else Path.cwd() / p).resolve()
+    roots = allowed_roots()
+    if any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        return ""
+    return (f"file {path!r} resolves to {resolved}, outside the allowed folders "
+            f"({', '.join(map(str, roots)) or 'none'}) and not named in the request")
 
 
 def _command_error(command: list[str], request: Any) -> str:
@@ -215,9 +244,12 @@ def _constraint_errors(calls: list[dict[str, Any]], request: Any) -> list[str]:
     """An intent's explicit codecs/mode/bounds/datasets/devices must be kept and covered."""
     if not isinstance(request, str):
         return []
-    from perfscout.graph.planner import intent_constraints
+    from perfscout.graph.planner import understand_request
 
-    c = intent_constraints(request)
+    reading = understand_request(request)
+    c = {"codecs": list(reading.codecs) + list(reading.codec_groups), "mode": reading.mode,
+         "bounds": list(reading.bounds), "devices": list(reading.devices) or ["cpu", "cuda"],
+         "datasets": [d.dataset_arg() for d in reading.data]}
     errors: list[str] = []
     named_codecs = [x for x in c["codecs"] if x not in ("cpu", "all")]
     named_sets = [d for d in c["datasets"] if isinstance(d, str)]
@@ -353,28 +385,6 @@ def _plan_loop(model: Any, messages: list[Any], request: Any, *, key_prefix: str
     return None, "", reasons
 
 
-def plan_with_llm(request: Any, platform: dict[str, Any], ctx: Context) -> tuple[Plan | None, list[str]]:
-    """A validated LLM plan, or (None, notes saying why the fallback is needed)."""
-    if isinstance(request, dict) and "intent" not in request:
-        return None, []  # a spec is already a plan: nothing for a model to add
-    text = request["intent"] if isinstance(request, dict) else str(request)
-    label = model_label(ctx)
-    try:
-        model = make_chat_model(ctx)
-    except Exception as exc:
-        return None, [f"LLM planner ({label}) unavailable: {type(exc).__name__}: {exc}"]
-    messages = [SystemMessage(_system_prompt()),
-                HumanMessage(load_prompt("planner_user").format(request=text,
-                                                                platform=_platform_text(platform)))]
-    tasks, goal, reasons = _plan_loop(model, messages, text)
-    if tasks is None:
-        return None, [f"LLM planner ({label}) failed: " + " | ".join(reasons)]
-    notes = [f"plan proposed by {label} and validated"]
-    if reasons:
-        notes.append("after one repair: " + " | ".join(reasons))
-    return Plan(goal=goal or text, tasks=tasks, planner="llm", notes=notes), []
-
-
 def review_with_llm(request: Any, observations: list[dict[str, Any]], ctx: Context,
                     max_tasks: int = 4) -> tuple[list[Task], list[str]]:
     """Ask the model once for follow-up tasks after seeing the results (validated the same way)."""
@@ -398,3 +408,168 @@ def review_with_llm(request: Any, observations: list[dict[str, Any]], ctx: Conte
     if len(tasks) > max_tasks:
         return [], [f"the model's follow-up was rejected: {len(tasks)} tasks, at most {max_tasks}"]
     return tasks, ([f"follow-up from the model: {', '.join(t.key for t in tasks)}"] if tasks else [])
+
+
+# ---- the intent ------------------------------------------------------------------
+
+QuestionName = Literal["compare", "best_ratio", "fastest_compress", "fastest_decompress", "lowest_error",
+                       "evaluate", "sweep", "profile", "diagnose", "describe_machine", "list_codecs",
+                       "compare_runs"]
+
+
+class LLMTarget(BaseModel):
+    metric: Literal["ratio", "psnr", "bitrate", "max_abs_err"]
+    op: Literal[">=", "<="] = ">="
+    value: float
+
+
+class LLMIntent(BaseModel):
+    """What the request asks for, in slots; empty where the request does not say."""
+
+    question: QuestionName | None = None
+    codecs: list[str] = Field(default_factory=list)
+    mode: Literal["abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"] | None = None
+    bounds: list[float] = Field(default_factory=list)
+    datasets: list[str] = Field(default_factory=list)
+    shape: list[int] | None = None
+    dtype: Literal["f32", "f64"] | None = None
+    var: str | None = None
+    devices: list[Literal["cpu", "cuda"]] = Field(default_factory=list)
+    repeats: int | None = None
+    targets: list[LLMTarget] = Field(default_factory=list)
+
+
+LLMIntent.__name__ = "Intent"
+
+
+def _intent_system_prompt() -> str:
+    from perfscout.graph.understand import codec_catalogue, dataset_catalogue
+
+    codecs = ", ".join(c for c, i in codec_catalogue().items() if i.get("available")) or "none"
+    datasets = ", ".join(d["name"] for d in dataset_catalogue()) or "none"
+    return load_prompt("intent_system").format(codecs=codecs, datasets=datasets)
+
+
+def _ask_intent(model: Any, messages: list[Any]) -> tuple[LLMIntent | None, str]:
+    try:
+        structured = model.with_structured_output(LLMIntent, method="function_calling", include_raw=True)
+        out = structured.invoke(messages)
+    except Exception as exc:  # unreachable endpoint, HTTP error, unsupported feature
+        return None, f"the model could not be asked: {type(exc).__name__}: {str(exc)[:300]}"
+    if out.get("parsing_error") is not None:
+        return None, f"the reply did not parse: {str(out['parsing_error'])[:300]}"
+    parsed = out.get("parsed")
+    if parsed is None:
+        raw = out.get("raw")
+        bad = getattr(raw, "invalid_tool_calls", None) or []
+        if bad:
+            return None, f"the reply's function call was malformed: {str(bad[0].get('error') or bad[0].get('args'))[:300]}"
+        return None, "the reply had no Intent function call"
+    if isinstance(parsed, dict):
+        try:
+            parsed = LLMIntent.model_validate(parsed)
+        except ValidationError as exc:
+            return None, f"the reply did not match the Intent schema: {exc}"
+    return parsed, ""
+
+
+def merge_llm_intent(parsed: Intent, reply: LLMIntent, text: str) -> tuple[Intent, list[str]]:
+    """The parser's reading completed by the model's, validated; (intent, notes).
+
+    Explicit words win: a slot the parser filled keeps the parser's value. The model may
+    fill empty slots only with known codecs, positive finite bounds, registry or synthetic
+    datasets, and files the request names or that lie inside the allowed roots. It can
+    never add a program to profile, undo a refusal or silence a question about an unknown
+    name by inventing one.
+    """
+    from perfscout.graph.understand import assess, codec_catalogue, dataset_catalogue, path_kind
+
+    out = parsed.model_copy(deep=True)
+    notes: list[str] = []
+    used: list[str] = []
+    known = codec_catalogue()
+    if out.question is None and reply.question and not (reply.question == "profile" and not out.command):
+        out.question = reply.question
+        used.append("question")
+    if not out.codecs and not out.codec_groups and reply.codecs:
+        for c in reply.codecs:
+            if c == "all":
+                out.codec_groups.append("all")
+            elif c in known:
+                out.codecs.append(c)
+            else:
+                notes.append(f"the model named codec {c!r}, which does not exist here (ignored)")
+        used.append("codecs")
+    if not out.mode and reply.mode in MODES:
+        out.mode = reply.mode
+        used.append("mode")
+    if not out.bounds and reply.bounds:
+        good = [b for b in reply.bounds if isinstance(b, (int, float)) and b > 0 and math.isfinite(b)]
+        if len(good) != len(reply.bounds):
+            notes.append("the model gave bounds that are not positive, finite numbers (ignored)")
+        out.bounds = good[:16]
+        used.append("bounds")
+    if not out.data and reply.datasets:
+        names = {d["name"] for d in dataset_catalogue()}
+        for name in reply.datasets[:8]:
+            if name.startswith("synthetic:"):
+                out.data.append(DataRef(kind="synthetic", name=name.split(":", 1)[1], text=name))
+            elif name in names:
+                out.data.append(DataRef(kind="named", name=name, text=name))
+            elif (why := _outside_roots(name, text)):
+                notes.append(f"the model named a file it may not read: {why} (ignored)")
+            else:
+                kind = path_kind(name)
+                ref = DataRef(kind="file" if kind in ("netcdf", "hdf5", "zarr") else "raw", path=name, text=name)
+                if reply.shape and ref.kind == "raw" and all(isinstance(d, int) and d > 0 for d in reply.shape):
+                    ref.shape = list(reply.shape)
+                if reply.dtype:
+                    ref.dtype = reply.dtype
+                if reply.var and ref.kind == "file":
+                    ref.var = reply.var
+                out.data.append(ref)
+        if out.data:
+            used.append("data")
+    if not out.devices and reply.devices:
+        out.devices = list(dict.fromkeys(reply.devices))
+        used.append("devices")
+    if out.repeats is None and reply.repeats and 1 <= reply.repeats <= 50:
+        out.repeats = reply.repeats
+        used.append("repeats")
+    if not out.targets and reply.targets:
+        out.targets = [Target(metric=t.metric, op=t.op, value=t.value) for t in reply.targets
+                       if math.isfinite(t.value)]
+        used.append("targets")
+    if used:
+        out.filled_by = "parser+llm"
+        # a clause the parser could not place may be what the model read into the new slots
+        clauses = [p for p in out.missing if p.slot == "clause"]
+        if clauses and any(u in used for u in ("data", "codecs", "question", "bounds")):
+            out.ignored += [f"\"{p.detail}\" (read by the model as part of: {', '.join(used)})" for p in clauses]
+        out.missing = [p for p in out.missing if p.slot != "clause" or not used]
+        # an ambiguous or misspelt name is settled only by one of its candidates
+        out.missing = [p for p in out.missing if not (p.slot == "data" and p.candidates and any(
+            d.kind == "named" and d.name in p.candidates for d in out.data))]
+    notes.insert(0, "the model filled: " + (", ".join(used) if used else "nothing the parser had not"))
+    return assess(out), notes
+
+
+def intent_with_llm(text: str, parsed: Intent, platform: dict[str, Any], ctx: Context) -> tuple[Intent | None, list[str]]:
+    """The intent completed by the model, or (None, why not) so the parser's reading stands."""
+    label = model_label(ctx)
+    try:
+        model = make_chat_model(ctx)
+    except Exception as exc:
+        return None, [f"LLM planner ({label}) unavailable: {type(exc).__name__}: {exc}"]
+    messages = [SystemMessage(_intent_system_prompt()),
+                HumanMessage(load_prompt("intent_user").format(request=text, platform=_platform_text(platform)))]
+    reasons = []
+    for attempt in (1, 2):
+        reply, why = _ask_intent(model, messages)
+        if reply is not None:
+            merged, notes = merge_llm_intent(parsed, reply, text)
+            return merged, [f"intent read by {label} and validated"] + notes
+        reasons.append(f"attempt {attempt}: {why}")
+        messages = [*messages, HumanMessage(f"Your reply could not be used ({why}). Call the function "
+                                            "Intent exactly once with the slots of the request.")]
+    return None, [f"LLM planner ({label}) failed: " + " | ".join(reasons)]

@@ -1,4 +1,4 @@
-"""The graph's nodes: snapshot, plan, act (a ToolNode), observe, reflect, report.
+"""The graph's nodes: snapshot, understand, clarify, plan, act (a ToolNode), observe, reflect, report.
 
 Each node takes the state and ``runtime: Runtime[Context]`` and returns an update.
 Side effects live where a crash cannot repeat them: tool calls run in ``act`` and are
@@ -18,13 +18,16 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from perfscout.graph import reflect as R
 from perfscout.graph.context import Context, context_from
-from perfscout.graph.planner import PlanningError, plan_request
+from perfscout.graph.planner import PlanningError, plan_from_intent, plan_request, understand_request
+from perfscout.graph.understand import apply_answer
 from perfscout.graph.rundir import ledger, stored_observations, write_json
 from perfscout.graph.state import AgentState
 from perfscout.state.agent import Note, Observation, Plan, Task
+from perfscout.state.intent import Intent
 from perfscout.tools.agent_tools import TOOLS, tool_names
 
 # ---- helpers ---------------------------------------------------------------------
@@ -70,28 +73,92 @@ def snapshot(state: AgentState, runtime: Runtime[Context], config: RunnableConfi
             "platform": platform, "steps": 0, "status": "running"}
 
 
-def plan(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Make the plan (LLM first when configured, deterministic otherwise or on failure)."""
-    ctx = _ctx(runtime)
-    request = state["request"]
-    llm_notes: list[str] = []
-    result: Plan | None = None
-    if ctx.wants_llm():
-        from perfscout.graph.llm import plan_with_llm
+def _request_text(request: Any) -> str | None:
+    """The words of a request, or None for a spec (a mapping that is not just an intent)."""
+    if isinstance(request, str):
+        return request
+    if isinstance(request, dict) and "intent" in request and set(request) <= {"intent", "goal"}:
+        return str(request["intent"])
+    return None
 
-        result, llm_notes = plan_with_llm(request, state.get("platform") or {}, ctx)
-    if result is None:
-        try:
-            result = plan_request(request)
-        except PlanningError as exc:
-            write_json(Path(state["run_dir"]) / "plan.json", {"error": str(exc), "notes": llm_notes})
-            return {"plan": Plan(planner="llm-fallback" if llm_notes else "deterministic",
-                                 notes=llm_notes).model_dump(),
-                    "plan_error": str(exc), "queue": [], "current": None}
-        if llm_notes:
-            result = result.model_copy(update={"planner": "llm-fallback",
-                                               "notes": llm_notes + result.notes})
-    write_json(Path(state["run_dir"]) / "plan.json", result.model_dump())
+
+#: Most questions one run asks before it gives up and says what is still missing.
+MAX_QUESTIONS = 8
+
+
+def understand(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Read a request in words into an Intent: the offline parser, then the LLM where
+    configured (it may only fill what the parser left open, validated the same way)."""
+    ctx = _ctx(runtime)
+    text = _request_text(state["request"])
+    if text is None:
+        return {"intent": None, "planner_kind": "deterministic"}
+    intent = understand_request(text)
+    kind, llm_notes = "deterministic", []
+    if ctx.wants_llm() and not intent.refusal:
+        from perfscout.graph.llm import intent_with_llm
+
+        filled, llm_notes = intent_with_llm(text, intent, state.get("platform") or {}, ctx)
+        if filled is not None:
+            intent, kind = filled, "llm"
+        else:
+            kind = "llm-fallback"
+    write_json(Path(state["run_dir"]) / "intent.json", intent.model_dump())
+    return {"intent": intent.model_dump(), "planner_kind": kind, "llm_notes": llm_notes, "questions": 0}
+
+
+def clarify(state: AgentState) -> dict[str, Any]:
+    """Ask the first open question of the intent with ``interrupt()`` and fold the answer in.
+
+    One question per visit, so a resumed run replays exactly the answers it was given;
+    the router comes back here while questions remain.
+    """
+    intent = Intent.model_validate(state["intent"])
+    if intent.refusal or not intent.missing:
+        return {}
+    asked = int(state.get("questions") or 0)
+    pending = intent.missing[0]
+    if asked >= MAX_QUESTIONS:
+        return {"plan_error": f"still open after {asked} questions: {pending.question}"}
+    problem = state.get("clarify_problem") or ""
+    needs = {pending.slot: pending.question}
+    if pending.slot == "shape" and any(d.path == pending.detail and d.dtype is None for d in intent.data):
+        needs["dtype"] = "float32 or float64"
+    answer = interrupt({"question": f"{problem} {pending.question}".strip(), "slot": pending.slot,
+                        "candidates": list(pending.candidates), "proposal": dict(pending.proposal),
+                        "stage": "clarify", "needs": needs})
+    new, problem = apply_answer(intent, pending, answer)
+    write_json(Path(state["run_dir"]) / "intent.json", new.model_dump())
+    return {"intent": new.model_dump(), "questions": asked + 1, "clarify_problem": problem,
+            "answers": [{"slot": pending.slot, "question": pending.question, "answer": answer}]}
+
+
+def plan(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Make the plan: a spec expanded, or the (complete) intent turned into tasks."""
+    run_dir = Path(state["run_dir"])
+    kind = state.get("planner_kind") or "deterministic"
+    notes = list(state.get("llm_notes") or [])
+    intent_doc = state.get("intent")
+    refusal = ""
+    try:
+        if intent_doc is None:
+            result = plan_request(state["request"])
+        else:
+            intent = Intent.model_validate(intent_doc)
+            refusal = intent.refusal
+            if refusal or state.get("plan_error"):
+                result = Plan(goal=intent.text, planner=kind, notes=notes + intent.notes,  # type: ignore[arg-type]
+                              intent=intent.model_dump())
+                write_json(run_dir / "plan.json", result.model_dump())
+                return {"plan": result.model_dump(), "refusal": refusal, "queue": [], "current": None}
+            result = plan_from_intent(intent, state.get("platform") or {}, run_dir.parent)
+    except PlanningError as exc:
+        write_json(run_dir / "plan.json", {"error": str(exc), "notes": notes})
+        return {"plan": Plan(planner=kind, notes=notes,  # type: ignore[arg-type]
+                             intent=intent_doc).model_dump(),
+                "plan_error": str(exc), "queue": [], "current": None}
+    result = result.model_copy(update={"planner": kind, "notes": notes + result.notes})
+    write_json(run_dir / "plan.json", result.model_dump())
     first, *rest = result.tasks
     return {"plan": result.model_dump(), "queue": [t.model_dump() for t in rest], **dispatch(first)}
 
@@ -195,6 +262,17 @@ def report(state: AgentState) -> dict[str, Any]:
 
 
 # ---- routing ---------------------------------------------------------------------
+
+
+def route_after_understand(state: AgentState) -> str:
+    intent = state.get("intent")
+    return "clarify" if intent and intent.get("missing") and not intent.get("refusal") else "plan"
+
+
+def route_after_clarify(state: AgentState) -> str:
+    if state.get("plan_error"):
+        return "plan"
+    return route_after_understand(state)
 
 
 def route_after_plan(state: AgentState) -> str:

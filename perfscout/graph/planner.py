@@ -6,24 +6,24 @@ No network, no model: the same request always gives the same plan. It understand
   ``devices``, ``repeats``, ``fallback_dataset``, explicit ``tasks`` (tool + args) and
   ``sweep`` (a sweep spec file, or ``{spec, out, jobs}``, or a list of them);
 * a sweep spec itself (:mod:`perfscout.tools.sweep.spec`), recognised by its shape;
-* intents such as "compare sz3 and zfp at rel 1e-3 on vorticity on cpu and gpu",
-  "evaluate every codec at abs 1e-4 on synthetic:grf:64,64 with 5 repeats" or
-  "sweep examples/sweep_quick.yaml [into DIR]".
+* an :class:`~perfscout.state.intent.Intent` (what a request in words asked for).
 
-A request it cannot understand raises :class:`PlanningError` saying what it accepts.
+Natural-language requests are read by :mod:`perfscout.graph.understand` into an
+:class:`~perfscout.state.intent.Intent`; :func:`plan_from_intent` turns a complete one into
+tasks. A request that cannot be planned raises :class:`PlanningError` saying why.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-import shlex
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from perfscout.errors import InputError
 from perfscout.state.agent import Plan, Task
+from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent
 
 MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate")
 
@@ -39,13 +39,6 @@ DEMO_SPEC: dict[str, Any] = {
     "repeats": 3,
 }
 
-ACCEPTED_FORMS = (
-    "compare CODEC [and CODEC ...] at MODE BOUND[, BOUND ...] on DATASET [on cpu|gpu ...]",
-    "evaluate every codec at MODE BOUND on DATASET [with N repeats]",
-    "sweep SPEC.yaml [into DIR] (run a sweep spec, see examples/sweep_*.yaml)",
-    "MODE is abs|rel|pw_rel|psnr|ratio|fixed_rate; DATASET a dataset name, "
-    "synthetic:KIND:SHAPE or a raw file path [shape Z,Y,X] [f32|f64]",
-)
 
 
 class PlanningError(InputError):
@@ -61,21 +54,10 @@ def codec_infos() -> list[dict[str, Any]]:
 
 
 def known_datasets() -> list[str]:
-    """Names the datasets module knows (empty if it cannot list them)."""
-    try:
-        ds = importlib.import_module("perfscout.datasets")
-    except ImportError:
-        return []
-    lister = getattr(ds, "list_datasets", None)
-    if lister is None:
-        return []
-    names = []
-    for item in lister():
-        name = item if isinstance(item, str) else getattr(item, "name", None) or (
-            item.get("name") if isinstance(item, dict) else None)
-        if name:
-            names.append(str(name))
-    return names
+    """Names the dataset registry knows (empty if it cannot list them)."""
+    from perfscout.graph.understand import dataset_catalogue
+
+    return [d["name"] for d in dataset_catalogue()]
 
 
 def dataset_available(name: str) -> tuple[bool, str]:
@@ -207,7 +189,8 @@ def plan_from_sweep_spec(spec: dict[str, Any]) -> Plan:
     from perfscout.tools.sweep.spec import SpecError, load_spec
 
     try:
-        model = load_spec(spec)
+        # checked for shape here; whether its plug-ins may run is run_sweep's decision
+        model = load_spec({k: v for k, v in spec.items() if k != "plugins"})
     except SpecError as exc:
         raise PlanningError(f"the request looks like a sweep spec but is not a valid one: {exc}") from exc
     goal = f"sweep {model.name}" + (f": {model.description}" if model.description else "")
@@ -225,7 +208,7 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
     if unknown:
         raise PlanningError(f"unknown spec keys: {', '.join(sorted(unknown))}")
     if "intent" in spec and len(spec) <= 2:
-        plan = plan_from_intent(str(spec["intent"]))
+        plan = plan_request(str(spec["intent"]))
         plan.goal = str(spec.get("goal") or plan.goal)
         return plan
     notes: list[str] = []
@@ -282,19 +265,6 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
 
 # ---- intents ---------------------------------------------------------------------
 
-_NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
-_MODE_RE = re.compile(rf"\b(pw_rel|abs|rel|psnr|ratio|fixed_rate)\b\s*(?:=|:|of)?\s*((?:{_NUM})(?:\s*(?:,|/|and|or)\s*{_NUM})*)",
-                      re.IGNORECASE)
-_SYNTH_RE = re.compile(r"\bsynthetic[: ]\s*([a-z_]+:\d+(?:,\d+)*)", re.IGNORECASE)
-_PATH_RE = re.compile(r"(?<![\w:])((?:~|\.{1,2})?/[\w./-]+|[\w-]+\.(?:raw|bin|dat|f32|f64))\b")
-_SHAPE_RE = re.compile(r"\bshape\s*[:=]?\s*(\d+(?:\s*[,x]\s*\d+)*)", re.IGNORECASE)
-_DTYPE_RE = re.compile(r"\b(f32|f64|float32|float64)\b", re.IGNORECASE)
-_REPEATS_RE = re.compile(r"\b(\d+)\s+repeats\b|\brepeats?\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
-_PROFILE_RE = re.compile(r"\bprofile\s*:?(?:\s+(.*))?$", re.IGNORECASE)
-_SWEEP_RE = re.compile(r"\bsweep\b.*?([^\s`'\"]+\.ya?ml)(?![\w.-])(?:[`'\"]?\s+(?:into|to|--out)\s+"
-                       r"[`'\"]?([^\s`'\"]+))?", re.IGNORECASE)
-
-
 def _device(word: str) -> str:
     w = str(word).lower()
     if w in ("gpu", "cuda"):
@@ -304,114 +274,158 @@ def _device(word: str) -> str:
     raise PlanningError(f"device must be cpu or gpu/cuda, got {word!r}")
 
 
-def _mentions(text: str, names: list[str]) -> list[str]:
-    """Names mentioned as whole words (``sz3-h5`` does not also count as ``sz3``)."""
-    found = []
-    for name in sorted(names, key=len, reverse=True):
-        pattern = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
-        if re.search(pattern, text, re.IGNORECASE):
-            found.append(name)
-            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
-    return sorted(found, key=names.index)
+def _data_args(ref: DataRef) -> dict[str, Any]:
+    args: dict[str, Any] = {"dataset": ref.dataset_arg()}
+    if ref.kind == "raw":
+        if ref.shape:
+            args["shape"] = ",".join(map(str, ref.shape))
+        if ref.dtype:
+            args["dtype"] = ref.dtype
+        if ref.endian == ">":
+            args["endian"] = ">"
+    elif ref.kind == "file":
+        args["var"] = ref.var
+        if ref.dtype:
+            args["dtype"] = ref.dtype
+    return args
 
 
-def intent_constraints(text: str) -> dict[str, Any]:
-    """What an intent states explicitly: codecs, mode/bounds, datasets, devices, repeats.
+def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
+                 skipped: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """(codec, device) to measure: named codecs where they run, groups expanded."""
+    from perfscout.graph.understand import codec_catalogue
 
-    Used by the deterministic planner and to check that an LLM plan keeps to the request.
+    cat = codec_catalogue()
+    asked = list(intent.devices)
+    has_gpu = bool(platform.get("gpus"))
+    pairs: list[tuple[str, str]] = []
+    for group in intent.codec_groups:
+        devices = {"cpu": ["cpu"], "gpu": ["cuda"]}.get(group) or asked or (["cpu", "cuda"] if has_gpu else ["cpu"])
+        chosen = [c for c, i in cat.items() if i.get("available") and i.get("device") in devices]
+        for c, i in cat.items():
+            if i.get("device") in devices and not i.get("available"):
+                skipped.append({"codec": c, "why": i.get("reason") or "not usable here"})
+        notes.append(f"'{group}' compressors usable here on {'/'.join(devices)}: {', '.join(chosen) or 'none'}")
+        pairs += [(c, cat[c]["device"]) for c in chosen]
+    for c in intent.codecs:
+        info = cat.get(c)
+        if info is None:
+            skipped.append({"codec": c, "why": "not a codec of this installation"})
+            continue
+        if not info.get("available"):
+            skipped.append({"codec": c, "why": info.get("reason") or "not usable here"})
+            continue
+        dev = info.get("device") or "cpu"
+        if asked and dev not in asked:
+            notes.append(f"{c} runs on the {'GPU' if dev == 'cuda' else 'CPU'} only: it is measured there")
+        pairs.append((c, dev))
+    if "cuda" in asked and not any(d == "cuda" for _, d in pairs) and intent.codecs and not intent.codec_groups:
+        notes.append("the request names the GPU but no GPU compressor; say 'szp-gpu' or 'the GPU ones' "
+                     "to measure one")
+    seen: set[tuple[str, str]] = set()
+    pairs = [p for p in pairs if not (p in seen or seen.add(p))]
+    if intent.mode:
+        kept = []
+        for c, d in pairs:
+            modes = cat.get(c, {}).get("modes") or []
+            if modes and intent.mode not in modes:
+                skipped.append({"codec": c, "why": f"has no {intent.mode} mode (its modes: {', '.join(modes)})"})
+            else:
+                kept.append((c, d))
+        pairs = kept
+    return pairs
+
+
+def _run_path(ref: str, runs_dir: Path | None) -> str:
+    """A run id of the agent's runs folder as its directory; anything else as written."""
+    if runs_dir is not None and "/" not in ref and (runs_dir / ref).is_dir():
+        return str(runs_dir / ref)
+    return ref
+
+
+def plan_from_intent(intent: Intent, platform: dict[str, Any] | None = None,
+                     runs_dir: Path | None = None) -> Plan:
+    """Tasks for a complete intent (refused or incomplete ones raise PlanningError)."""
+    if intent.refusal:
+        raise PlanningError(f"refused: {intent.refusal}")
+    if intent.missing:
+        raise PlanningError(intent.missing[0].question)
+    platform = platform or {}
+    notes = list(intent.notes)
+    skipped: list[dict[str, str]] = []
+    tasks: list[Task] = []
+    q = intent.question
+    if q in CODEC_QUESTIONS:
+        pairs = _codec_pairs(intent, platform, notes, skipped)
+        repeats = intent.repeats or 3
+        for ref, (codec, dev), b in product(intent.data, pairs, intent.bounds):
+            args = {**_data_args(ref), "codec": codec, "mode": intent.mode, "bound": b, "device": dev,
+                    "repeats": repeats}
+            tasks.append(Task(key=_key(len(tasks) + 1, codec, dev, str(intent.mode), _fmt_bound(b)),
+                              tool="evaluate_codec", args=args,
+                              purpose=f"{codec} on {ref.label()} ({dev}) at {intent.mode} {b:g}"))
+        if not tasks:
+            why = "; ".join(f"{s['codec']}: {s['why']}" for s in skipped) or "no compressor is usable here"
+            raise PlanningError(f"nothing to measure: {why}")
+    elif q == "profile":
+        argv = list(intent.command)
+        tasks = [Task(key="t01-profile", tool="profile_command", args={"command": argv},
+                      purpose=f"measure {' '.join(argv)} with ncu or perf stat (in the sandbox)"),
+                 Task(key="t02-diagnose", tool="diagnose_profile", args={"profile_task": "t01-profile"},
+                      purpose="turn the measured counters into the primary bottleneck and ranked findings")]
+    elif q == "diagnose":
+        tasks = [Task(key="t01-diagnose-file", tool="diagnose_file", args={"path": intent.profile_file},
+                      purpose=f"diagnose the kernels (or program) profiled in {intent.profile_file}")]
+    elif q == "describe_machine":
+        tasks = [Task(key="t01-platform", tool="platform_snapshot", args={},
+                      purpose="probe CPU, memory, GPUs, compilers, MPI and perf on this machine")]
+    elif q == "list_codecs":
+        tasks = [Task(key="t01-codecs", tool="list_codecs", args={},
+                      purpose="list every codec, whether it is usable here, and its modes")]
+    elif q == "sweep":
+        args = {"spec": intent.sweep_spec, **({"out": intent.sweep_out} if intent.sweep_out else {})}
+        tasks = [_sweep_task(1, args, Path(intent.sweep_spec).stem)]
+    elif q == "compare_runs":
+        base, cand = (_run_path(r, runs_dir) for r in intent.runs[:2])
+        tasks = [Task(key="t01-compare-runs", tool="compare_runs", args={"baseline": base, "candidate": cand},
+                      purpose=f"is {intent.runs[1]} faster, slower or unchanged against {intent.runs[0]}")]
+    else:
+        raise PlanningError(f"no plan for the question {q!r}")
+    return Plan(goal=intent.text or intent.summary(), tasks=tasks, planner="deterministic", notes=notes,
+                intent=intent.model_dump(), skipped=skipped)
+
+
+def understand_request(text: str) -> Intent:
+    """The deterministic reading of a request in words."""
+    from perfscout.graph.understand import parse
+
+    return parse(" ".join(str(text).split()))
+
+
+def plan_request(request: str | dict[str, Any], platform: dict[str, Any] | None = None) -> Plan:
+    """The deterministic plan for a request (intent string or spec mapping).
+
+    A request in words that is refused, or that leaves a question open, raises
+    PlanningError with the reason or the question (the graph asks it instead).
     """
-    codec_ids = [i["id"] for i in codec_infos()]
-    out: dict[str, Any] = {"codecs": _mentions(text, codec_ids)}
-    if re.search(r"\b(every|all)\s+(installed\s+|cpu\s+)?codecs?\b", text, re.IGNORECASE):
-        out["codecs"] = out["codecs"] or ["cpu"]
-    m = _MODE_RE.search(text)
-    if m:
-        out["mode"] = m.group(1).lower()
-        out["bounds"] = [float(x) for x in re.findall(_NUM, m.group(2))]
-    devices = []
-    for word in re.findall(r"\b(cpu|gpu|cuda)s?\b", text, re.IGNORECASE):
-        dev = _device(word)
-        if dev not in devices:
-            devices.append(dev)
-    out["devices"] = devices or ["cpu"]
-    datasets: list[Any] = [f"synthetic:{s}" for s in _SYNTH_RE.findall(text)]
-    rest = _SYNTH_RE.sub(" ", text)
-    names = known_datasets()
-    datasets += _mentions(rest, names)
-    if not datasets:
-        # A family name ("vorticity") that several datasets share stays as written; the
-        # tool then asks which one is meant (reflect turns that into a question).
-        words = [w for w in re.findall(r"\bon\s+([A-Za-z][\w.-]*)", rest)
-                 if w.lower() not in ("cpu", "gpu", "cuda", "the", "a", "my")]
-        datasets += [w for w in words if any(n.startswith(w) for n in names) or not names]
-    for path in _PATH_RE.findall(rest):
-        entry: dict[str, Any] = {"path": path}
-        if (sm := _SHAPE_RE.search(rest)):
-            entry["shape"] = re.sub(r"\s*[x,]\s*", ",", sm.group(1))
-        if (dm := _DTYPE_RE.search(rest)):
-            entry["dtype"] = "f64" if "64" in dm.group(1) else "f32"
-        datasets.append(entry)
-    out["datasets"] = datasets
-    if (rm := _REPEATS_RE.search(text)):
-        out["repeats"] = int(rm.group(1) or rm.group(2))
-    return out
-
-
-def plan_from_intent(text: str) -> Plan:
-    """Plan a constrained natural-language intent (see :data:`ACCEPTED_FORMS`)."""
-    text = " ".join(str(text).split())
+    if isinstance(request, dict):
+        return plan_from_spec(request)
+    text = " ".join(str(request).split())
     if not text:
-        raise PlanningError("empty request; accepted forms: " + " | ".join(ACCEPTED_FORMS))
-    if _PROFILE_RE.search(text):
-        return _profile_plan(text)
-    if (sweep := requested_sweep(text)) is not None:
-        return Plan(goal=text, tasks=[_sweep_task(1, sweep, Path(sweep["spec"]).stem)],
-                    planner="deterministic")
-    c = intent_constraints(text)
-    missing = [what for what, ok in (("a codec", c["codecs"]), ("a mode and bound", c.get("bounds")),
-                                     ("a dataset", c["datasets"])) if not ok]
-    if missing:
-        raise PlanningError(f"could not find {', '.join(missing)} in {text!r}; accepted forms: "
-                            + " | ".join(ACCEPTED_FORMS))
-    spec = {"goal": text, "datasets": c["datasets"], "codecs": c["codecs"], "mode": c["mode"],
-            "bounds": c["bounds"], "devices": c["devices"], "repeats": c.get("repeats", 3)}
-    return plan_from_spec(spec)
-
-
-def requested_command(text: str) -> list[str] | None:
-    """The argv after "profile" in an intent, or None."""
-    m = _PROFILE_RE.search(" ".join(str(text).split()))
-    if not m:
-        return None
-    try:
-        return shlex.split((m.group(1) or "").strip().strip("`"))
-    except ValueError as exc:  # unbalanced quotes
-        raise PlanningError(f"cannot split the command to profile: {exc}") from exc
+        raise PlanningError("empty request: say what to find out, e.g. 'compare sz3 and zfp at rel 1e-3 on "
+                            "vorticity.512_512'")
+    return plan_from_intent(understand_request(text), platform)
 
 
 def requested_sweep(text: str) -> dict[str, str] | None:
-    """run_sweep arguments named by an intent ("sweep SPEC.yaml [into DIR]"), or None."""
-    m = _SWEEP_RE.search(" ".join(str(text).split()))
-    if not m:
+    """run_sweep arguments named by a request ("sweep SPEC.yaml [into DIR]"), or None."""
+    intent = understand_request(text)
+    if intent.question != "sweep" or not intent.sweep_spec:
         return None
-    return {"spec": m.group(1), **({"out": m.group(2).rstrip(".,;")} if m.group(2) else {})}
+    return {"spec": intent.sweep_spec, **({"out": intent.sweep_out} if intent.sweep_out else {})}
 
 
-def _profile_plan(text: str) -> Plan:
-    from perfscout.tools.agent_tools import tools_by_name
-
-    argv = requested_command(text) or []
-    if "profile_command" not in tools_by_name():
-        raise PlanningError("profiling is not available in this installation (no profile tool)")
-    if not argv:
-        raise PlanningError("nothing to profile: write the command after 'profile', e.g. 'profile ./app --size 4096'")
-    tasks = [Task(key="t01-profile", tool="profile_command", args={"command": argv},
-                  purpose=f"measure {' '.join(argv)} with ncu or perf stat"),
-             Task(key="t02-diagnose", tool="diagnose_profile", args={"profile_task": "t01-profile"},
-                  purpose="turn the measured counters into the primary bottleneck and ranked findings")]
-    return Plan(goal=text, tasks=tasks, planner="deterministic")
-
-
-def plan_request(request: str | dict[str, Any]) -> Plan:
-    """The deterministic plan for a request (intent string or spec mapping)."""
-    return plan_from_spec(request) if isinstance(request, dict) else plan_from_intent(request)
+def requested_command(text: str) -> list[str] | None:
+    """The argv a request asks to profile, or None."""
+    intent = understand_request(text)
+    return list(intent.command) if intent.command else None

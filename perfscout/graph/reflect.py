@@ -61,7 +61,7 @@ def validate_answer(needs: dict[str, str], answer: Any) -> tuple[dict[str, Any] 
         try:
             answer = json.loads(answer)
         except ValueError:
-            return None, f"the answer {answer!r} is not a JSON object."
+            answer = _words_answer(needs, answer)
     if not isinstance(answer, dict):
         return None, f"the answer must be a JSON object, got {type(answer).__name__}."
     if answer.get("skip") is True:
@@ -86,6 +86,25 @@ def validate_answer(needs: dict[str, str], answer: Any) -> tuple[dict[str, Any] 
         else:
             updates[key] = value
     return updates, ""
+
+
+def _words_answer(needs: dict[str, str], text: str) -> dict[str, Any] | str:
+    """An answer in words for a tool's question: "skip", "512x512 float32", a dataset name."""
+    low = text.strip().lower()
+    if low in ("skip", "cancel", "no", "跳过", "取消"):
+        return {"skip": True}
+    out: dict[str, Any] = {}
+    if "shape" in needs and (m := re.search(r"\d+(?:\s*[x×,*]\s*\d+)*", text)):
+        out["shape"] = re.sub(r"\s*[x×*]\s*", ",", m.group(0))
+    if "dtype" in needs:
+        if re.search(r"\b(?:f64|float64|double|fp64)\b|双精度", low):
+            out["dtype"] = "f64"
+        elif re.search(r"\b(?:f32|float32|float|single|fp32)\b|单精度", low):
+            out["dtype"] = "f32"
+    for key in ("dataset", "path"):
+        if key in needs:
+            out[key] = text.strip()
+    return out or text
 
 
 def _same_data(a: Task, b: Task) -> bool:

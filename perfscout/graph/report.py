@@ -19,7 +19,8 @@ from perfscout.graph.rundir import write_json, write_text
 
 PLANNER_LINES = {
     "deterministic": "deterministic planner (embedded, no model)",
-    "llm": "LLM plan, validated against the tool whitelist and argument schemas",
+    "llm": "LLM plan, validated: the model filled the request's intent, checked against the offline "
+           "parser's reading, the codecs, the allowed folders and the tool whitelist",
     "llm-fallback": "LLM plan rejected or unavailable; deterministic planner used instead",
 }
 
@@ -54,31 +55,41 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
     cpu = (platform.get("cpu") or {}).get("model", "")
     gpus = ", ".join(g.get("name", "") for g in platform.get("gpus") or []) or "none"
 
-    lines = [f"# perfscout report: {plan.get('goal') or _request_text(state.get('request'))}", ""]
+    lines = [f"# perfscout report: {md_text(plan.get('goal') or _request_text(state.get('request')))}", ""]
+    from perfscout.graph.answer import answer_lines
+
+    lines += ["## Answer", ""] + [md_text(a) for a in answer_lines(state, records, finals)] + [""]
+    lines += _understood_lines(state)
     lines += [f"- Run: `{state.get('run_id', '')}`",
               f"- Planner: **{planner}**: {PLANNER_LINES.get(planner, planner)}",
               f"- Platform: `{platform.get('platform_id', '')}` ({cpu}; GPUs: {gpus})",
               f"- Tool calls: {len(observations)} for {len(finals)} task(s)", ""]
+    if state.get("refusal"):
+        lines += ["## Refused", "", f"Nothing was run. {md_text(state['refusal'])}.", ""]
     if state.get("plan_error"):
-        lines += ["## No plan", "", f"The request could not be planned: {state['plan_error']}", ""]
+        lines += ["## No plan", "", f"The request could not be planned: {md_text(state['plan_error'])}", ""]
     if plan.get("notes"):
-        lines += ["## Planning notes", ""] + [f"- {n}" for n in plan["notes"]] + [""]
+        lines += ["## Planning notes", ""] + [f"- {md_text(_sentence(n))}" for n in plan["notes"]] + [""]
     if plan.get("tasks"):
         lines += ["## Plan", "", "| task | tool | purpose |", "|---|---|---|"]
-        lines += [f"| {t['key']} | {t['tool']} | {t.get('purpose', '')} |" for t in plan["tasks"]]
+        lines += [f"| {t['key']} | {t['tool']} | {_cell(t.get('purpose', ''))} |" for t in plan["tasks"]]
         lines.append("")
     if records:
+        # a table that fits the page; every column of every record in the collapsible part below
         lines += ["## Compression results", "",
-                  "| task | dataset | codec | device | mode | bound | ratio | bitrate | max abs err "
-                  "| PSNR dB | bound ok | status | compress MB/s | decompress MB/s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| codec | device | dataset | mode | bound | ratio | PSNR dB | max abs err | bound ok "
+                  "| compress MB/s | decompress MB/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in records:
             lines.append(
-                f"| {r['task_key']} | {r['dataset']} | {r['codec']} | {r['device']} | {r['mode']} "
-                f"| {_fmt(r['bound'])} | {_fmt(r['ratio'])} | {_fmt(r['bitrate'])} "
-                f"| {_fmt(r['max_abs_err'])} | {_fmt(r['psnr'])} | {_fmt(r['bound_ok'])} "
-                f"| {r['status']} | {_fmt(r['compress_MBps'], '.1f')} | {_fmt(r['decompress_MBps'], '.1f')} |")
-        lines.append("")
+                f"| {_cell(r['codec'])} | {r['device']} | {_cell(r['dataset'])} | {r['mode']} | {_fmt(r['bound'])} "
+                f"| {_fmt(r['ratio'])} | {_fmt(r['psnr'])} | {_fmt(r['max_abs_err'], '.3g')} "
+                f"| {_fmt(r['bound_ok'])} | {_fmt(r['compress_MBps'], '.1f')} | {_fmt(r['decompress_MBps'], '.1f')} |")
+        lines += ["", "<!-- details: every column -->",
+                  "| task | bitrate | max rel err | status | error |", "|---|---|---|---|---|"]
+        lines += [f"| {r['task_key']} | {_fmt(r['bitrate'])} | {_fmt(r.get('max_rel_err'), '.3g')} "
+                  f"| {r['status']} | {_cell(r.get('error'))} |" for r in records]
+        lines += ["<!-- /details -->", ""]
     plots_at = len(lines)  # the HTML page shows its plots here, right after the results table
     profiles = [o for o in finals if o["tool"] == "profile_command" and isinstance(o.get("data"), dict)]
     if profiles:
@@ -90,9 +101,9 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
                       f"- Program: {d.get('status')} (exit {(d.get('exit') or {}).get('returncode')})",
                       f"- Raw output: `{d.get('run_dir', '')}`"]
             for k in (d.get("digest") or [])[:10]:
-                lines.append(f"- kernel: {json_line(k)}")
+                lines.append(f"- kernel {md_text(_kernel_sentence(k))}")
             for f in d.get("findings") or []:
-                lines.append(f"- finding `{f['id']}`: {f.get('title', '')}")
+                lines.append(f"- finding `{f['id']}`: {md_text(f.get('title', ''))}")
             if d.get("perf"):
                 events = d["perf"].get("events") or {}
                 lines.append("- perf stat: " + ", ".join(
@@ -121,13 +132,14 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
         lines += ["## Other tool results", ""]
         for o in others:
             detail = o.get("error") or o.get("summary", "")
-            lines.append(f"- {o['task_key']} `{o['tool']}` ({o['kind']}): {detail}")
+            label = "refused, not run" if o["kind"] == "refused" else o["kind"]
+            lines.append(f"- {o['task_key']} `{o['tool']}` ({label}): {md_text(detail)}")
         lines.append("")
     notes = state.get("notes") or []
     if notes:
         lines += ["## What the agent decided", ""]
-        lines += [f"- [{n['kind']}] {n['task_key'] + ': ' if n.get('task_key') else ''}{n['message']}"
-                  for n in notes]
+        lines += [f"- {n['task_key'] + ': ' if n.get('task_key') else ''}{md_text(_sentence(n['message']))} "
+                  f"({n['kind'].replace('_', ' ')})" for n in notes]
         lines.append("")
     lines += ["Every figure above was measured in this run: raw tool replies are in `raw/`, "
               "parsed observations in `results/`, all records in `results.json`.", ""]
@@ -142,6 +154,44 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
     md_path = write_text(run_dir / "report.md", "\n".join(lines))
     write_html(run_dir, lines, records, plots_at)
     return md_path
+
+
+_MD_SPECIAL = re.compile(r"([\\\[\]<>|])")  # links, HTML and table cells; emphasis is harmless
+
+
+def md_text(text: Any) -> str:
+    """User or tool text made inert in Markdown: no link, no HTML, no emphasis it did not mean."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text if text is not None else ""))
+
+
+def _sentence(text: Any) -> str:
+    """A note as a sentence: capital first letter, a full stop at the end."""
+    t = " ".join(str(text).split())
+    if not t:
+        return t
+    t = t[0].upper() + t[1:]
+    return t if t[-1] in ".!?:)" else t + "."
+
+
+def _kernel_sentence(k: dict[str, Any]) -> str:
+    share = f", {k['share_pct']:.1f} % of the GPU time" if k.get("share_pct") is not None else ""
+    mean = f", {k['mean_s'] * 1e6:.1f} µs each" if k.get("mean_s") else ""
+    return f"{str(k.get('name', ''))[:80]}: {k.get('launches', 0)} launch(es){mean}{share}"
+
+
+def _understood_lines(state: dict[str, Any]) -> list[str]:
+    """What the request was read as, what was asked, and the answers given."""
+    intent = state.get("intent")
+    if not intent:
+        return []
+    from perfscout.state.intent import Intent
+
+    out = ["## What was understood", "", f"- Request: {md_text(intent.get('text', ''))}",
+           f"- Read as: {md_text(Intent.model_validate(intent).summary())} (filled by the "
+           f"{'offline parser' if intent.get('filled_by') == 'parser' else intent.get('filled_by')})"]
+    for qa in state.get("answers") or []:
+        out.append(f"- Asked: {md_text(qa.get('question'))} Answer: {md_text(qa.get('answer'))}")
+    return out + [""]
 
 
 def _link(path: str, run_dir: Path) -> str:
@@ -206,8 +256,8 @@ def sweep_section(obs: dict[str, Any], run_dir: Path) -> list[str]:
 
 
 def _cell(text: Any) -> str:
-    """Free text made safe for one Markdown table cell."""
-    return " ".join(str(text or "").split()).replace("|", "\\|")[:300] or "–"
+    """Free text made safe for one Markdown table cell (inert: no links, no HTML)."""
+    return md_text(" ".join(str(text or "").split())[:300]) or "–"
 
 
 def json_line(doc: Any) -> str:
@@ -271,8 +321,10 @@ def plots_html(records: list[dict[str, Any]], plot_dir: Path) -> str:
 _HEADING = re.compile(r"^(#{1,6}) (.*)$")
 _BULLET = re.compile(r"^( *)- (.*)$")
 _TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
-_LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
+_LINK = re.compile(r"(?<!\\)\[([^\]]*)(?<!\\)\]\(([^)]*)\)")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_DETAILS = re.compile(r"^<!-- (?:details: (.+)|/details) -->$")
+_WEB = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[^\s]*)?$")
 
 
 def markdown_html(lines: list[str]) -> str:
@@ -300,6 +352,12 @@ def markdown_html(lines: list[str]) -> str:
             table.clear()
 
     for line in lines:
+        if (marker := _DETAILS.match(line)) is not None:
+            flush_table()
+            close_lists()
+            out.append(f"<details><summary>{html.escape(marker.group(1))}</summary>" if marker.group(1)
+                       else "</details>")
+            continue
         bullet = _BULLET.match(line)
         if not line.startswith("|"):
             flush_table()
@@ -340,7 +398,7 @@ def _cells(row: str) -> list[str]:
 
 def _inline_html(text: str) -> str:
     """Escape ``text``, then add `code` spans, **bold** and [links](relative/path) as HTML."""
-    parts = text.split("`")
+    parts = re.split(r"(?<!\\)`", text)
     if len(parts) % 2 == 0:  # an unmatched backtick stays a backtick
         parts[-2:] = [parts[-2] + "`" + parts[-1]]
     return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else _prose_html(p) for i, p in enumerate(parts))
@@ -351,17 +409,34 @@ def _prose_html(text: str) -> str:
     for m in _LINK.finditer(text):
         out.append(_bold_html(text[last:m.start()]))
         label, target = m.group(1), m.group(2)
-        if _SCHEME.match(target):  # only relative or absolute file paths: no javascript:, data:, ...
+        if safe_target(target):
+            out.append(f'<a href="{html.escape(target, quote=True)}" rel="noopener noreferrer">{_bold_html(label)}</a>')
+        else:  # shown as the text it is
             out.append(_bold_html(m.group(0)))
-        else:
-            out.append(f'<a href="{html.escape(target, quote=True)}">{_bold_html(label)}</a>')
         last = m.end()
     out.append(_bold_html(text[last:]))
     return "".join(out)
+
+
+def safe_target(target: str) -> bool:
+    """A link target the page may follow: a plain relative path inside the run, or an absolute
+    http(s) URL. No leading or trailing whitespace and no control characters anywhere
+    (browsers strip them, so " javascript:" or "java\tscript:" would run), no scheme but
+    http(s), no protocol-relative "//host"."""
+    if not target or target != target.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F or c in "\\<>\"'`"
+                                                     for c in target):
+        return False
+    if _SCHEME.match(target):
+        return bool(_WEB.match(target))
+    return not target.startswith(("/", "~")) and ".." not in target.split("/")
 
 
 def _bold_html(text: str) -> str:
     bold = html.escape(text).split("**")
     if len(bold) % 2 == 0:  # an unmatched ** stays as written
         bold[-2:] = [bold[-2] + "**" + bold[-1]]
-    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(bold))
+    joined = "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(bold))
+    return _UNESCAPE.sub(r"\1", joined)  # md_text's backslash escapes, shown as the characters
+
+
+_UNESCAPE = re.compile(r"\\(&lt;|&gt;|&quot;|&#x27;|[\\\[\]`*_|])")

@@ -28,6 +28,13 @@ class AgentState(InputState, total=False):
     run_dir: str
     started_at: float  # epoch seconds, for the time budget
     platform: dict[str, Any]  # PlatformProfile as JSON
+    intent: dict[str, Any] | None  # Intent as JSON (None for a spec request)
+    planner_kind: str  # "deterministic" | "llm" | "llm-fallback": who filled the intent
+    llm_notes: list[str]  # why the LLM was not used, where it was asked
+    questions: int  # questions asked so far (clarify)
+    clarify_problem: str  # why the last answer could not be used
+    answers: Annotated[list[dict[str, Any]], operator.add]  # each question asked and its answer
+    refusal: str  # set when the request is refused as a whole; nothing runs
     plan: dict[str, Any]  # Plan as JSON
     plan_error: str  # set when no plan could be made; the report explains it
     queue: list[dict[str, Any]]  # tasks not yet dispatched (Task as JSON)
@@ -48,4 +55,6 @@ class OutputState(TypedDict, total=False):
     status: str
     plan: dict[str, Any]
     plan_error: str
+    refusal: str
+    intent: dict[str, Any] | None
     notes: list[dict[str, Any]]

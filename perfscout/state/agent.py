@@ -49,6 +49,10 @@ class Plan(BaseModel):
     tasks: list[Task] = Field(default_factory=list)
     planner: PlannerKind = "deterministic"
     notes: list[str] = Field(default_factory=list, description="What the planner assumed or fell back on.")
+    intent: dict[str, Any] | None = Field(default=None, description="The Intent the plan was made from "
+                                          "(requests in words), as JSON.")
+    skipped: list[dict[str, str]] = Field(default_factory=list, description="Parts of the request not run "
+                                          "here: codec and why (not installed, no such mode, ...).")
 
 
 class Observation(BaseModel):

@@ -65,24 +65,31 @@ def _datasets():
     return importlib.import_module("perfscout.datasets")
 
 
-def resolve_data(dataset: str, shape: str | None, dtype: str | None) -> tuple[Any, Artifact | None]:
+def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str | None = None,
+                 endian: str | None = None) -> tuple[Any, Artifact | None]:
     """Turn a dataset argument into data, or say exactly what input is missing.
 
-    ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``)
-    or a path to a raw little-endian file, which also needs ``shape`` and ``dtype``.
+    ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``),
+    a netCDF/HDF5/Zarr file with ``var`` (the variable), or a path to a raw file, which also
+    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``).
     """
     ds = _datasets()
     if dataset.startswith("synthetic:"):
         return ds.parse_synthetic(dataset.split(":", 1)[1]), None
     looks_like_path = "/" in dataset or dataset.startswith((".", "~")) or dataset.endswith(
-        (".raw", ".bin", ".dat", ".f32", ".f64"))
-    if not looks_like_path:
+        (".raw", ".bin", ".dat", ".f32", ".f64", ".nc", ".h5", ".hdf5", ".zarr"))
+    if not looks_like_path and not var:
         return _named_dataset(ds, dataset)
     path = Path(dataset).expanduser()
-    if not path.is_file():
+    if not path.exists():
         return None, _artifact(
             "needs_input", error=f"data file {dataset!r} does not exist",
             needs={"path": f"an existing file to use instead of {dataset!r} (or skip: true)"})
+    if var:
+        load_variable = getattr(ds, "load_variable", None)
+        if load_variable is None:
+            raise InputError("reading variables of netCDF/HDF5/Zarr files is not available in this installation")
+        return load_variable(str(path), var, dtype=dtype), None
     needs: dict[str, str] = {}
     if not shape or not _SHAPE_RE.match(shape):
         needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
@@ -93,7 +100,7 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None) -> tuple[An
         return None, _artifact("needs_input", error=f"raw file {path.name} needs " + " and ".join(needs),
                                needs=needs)
     dims = tuple(int(s) for s in re.split(r"\s*[,x]\s*", shape.strip()))
-    return ds.load_raw(str(path), dims, dtype), None
+    return ds.load_raw(str(path), dims, dtype, endian or "<"), None
 
 
 def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
@@ -102,9 +109,7 @@ def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
         return ds.get_dataset(name), None
     except Exception as exc:  # unknown name or data absent: ask, do not guess
         problem = f"{type(exc).__name__}: {exc}"
-    from perfscout.graph.planner import known_datasets
-
-    names = known_datasets()
+    names = list(ds.dataset_names())
     matches = [n for n in names if n.startswith(name)]
     if len(matches) == 1:
         return ds.get_dataset(matches[0]), None
@@ -132,13 +137,16 @@ def evaluate_codec(
     dtype: Annotated[Literal["f32", "f64"] | None, Field(description="Raw files only.")] = None,
     chunk_mb: Annotated[int | None, Field(ge=1, description="GPU codecs that stream: slab size "
                                           "in MiB (to fit GPU memory).")] = None,
+    var: Annotated[str | None, Field(description="netCDF/HDF5/Zarr files: the variable to read.")] = None,
+    endian: Annotated[Literal["<", ">"] | None, Field(description="Raw files only: '<' little "
+                                                       "(default) or '>' big-endian.")] = None,
     runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
 ) -> tuple[str, Artifact]:
     """Compress and decompress one dataset with one error-bounded codec, verify the bound
     element by element, and measure ratio, error metrics and throughput (medians over
     `repeats` after a warm-up)."""
     try:
-        data, missing = resolve_data(dataset, shape, dtype)
+        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian)
         if missing is not None:
             return f"needs input: {missing['error']}", missing
         evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
@@ -271,6 +279,66 @@ def diagnose_profile(
     return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
 
 
+@tool(response_format="content_and_artifact")
+def diagnose_file(
+    path: Annotated[str, Field(description="An existing profile file inside the working directory: an "
+                               "Nsight Compute report (.ncu-rep), its raw CSV export, or a perf stat CSV.")],
+    runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
+) -> tuple[str, Artifact]:
+    """Diagnose a profile the user already has: the primary bottleneck and ranked,
+    evidence-backed findings per kernel (ncu) or for the program (perf stat)."""
+    state = (runtime.state if runtime is not None else None) or {}
+    try:
+        from perfscout.analysis.diagnosis import diagnose, diagnose_perf
+        from perfscout.tools.profile import load_profiles
+
+        roots = allowed_roots(str(state.get("run_dir") or ""))
+        p = confine(path, roots + _request_paths(state), "profile file")
+        if not p.is_file():
+            raise InputError(f"profile file {path!r} does not exist")
+        if p.suffix == ".ncu-rep":
+            loaded = load_profiles(ncu_rep=p)
+        elif p.suffix in (".jsonl", ".json") or _is_perf_csv(p):
+            loaded = load_profiles(perf_csv=p)
+        else:
+            loaded = load_profiles(ncu_csv=p)
+        if loaded.perf is not None and not loaded.kernels:
+            doc = diagnose_perf(loaded.perf)
+            items = doc.get("programs", [])
+        else:
+            doc = diagnose(loaded.kernels, loaded.platform)
+            items = doc.get("kernels", [])
+    except PerfscoutError as exc:
+        return f"refused: {exc}", _artifact("error", error=str(exc))
+    except Exception as exc:
+        return _failure(exc)
+    primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
+    return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
+
+
+def _is_perf_csv(path: Path) -> bool:
+    """perf stat -x, output: numbers, then an event name; ncu CSVs start with quoted headers."""
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return False
+    return not head.lstrip().startswith('"') and bool(re.search(r"^[\d.<>a-z ]+,[^,]*,[\w:/.-]+", head, re.M))
+
+
+def _request_paths(state: dict[str, Any]) -> list[Path]:
+    """Files the person named in the request itself (theirs to read, wherever they are)."""
+    intent = state.get("intent") or {}
+    named = [intent.get("profile_file", "")] + [d.get("path", "") for d in intent.get("data") or []]
+    out = []
+    for n in named:
+        if n:
+            try:
+                out.append(Path(n).expanduser().resolve())
+            except OSError:
+                continue
+    return out
+
+
 # ---- sweeps ----------------------------------------------------------------------
 
 #: Where a run_sweep task writes its sweep when no ``out`` is given, inside the agent run.
@@ -281,11 +349,12 @@ SWEEP_ROWS_MAX = 200
 
 def allowed_roots(agent_run_dir: str = "") -> list[Path]:
     """Where paths the agent accepts may point: the working directory (the user's area, as
-    for profile_command; not when it is ``/``) and this agent run's own directory."""
+    for profile_command; not when it is ``/``) and the runs folder holding this agent run."""
     cwd = Path.cwd().resolve()
     roots = [cwd] if cwd != Path(cwd.anchor) else []
     if agent_run_dir:
-        roots.append(Path(agent_run_dir).resolve())
+        # the run's own folder and its siblings: perfscout's runs, which compare_runs reads
+        roots.append(Path(agent_run_dir).resolve().parent)
     return roots
 
 
@@ -366,6 +435,7 @@ def run_sweep(
         if (spec is None) == (spec_doc is None):
             raise InputError("run_sweep needs exactly one of `spec` (a YAML file) or `spec_doc` (a mapping)")
         roots = allowed_roots(agent_run_dir)
+        allow_plugins = bool(getattr(getattr(runtime, "context", None), "allow_plugins", False))
         source: Path | dict[str, Any]
         if spec is not None:
             source = confine(spec, roots, "sweep spec")
@@ -373,7 +443,7 @@ def run_sweep(
                 raise InputError(f"sweep spec {spec!r} is not an existing .yaml/.yml file")
         else:
             source = dict(spec_doc or {})
-        model = load_spec(source)
+        model = load_spec(source, allow_plugins=allow_plugins)
         if out:
             target = confine(out, roots, "sweep output directory")
         elif agent_run_dir:
@@ -384,7 +454,7 @@ def run_sweep(
         else:
             target = api_sweep.default_run_dir(model)
         df = api_sweep.sweep(source if isinstance(source, Path) else model, out=target, resume=True,
-                             jobs=jobs, progress=False)
+                             jobs=jobs, progress=False, allow_plugins=allow_plugins)
     except PerfscoutError as exc:
         from perfscout.tools.sweep import SweepInterrupted
 
@@ -411,9 +481,15 @@ def run_sweep(
     return summary, _artifact("result", data=data)
 
 
+def _regression_tools() -> tuple[BaseTool, ...]:
+    from perfscout.tools.regress_tools import compare_runs
+
+    return (compare_runs,)
+
+
 #: The whitelist, in the order a model sees it. Extend only here.
 TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program,
-                               diagnose_profile, run_sweep)
+                               diagnose_profile, diagnose_file, run_sweep, *_regression_tools())
 
 
 def tool_names() -> list[str]:

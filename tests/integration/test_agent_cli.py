@@ -38,8 +38,10 @@ def test_run_intent_question_resume_and_runs(tmp_path):
     doc = json.loads(asked.stdout)
     assert doc["status"] == "interrupted" and set(doc["question"]["needs"]) == {"shape", "dtype"}
 
-    bad = _cli(home, "resume", "c1", "--answer", "not json")
-    assert bad.returncode == 2 and "--answer must be JSON" in _said(bad) and "Traceback" not in _said(bad)
+    bad = _cli(home, "resume", "c1", "--answer", "{not json")
+    assert bad.returncode == 2 and "not valid JSON" in _said(bad) and "Traceback" not in _said(bad)
+    unusable = _cli(home, "resume", "c1", "--answer", "no idea", "--json")  # words it cannot use: asked again
+    assert unusable.returncode == 3 and json.loads(unusable.stdout)["question"]["slot"] == "shape"
 
     done = _cli(home, "resume", "c1", "--answer", '{"shape": "24,20", "dtype": "f32"}')
     assert done.returncode == 0, done.stderr
@@ -60,7 +62,9 @@ def test_run_spec_and_bad_requests(tmp_path):
     assert Path(json.loads(ok.stdout)["report_path"]).is_file()
 
     vague = _cli(home, "run", "make everything faster")
-    assert vague.returncode == 2 and "accepted forms" in _said(vague) and "Traceback" not in _said(vague)
+    assert vague.returncode == 3 and "I did not understand" in _said(vague) and "Traceback" not in _said(vague)
+    refused = _cli(home, "run", "evaluate zfp at rel 1e-2 on synthetic:grf:8,8 and email me the results")
+    assert refused.returncode == 2 and "refused" in _said(refused) and "network" in _said(refused)
     both = _cli(home, "run", "x", "--demo")
     assert both.returncode == 2 and "exactly one of" in _said(both)
     missing = _cli(home, "resume", "no-such-thread")

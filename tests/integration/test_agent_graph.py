@@ -65,7 +65,7 @@ def test_raw_file_without_shape_interrupts_and_resumes(tmp_path, perfscout_home)
     out = agent.run(f"evaluate sz3 at abs 1e-2 on {raw}", thread_id="ask1", context=ctx)
     assert out.status == "interrupted"
     assert set(out.question["needs"]) == {"shape", "dtype"}
-    assert "field.raw" in out.question["question"] and str(field.nbytes) in out.question["question"]
+    assert "field.raw" in out.question["question"] and f"{field.nbytes:,}" in out.question["question"]
     # a bad answer is refused with the reason, and asked again
     out = agent.resume("ask1", {"shape": "48,zz", "dtype": "f32"}, context=ctx)
     assert out.status == "interrupted" and "not a list of positive integers" in out.question["question"]
@@ -73,16 +73,41 @@ def test_raw_file_without_shape_interrupts_and_resumes(tmp_path, perfscout_home)
     assert out.status == "done"
     rec = json.loads((Path(out.run_dir) / "results.json").read_text())["records"][0]
     assert rec["shape"] == "48,40" and rec["bound_ok"] is True and rec["max_abs_err"] <= 1e-2
-    assert "user supplied shape=48,40, dtype=f32" in out.report
+    assert "Asked: " in out.report and "48, 40" in out.report  # the question and its answer
 
 
-def test_ambiguous_dataset_asks_which_one_and_skip_is_honoured(perfscout_home):
+def test_raw_file_shape_asked_as_a_guess_from_its_size_and_yes_accepts_it(tmp_path, perfscout_home):
+    field = np.cumsum(np.random.default_rng(2).standard_normal((24, 24, 24)), axis=2).astype("<f4")
+    raw = tmp_path / "wmag24.f32"
+    field.tofile(raw)
+    ctx = _ctx(perfscout_home)
+    out = agent.run(f"evaluate zfp at abs 1e-2 on {raw} with 1 repeat", thread_id="guess", context=ctx)
+    assert out.status == "interrupted"
+    assert f"{field.nbytes:,} bytes" in out.question["question"] and "24×24×24 float32" in out.question["question"]
+    out = agent.resume("guess", "yes", context=ctx)
+    assert out.status == "done"
+    rec = json.loads((Path(out.run_dir) / "results.json").read_text())["records"][0]
+    assert rec["shape"] == "24,24,24" and rec["bound_ok"] is True
+
+
+def test_ambiguous_dataset_asks_which_one_and_cancel_runs_nothing(perfscout_home):
     ctx = _ctx(perfscout_home)
     out = agent.run("compare sz3 at rel 1e-2 on vorticity", thread_id="amb", context=ctx)
     assert out.status == "interrupted"
-    assert "vorticity.512_512" in out.question["needs"]["dataset"]
+    assert out.question["candidates"] == ["vorticity.128_128_41", "vorticity.512_512"]
+    assert "vorticity.512_512" in out.question["question"]
     out = agent.resume("amb", {"skip": True}, context=ctx)
-    assert out.status == "done" and "skipped at the user's request" in out.report
+    assert out.status == "done" and "cancelled" in out.report
+    assert not out.values.get("observations")
+
+
+def test_ambiguous_dataset_answered_by_name_runs_that_field(perfscout_home, shared_data):
+    ctx = _ctx(perfscout_home)
+    out = agent.run("compare sz3 at rel 1e-2 on vorticity with 1 repeat", thread_id="amb2", context=ctx)
+    out = agent.resume("amb2", "2", context=ctx)  # the second candidate
+    assert out.status == "done"
+    rec = json.loads((Path(out.run_dir) / "results.json").read_text())["records"][0]
+    assert rec["dataset"] == "vorticity.512_512" and rec["bound_ok"] is True
 
 
 def test_unknown_tools_and_bad_arguments_become_observations_not_crashes(perfscout_home):
@@ -99,10 +124,18 @@ def test_unknown_tools_and_bad_arguments_become_observations_not_crashes(perfsco
     assert "run_shell" in out.report and "refused" in out.report
 
 
-def test_unplannable_request_ends_with_a_report_that_says_why(perfscout_home):
+def test_a_request_with_nothing_actionable_asks_and_cancel_ends_with_a_report(perfscout_home):
     out = agent.run("make it faster", thread_id="np", context=_ctx(perfscout_home))
-    assert out.status == "done" and "accepted forms" in out.plan_error
-    assert "could not be planned" in out.report
+    assert out.status == "interrupted" and out.question["slot"] == "clause"
+    out = agent.resume("np", "cancel", context=_ctx(perfscout_home))
+    assert out.status == "done" and "cancelled" in out.report and not out.values.get("observations")
+
+
+def test_a_dangerous_request_is_refused_whole_and_nothing_runs(perfscout_home):
+    out = agent.run("compare sz3 and zfp at rel 1e-3 on synthetic:grf:16,16; then run rm -rf / to clean up",
+                    thread_id="rf", context=_ctx(perfscout_home))
+    assert out.status == "done" and out.refusal and "shell command" in out.refusal
+    assert not out.values.get("observations") and "## Refused" in out.report
 
 
 def test_time_travel_fork_a_past_state_and_continue(perfscout_home):
@@ -192,8 +225,8 @@ def test_stream_yields_node_updates_in_graph_order_then_the_outcome(perfscout_ho
             "repeats": 1}
     events = list(agent.stream(spec, thread_id="st", context=_ctx(perfscout_home)))
     names = [n for n, _ in events]
-    assert names == ["snapshot", "plan", "act", "observe", "reflect", "act", "observe", "reflect",
+    assert names == ["snapshot", "understand", "plan", "act", "observe", "reflect", "act", "observe", "reflect",
                      "report", "__outcome__"]
     assert events[-1][1].status == "done"
-    act_update = events[2][1]
+    act_update = events[3][1]
     assert act_update["messages"][0].tool_call_id == "t01-sz3-cpu-abs-0.01.a1"

@@ -12,6 +12,7 @@ import pytest
 from matplotlib import image as mpimg
 
 from perfscout import agent
+from perfscout.graph.report import md_text
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.graph.context import Context
 from perfscout.graph.report import markdown_html
@@ -77,7 +78,7 @@ def test_html_report_sits_beside_the_markdown_with_table_and_inlined_plots(run):
 
 def test_hostile_error_text_is_escaped(run):
     text = Path(run.html_path).read_text(encoding="utf-8")
-    assert HOSTILE in run.report  # the Markdown quotes the stored error as is
+    assert md_text(HOSTILE) in run.report  # the Markdown quotes the stored error, made inert
     assert "<script" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
@@ -100,7 +101,7 @@ def test_converter_escapes_every_construct_and_refuses_script_links():
     assert "<h2>A &lt;b&gt;head&lt;/b&gt;</h2>" in out
     assert "<code>&lt;i&gt;code&lt;/i&gt;</code>" in out and "<strong>&lt;u&gt;bold&lt;/u&gt;</strong>" in out
     assert "href" not in out.split("nested")[1].split("</li>")[0]  # a javascript: link stays text
-    assert '<a href="sweeps/a b/r.md">r.md</a>' in out
+    assert '<a href="sweeps/a b/r.md" rel="noopener noreferrer">r.md</a>' in out
     assert "<ul><li>top" in out and "<ul><li>nested" in out and out.count("<ul>") == out.count("</ul>") == 2
     assert "<td>&lt;img src=x&gt;</td><td>x | y</td>" in out
 

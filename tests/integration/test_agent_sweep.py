@@ -30,8 +30,15 @@ bounds: [1.0e-1, 1.0e-3]
 """
 
 
-def _ctx(home: Path) -> Context:
-    return Context(home=str(home), planner="deterministic", noise_threshold=1e9)
+def _ctx(home: Path, allow_plugins: bool = True) -> Context:
+    # TINY's fake codec is a plugin: this test trusts it; the default refuses it (below)
+    return Context(home=str(home), planner="deterministic", noise_threshold=1e9, allow_plugins=allow_plugins)
+
+
+def test_a_spec_with_plugins_is_refused_unless_allowed(workdir: Path, perfscout_home: Path):
+    out = agent.run("sweep tiny.yaml", thread_id="sw0", context=_ctx(perfscout_home, allow_plugins=False))
+    obs = out.values["observations"][0]
+    assert obs["kind"] == "error" and "plugins" in obs["error"] and "allow-plugins" in obs["error"]
 
 
 @pytest.fixture()

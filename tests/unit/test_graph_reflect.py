@@ -87,7 +87,10 @@ def test_answers_are_validated_field_by_field():
     assert validate_answer(needs, {"skip": True}) == (None, "")
     assert "no 'dtype'" in validate_answer(needs, {"shape": "4"})[1]
     assert "not a list of positive integers" in validate_answer(needs, {"shape": "4,a", "dtype": "f32"})[1]
-    assert "not a JSON object" in validate_answer(needs, "shape please")[1]
+    # answers in words work too; words that hold no shape are asked again
+    assert validate_answer(needs, "48x40 float32") == ({"shape": "48,40", "dtype": "f32"}, "")
+    assert validate_answer(needs, "skip") == (None, "")
+    assert "must be a JSON object" in validate_answer(needs, "shape please")[1]
 
 
 def test_context_falls_back_to_environment(monkeypatch):

@@ -1,0 +1,1337 @@
+"""The offline parser: a request in English or Chinese -> an :class:`~perfscout.state.intent.Intent`.
+
+No network, no model, the same text always gives the same intent. What words mean lives
+in ``vocabulary.yaml`` beside this file (synonyms, units, refusals); this module holds the
+grammar of numbers, shapes, paths and quotes, and the bookkeeping that makes every part
+of a request accounted for: each recognised piece marks its characters as used, and what
+is left over is either filler, reported as not used, or -- a clause made only of words the
+parser could not place -- asked about. A request that asks for anything outside the tool
+whitelist is refused as a whole before anything else is read.
+
+:func:`parse` reads a request; :func:`assess` fills ``Intent.missing`` with the questions
+that must be answered before anything runs; :func:`apply_answer` folds an answer in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import shlex
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending, Target
+
+# ---------------------------------------------------------------------------- vocabulary
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> dict[str, Any]:
+    text = resources.files("perfscout.graph").joinpath("vocabulary.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _phrase_pattern(phrase: str) -> str:
+    """A phrase as a regex: Latin words on word boundaries, Chinese as a substring."""
+    parts = [re.escape(p) for p in phrase.lower().split()]
+    body = r"\s*".join(parts) if _CJK.search(phrase) else r"\s+".join(parts)
+    if _CJK.search(phrase[:1]) and _CJK.search(phrase[-1:]):
+        return body
+    left = "" if _CJK.search(phrase[:1]) else r"(?<![\w.-])"
+    right = "" if _CJK.search(phrase[-1:]) else r"(?![\w-])"
+    return left + body + right
+
+
+@lru_cache(maxsize=None)
+def _table(section: str) -> list[tuple[str, re.Pattern[str]]]:
+    """(meaning, compiled phrase) for one vocabulary section, longest phrase first."""
+    entries = vocabulary().get(section) or {}
+    rows = [(str(meaning), str(p)) for meaning, phrases in entries.items() for p in phrases or []]
+    rows.sort(key=lambda r: len(r[1]), reverse=True)
+    return [(m, re.compile(_phrase_pattern(p))) for m, p in rows]
+
+
+@lru_cache(maxsize=1)
+def _filler() -> frozenset[str]:
+    f = vocabulary()["filler"]
+    return frozenset(str(w).lower() for w in f["en"]) | frozenset(str(w) for w in f["zh"])
+
+
+def codec_catalogue() -> dict[str, dict[str, Any]]:
+    """Every registered codec by id: device, modes, whether usable here and why not."""
+    try:
+        from perfscout.codecs.registry import list_codecs
+
+        return {i.id: i.model_dump() for i in list_codecs()}
+    except Exception:  # a broken optional backend must not take the planner down
+        return {}
+
+
+def dataset_catalogue() -> list[dict[str, Any]]:
+    """Registry datasets (name, kind, shape, description); empty if the registry fails."""
+    try:
+        from perfscout.datasets import list_datasets
+
+        return [{"name": d.name, "kind": d.kind, "shape": list(d.shape), "description": d.description,
+                 "available": d.available} for d in list_datasets()]
+    except Exception:
+        return []
+
+
+# ---------------------------------------------------------------------------- the text
+
+
+@dataclass
+class _Text:
+    """The request being read: lower-cased working copy plus which characters are used."""
+
+    orig: str
+    low: str = ""
+    used: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.low = self.orig.lower()
+        if len(self.low) != len(self.orig):  # rare casefolds that change length
+            self.low = self.orig
+        self.used = [False] * len(self.orig)
+
+    def free(self, start: int, end: int) -> bool:
+        return not any(self.used[start:end])
+
+    def take(self, start: int, end: int) -> None:
+        for i in range(start, end):
+            self.used[i] = True
+
+    def finditer(self, pattern: re.Pattern[str] | str, *, take: bool = True) -> list[re.Match[str]]:
+        """Matches on free text, consumed as they are found (left to right, no overlap)."""
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        out = []
+        for m in rx.finditer(self.low):
+            if m.end() > m.start() and self.free(m.start(), m.end()):
+                out.append(m)
+                if take:
+                    self.take(m.start(), m.end())
+        return out
+
+    def original(self, m: re.Match[str], group: int = 0) -> str:
+        return self.orig[m.start(group):m.end(group)]
+
+    def leftover(self) -> str:
+        return "".join(c if not u else " " for c, u in zip(self.orig, self.used))
+
+
+# ---------------------------------------------------------------------------- numbers
+
+_SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
+#: 1e-3, 0.001, 1x10^-3, 1×10⁻³, 10^-3, 10**-3, 0.1%, 5e-4
+NUMBER = (rf"(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
+          rf"{_NUM_CORE}\s*%?)")
+_ZH_FRACTION = "|".join(sorted(vocabulary()["zh_fractions"], key=len, reverse=True))
+ZH_NUMBER = rf"(?:{_ZH_FRACTION})[一二两三四五六七八九十\d]+"
+
+
+def to_number(text: str) -> float | None:
+    """The value of one written number (see NUMBER, ZH_NUMBER), or None."""
+    s = text.strip().lower().replace(" ", "").replace("×", "x")
+    zh = vocabulary()["zh_fractions"]
+    for prefix in sorted(zh, key=len, reverse=True):
+        if s.startswith(prefix):
+            rest = s[len(prefix):]
+            digits = vocabulary()["zh_digits"]
+            n = float(rest) if rest.replace(".", "", 1).isdigit() else float(digits.get(rest, 0)) or None
+            return None if n is None else n * float(zh[prefix])
+    try:
+        if m := re.fullmatch(r"(.+?)x10(?:\^|\*\*)([-+]?\d+)", s):
+            return float(m.group(1)) * 10.0 ** int(m.group(2))
+        if m := re.fullmatch(r"10(?:\^|\*\*)([-+]?\d+)", s):
+            return 10.0 ** int(m.group(1))
+        if s.endswith("%"):
+            return float(s[:-1]) / 100.0
+        return float(s)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _number_list(text: str) -> list[float]:
+    """All numbers of a list or range ("1e-2, 1e-3 and 1e-4", "1e-2 to 1e-4")."""
+    values = [v for v in (to_number(t) for t in re.findall(rf"{ZH_NUMBER}|{NUMBER}", text.lower())) if v is not None]
+    if len(values) == 2 and re.search(r"\bto\b|\.\.|~|～|到|至|through|thru|\s-\s|down to|up to", text):
+        lo, hi = sorted(values)
+        decades = math.log10(hi / lo) if lo > 0 else 0
+        if lo > 0 and decades >= 1 and all(abs(math.log10(v) - round(math.log10(v))) < 1e-9 for v in values):
+            n = round(decades)
+            series = [hi / 10 ** k for k in range(n + 1)]
+            return series if values[0] > values[1] else series[::-1]
+    return values
+
+
+# ---------------------------------------------------------------------------- the grammar
+
+_QUOTE = re.compile(r"`([^`]+)`|“([^”]+)”|「([^」]+)」|‘([^’]+)’|(?:(?<=\s)|^)'([^']+)'(?=[\s,.;:!?)，。]|$)"
+                    r"|(?:(?<=\s)|^)\"([^\"]+)\"(?=[\s,.;:!?)，。]|$)")
+_SHAPE_SEP = r"\s*[x×*]\s*"
+_SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*))|(?<![\w.])(\d+)\s*(?:\^|\*\*)\s*([23])(?!\d)"
+                    r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\bshape\s*[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
+                    r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
+_REPEATS = re.compile(r"(\d+)\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs)\b"
+                      r"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?(\d+)\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
+                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|([\d一二两三四五六七八九十]+)\s*次(?:重复)?|(\d+)\s+times\b")
+_AT_LEAST = r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|over|above|more\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|高于|超过|以上)"
+_AT_MOST = r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|under|below|less\s+than|maximum(?:\s+of)?|max|最多|不超过|不高于|小于等于|以下|以内)"
+_RATIO_TARGET = re.compile(
+    rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{_AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{_AT_LEAST}?\s*|{_AT_LEAST}\s*)"
+    rf"(\d+(?:\.\d+)?)\s*(?:x\b|×|:1\b|倍|times\b|fold\b)?"
+    rf"|(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)")
+_PSNR_TARGET = re.compile(rf"psnr\s*(?:of|is|=|:)?\s*({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*(?:db)?"
+                          rf"|({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?"
+                          rf"|psnr\s*(\d+(?:\.\d+)?)\s*db\s*({_AT_LEAST}|{_AT_MOST})"
+                          rf"|(\d+(?:\.\d+)?)\s*db\s*(?:of\s+)?psnr")
+_BITRATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:bits?\s*(?:per|/)\s*(?:value|element|sample|float)|bpv\b|-?bit\s+rate)"
+                      r"|每个?值\s*(\d+(?:\.\d+)?)\s*(?:位|比特|bit)|(\d+(?:\.\d+)?)\s*(?:位|比特)\s*每个?值")
+_PSNR_MODE = re.compile(r"\bpsnr\s*(?:mode|bound|of|=|:|at)?\s*(\d+(?:\.\d+)?)\s*(?:db)?(?![\w.])"
+                        r"|(?<![\w.])(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?")
+_BOUND_JOIN = r"(?:\s*(?:,|，|、|/|and|or|&|和|或|以及|及|to|through|thru|down\s+to|up\s+to|\.\.|~|～|到|至|-)\s*)"
+_BOUND_LIST = re.compile(rf"(?:{ZH_NUMBER}|{NUMBER})(?:{_BOUND_JOIN}(?:{ZH_NUMBER}|{NUMBER}))*")
+_BOUND_LEAD = re.compile(r"\s*(?:error\s+bound|bound|eb|tolerance|tol|error|mode|模式|误差界|误差|容限)?\s*(?:of|is|=|:|at|to|with|为|是|设为|设置为)?\s*$")
+_SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*)"
+                    r"|\b(?:a\s+|an\s+)?(?:synthetic\s+|generated\s+)?(grf|gaussian\s+random\s+field|smooth|gray[-\s]?scott|grayscott)"
+                    r"(?:\s+(?:synthetic\s+)?field)?(?:\s+(?:of|with\s+shape|shape)\s+)?")
+_SYNTH_KIND = {"grf": "grf", "gaussian random field": "grf", "smooth": "smooth", "gray-scott": "grayscott",
+               "gray scott": "grayscott", "grayscott": "grayscott"}
+_CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
+_PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`)]+|(?:[\w.+-]+/)+[\w.+-]*"
+                   r"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:%s)(?![\w.]))")
+_RUN_ID = re.compile(r"\bruns?\s+([0-9a-f]{6,32}|[\w.-]*\d[\w.-]*)\b")
+_VAR = re.compile(r"\b(?:variable|var|field)\s+(?!(?:of|in|from|the|a|an)\b)[`'\"]?([A-Za-z_][\w.]*)[`'\"]?"
+                  r"|\b(?!(?:on|in|of|the|a|an|this|that|my|its|variable|var)\b)([A-Za-z_]\w*)\s+(?:variable|field)\b"
+                  r"|变量\s*[`'\"]?([A-Za-z_][\w.]*)")
+
+_YES = {"yes", "y", "ok", "okay", "sure", "correct", "right", "yep", "是", "是的", "对", "对的", "好", "好的", "可以", "没错", "确认"}
+_IGNORE = {"ignore", "ignore it", "skip it", "go on", "continue", "proceed", "never mind", "nevermind", "drop it",
+           "without it", "忽略", "继续", "跳过", "不用了", "算了"}
+_CANCEL = {"cancel", "stop", "abort", "quit", "nothing", "never", "取消", "停止", "退出", "算了吧"}
+_NO = {"no", "n", "nope", "wrong", "不", "不是", "不对"}
+
+
+def _path_kinds() -> dict[str, str]:
+    return {ext: kind for kind, exts in vocabulary()["file_kinds"].items() for ext in exts}
+
+
+def _path_re() -> re.Pattern[str]:
+    exts = sorted({e.lstrip(".") for e in _path_kinds()}, key=len, reverse=True)
+    return re.compile(_PATH.pattern % "|".join(re.escape(e) for e in exts), re.IGNORECASE)
+
+
+def path_kind(path: str) -> str:
+    """'profile' | 'csv' | 'netcdf' | 'hdf5' | 'zarr' | 'spec' | 'raw' | 'dir' | '' by the file itself where it
+    exists (magic bytes), else by its name."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        if p.suffix.lower() == ".zarr" or (p / ".zgroup").exists() or (p / "zarr.json").exists() or (p / ".zarray").exists():
+            return "zarr"
+        return "dir"
+    if p.is_file():
+        try:
+            head = p.open("rb").read(8)
+        except OSError:
+            head = b""
+        if head.startswith(b"\x89HDF"):
+            return "netcdf" if p.suffix.lower() in (".nc", ".nc4", ".netcdf") else "hdf5"
+        if head.startswith(b"CDF\x01") or head.startswith(b"CDF\x02") or head.startswith(b"CDF\x05"):
+            return "netcdf"
+    name = p.name.lower()
+    for ext, kind in sorted(_path_kinds().items(), key=lambda kv: len(kv[0]), reverse=True):
+        if name.endswith(ext):
+            return kind
+    return "raw" if p.is_file() else ""
+
+
+# ---------------------------------------------------------------------------- datasets
+
+
+@lru_cache(maxsize=1)
+def _dataset_aliases() -> list[tuple[str, str]]:
+    """(alias, dataset name), longest alias first: the name, the name without its
+    extension, its dims written as 512x512, and its family ("vorticity")."""
+    out: list[tuple[str, str]] = []
+    for d in dataset_catalogue():
+        name = d["name"]
+        if d["kind"] == "synthetic":
+            continue  # synthetic kinds are read by the synthetic grammar
+        low = name.lower()
+        aliases = {low, low.rsplit(".", 1)[0] if low.endswith((".float", ".double", ".f32", ".f64")) else low}
+        dims = re.findall(r"\d+", low)
+        family = re.split(r"[._\d]", low)[0].strip("-")
+        if len(dims) >= 2:
+            for sep in ("x", "×", "_", " x ", "*"):
+                aliases.add(sep.join(dims))
+                if family:
+                    aliases.add(f"{family} {sep.join(dims)}")
+                    aliases.add(f"{family}.{sep.join(dims)}")
+        if family and len(family) >= 4:
+            aliases.add(family)
+            aliases.add(family.replace("-", " "))
+        out += [(a, name) for a in aliases if a]
+    out.sort(key=lambda r: len(r[0]), reverse=True)
+    return out
+
+
+def _dataset_pattern(alias: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.])" + r"\s*".join(re.escape(p) for p in alias.split()) + r"(?![\w])")
+
+
+def _find_datasets(t: _Text) -> list[tuple[str, list[str]]]:
+    """(as written, candidate names) per dataset mention: one candidate = resolved."""
+    found: list[tuple[str, list[str]]] = []
+    by_alias: dict[str, list[str]] = {}
+    for alias, name in _dataset_aliases():
+        by_alias.setdefault(alias, []).append(name)
+    for alias in sorted(by_alias, key=len, reverse=True):
+        for m in t.finditer(_dataset_pattern(alias)):
+            found.append((t.original(m), sorted(set(by_alias[alias]))))
+    return found
+
+
+# ---------------------------------------------------------------------------- parse
+
+
+def detect_language(text: str) -> str:
+    return "zh" if _CJK.search(text) else "en"
+
+
+def normalise(text: str) -> str:
+    """Superscript exponents, full-width forms, dashes and spaces made plain."""
+    s = re.sub(r"10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "10^" + m.group(1).translate(_SUPER), str(text))
+    s = re.sub(r"(\d)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: m.group(1) + "^" + m.group(2).translate(_SUPER), s)
+    s = unicodedata.normalize("NFKC", s)
+    s = s.replace("−", "-").replace("–", " to ").replace("—", " to ").replace("\u00a0", " ")
+    return " ".join(s.split())
+
+
+def refusal_reason(text: str) -> str:
+    """Why a request (outside its quoted program text) must be refused, or ''."""
+    low = text.lower()
+    for rule in vocabulary()["refusals"]:
+        for pattern in rule["patterns"]:
+            if m := re.search(pattern, low):
+                return f"{rule['reason']} (it says {text[m.start():m.end() + 20].strip()!r})"
+    return ""
+
+
+def _command_refusal(argv: list[str]) -> str:
+    prog = Path(argv[0]).name if argv else ""
+    if prog in vocabulary()["refused_programs"]:
+        return (f"the program to profile is {prog!r}, which changes the system or reaches the network; "
+                "perfscout profiles programs that compute, not shell utilities")
+    return ""
+
+
+def _split_argv(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+_WORD_OR_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|\S+")
+_STOP_WORDS = {"and", "then", "to", "so", "tell", "what", "which", "why", "how", "please", "并", "然后", "看看", "告诉我"}
+_SHELL_OPS = {"&&", "||", "|", ">", ">>", "<", ";", "&"}
+
+
+def _command_words(text: str, start: int) -> tuple[list[str], int]:
+    """The argv of an unquoted command starting at ``start``: words (quoted ones whole, so a
+    ``;`` inside ``-c '...'`` is data) up to a clause word, a shell operator or punctuation."""
+    argv: list[str] = []
+    end = start
+    for m in _WORD_OR_QUOTED.finditer(text, start):
+        token = m.group(0)
+        if token in _SHELL_OPS or (token.lower() in _STOP_WORDS and argv):
+            break
+        quoted = token[0] in "'\"" and token[-1] == token[0] and len(token) > 1
+        stop_after = not quoted and token[-1] in ",;，；。" and len(token) > 1
+        if stop_after:
+            token = token.rstrip(",;，；。")
+        argv += _split_argv(token) if quoted else [token]
+        end = m.end()
+        if stop_after or (not quoted and token in _SHELL_OPS):
+            break
+    return argv, end
+
+
+_PROFILE_CUE = re.compile(r"\bprofil(?:e|ing)\b|剖析|性能分析|\bunder\s+(?:ncu|perf|nsight)\b|\bwhat\s+limits\s+(?:it|this|the\s+program)")
+
+
+def parse(text: str) -> Intent:
+    """Read a request into an Intent (then :func:`assess` adds what must be asked)."""
+    raw = str(text)
+    norm = normalise(raw)
+    intent = Intent(text=raw, language=detect_language(norm))
+    if not norm:
+        return assess(intent)
+    # 1. quoted spans: the program to profile (exactly as written), or names
+    quotes: list[str] = []
+    profile_cue = bool(_PROFILE_CUE.search(norm.lower()))
+
+    def unquote(m: re.Match[str]) -> str:
+        inner = next(g for g in m.groups() if g is not None)
+        looks_like_path = bool(_path_re().fullmatch(inner.strip())) and " " not in inner.strip()
+        right_after_cue = bool(re.search(r"(?:\bprofile|剖析|性能分析|\bprogram|\bcommand|程序|命令)\s*:?\s*$",
+                                         norm[:m.start()], re.IGNORECASE))
+        if profile_cue and not intent.command and not looks_like_path and (m.group(1) or right_after_cue):
+            intent.command = _split_argv(inner)
+            quotes.append(inner)
+            return " \u2063 "  # a placeholder the grammar never matches
+        if profile_cue and m.group(0)[0] in "'\"":
+            return m.group(0)  # an argument of an unquoted program: shlex reads it below
+        return " " + inner + " "
+
+    work = normalise(_QUOTE.sub(unquote, norm))
+    # an unquoted program after "profile": its words up to the first clause boundary
+    if profile_cue and not intent.command:
+        cue = re.search(r"(?:\bprofile\b|剖析|性能分析)\s*:?\s*(?:the\s+program\s+|program\s+|command\s+|程序\s*)?", work,
+                        re.IGNORECASE)
+        if cue:
+            argv, end = _command_words(work, cue.end())
+            first = argv[0] if argv else ""
+            is_profile_file = bool(first) and bool(_path_re().fullmatch(first)) and path_kind(first) in ("profile", "csv")
+            if argv and not re.fullmatch(r"(?:it|this|that|the|my|a|an)", first, re.IGNORECASE) and not is_profile_file:
+                intent.command = argv
+                work = work[:cue.end()] + " \u2063 " + work[end:]
+    # 2. refusals, on everything but the program's own argv
+    why = refusal_reason(work) or _command_refusal(intent.command)
+    if why:
+        intent.refusal = why
+        return intent
+    t = _Text(work)
+    t.finditer(re.compile("\u2063"))
+    cue_spans = [(q, m.start(), m.end()) for q, rx in _table("questions") for m in t.finditer(rx, take=False)]
+    _read_paths(t, intent)
+    _read_runs(t, intent)
+    _read_synthetic(t, intent)
+    if any(d.kind == "raw" for d in intent.data):
+        _read_shape_dtype(t, intent)  # "x.raw 512x512" is a shape, not the field named 512x512
+        _read_named_data(t, intent)
+    else:
+        _read_named_data(t, intent)
+        _read_shape_dtype(t, intent)
+    _read_targets_and_bounds(t, intent)
+    _read_repeats(t, intent)
+    _read_codecs(t, intent)
+    _read_devices(t, intent)
+    _read_question(t, intent, cue_spans)
+    _account(t, intent)
+    return assess(intent)
+
+
+def _read_paths(t: _Text, intent: Intent) -> None:
+    names = {d["name"].lower() for d in dataset_catalogue()}
+    for m in t.finditer(_path_re(), take=False):
+        path = t.original(m, 1).rstrip(".,:;)?!")
+        if path.lower() in names and not Path(path).exists():
+            continue  # a registry name such as 999x999.float
+        kind = path_kind(path)
+        if not kind and not path.startswith(("/", "~", "./", "../")):
+            continue  # "runs/q" after "into" is an output folder, read below
+        t.take(m.start(), m.start() + len(path))
+        if kind in ("profile", "csv"):
+            intent.profile_file = intent.profile_file or path
+        elif kind == "spec":
+            intent.sweep_spec = intent.sweep_spec or path
+        elif kind == "dir":
+            intent.runs.append(path)
+        elif kind in ("netcdf", "hdf5", "zarr"):
+            intent.data.append(DataRef(kind="file", path=path, text=path))
+        else:
+            intent.data.append(DataRef(kind="raw", path=path, text=path))
+    if intent.sweep_spec and (m := t.finditer(r"(?:\binto|--out|\boutput\s+(?:to|in)|\bwrite\s+(?:it\s+|them\s+)?to|\bresults?\s+(?:in|to)|输出到|写到)\s*([\w./~-]+/?)", take=False)):
+        out = m[0]
+        intent.sweep_out = t.original(out, 1).rstrip(".,;")
+        t.take(out.start(), out.end())
+    files = [d for d in intent.data if d.kind == "file"]
+    if files:
+        _read_variable(t, intent, files[0])
+
+
+def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
+    """The variable of a netCDF/HDF5/Zarr file: "variable z", "the z in f.nc", "f.nc:z", "f.nc 中的 z"."""
+    if ":" in ref.path and not Path(ref.path).exists():
+        path, var = ref.path.rsplit(":", 1)
+        ref.path, ref.var = path, var
+        return
+    known = _file_variables(ref.path)
+    for m in t.finditer(_VAR):
+        ref.var = next(g for g in m.groups() if g)
+        return
+    # a bare word that is one of the file's variables, or its long/standard name
+    for word_m in t.finditer(r"(?<![\w.])([A-Za-z_][\w]*)(?![\w.])", take=False):
+        word = t.original(word_m, 1)
+        hit = [v["name"] for v in known if word == v["name"] or word.lower() in
+               (str(v.get("long_name", "")).lower().split() + [str(v.get("standard_name", "")).lower()])]
+        if hit and word.lower() not in ("in", "of", "the", "from"):
+            t.take(word_m.start(), word_m.end())
+            if word in [v["name"] for v in known]:
+                ref.var = word
+            elif not ref.var and len(hit) == 1:
+                ref.var = hit[0]
+    if not ref.var:
+        if m := t.finditer(r"(?<![\w.])([A-Za-z_]\w{0,31})\s+(?:in|from|of)\s+(?:the\s+)?(?:file\s+)?$", take=False):
+            pass
+        for m in t.finditer(r"(?:the\s+)?(?:[a-z]+\s+)?\b([A-Za-z_]\w{0,31})\s+(?=in\s|from\s|of\s)", take=False):
+            word = t.original(m, 1)
+            if word.lower() not in _filler() or word in [v["name"] for v in known]:
+                ref.var = word
+                t.take(m.start(1), m.end(1))
+                break
+        for m in t.finditer(r"(?:中的|里的|里面的|中)\s*(?:变量\s*)?([A-Za-z_]\w*)", take=False):
+            ref.var = t.original(m, 1)
+            t.take(m.start(), m.end())
+            break
+
+
+def _file_variables(path: str) -> list[dict[str, Any]]:
+    """The file's variables (name, long_name, standard_name, shape), [] if unreadable here."""
+    try:
+        from perfscout import datasets
+
+        describe = getattr(datasets, "describe_file", None)
+        if describe is None or not Path(path).expanduser().exists():
+            return []
+        out = []
+        for v in describe(path):
+            if getattr(v, "is_coordinate", False) or not getattr(v, "loadable", True):
+                continue  # lat/lon/time axes and non-numeric variables are not fields to compress
+            out.append({"name": v.name, "long_name": v.long_name, "standard_name": v.standard_name,
+                        "shape": v.shape})
+        return out
+    except Exception:
+        return []
+
+
+def _read_runs(t: _Text, intent: Intent) -> None:
+    if not re.search(r"\bruns?\b|运行", t.low):
+        return
+    cue = any(p.search(t.low) for m, p in _table("questions") if m == "compare_runs")
+    if not cue:
+        return
+    for m in t.finditer(_RUN_ID):
+        intent.runs.append(t.original(m, 1))
+
+
+def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
+    for m in t.finditer(_BITRATE):
+        v = float(next(g for g in m.groups() if g))
+        intent.targets.append(Target(metric="bitrate", op="<=", value=v, text=t.original(m)))
+    for m in t.finditer(_PSNR_TARGET):
+        g = m.groups()
+        op_text, value = (g[0], g[1]) if g[1] else (g[2], g[3]) if g[3] else (g[5], g[4]) if g[4] else (">=", g[6])
+        op = "<=" if op_text and re.fullmatch(_AT_MOST, op_text.strip()) else ">="
+        intent.targets.append(Target(metric="psnr", op=op, value=float(value), text=t.original(m)))
+    for m in t.finditer(_PSNR_MODE, take=False):
+        before = t.low[max(0, m.start() - 12):m.start()]
+        if m.group(1) or re.search(r"\bat\s*$|\bpsnr\s*$", before):
+            intent.mode = intent.mode or "psnr"
+            if intent.mode == "psnr":
+                intent.bounds.append(float(m.group(1) or m.group(2)))
+            t.take(m.start(), m.end())
+    # modes with their bounds: a mode word, then (or before) a list or range of numbers
+    mode_hits: list[tuple[int, int, str]] = []
+    for mode, rx in _table("modes"):
+        for m in t.finditer(rx):
+            mode_hits.append((m.start(), m.end(), mode))
+    mode_hits.sort()
+    for s_, e_, mode in mode_hits:
+        if mode in ("psnr", "ratio", "fixed_rate") and not intent.bounds:
+            # these take plain numbers: "fixed-rate mode at 8", "psnr mode 80"
+            tail = re.match(r"\s*(?:mode|bound)?\s*(?:of|at|=|:|with)?\s*(\d+(?:\.\d+)?)(?![\w.])", t.low[e_:])
+            if tail and t.free(e_, e_ + tail.end()):
+                t.take(e_, e_ + tail.end())
+                intent.mode = intent.mode or mode  # type: ignore[assignment]
+                intent.bounds.append(float(tail.group(1)))
+    lists = [m for m in _BOUND_LIST.finditer(t.low) if t.free(m.start(), m.end())
+             and _looks_like_bound(m.group(0), t.low, m.start(), m.end())]
+    for m in lists:
+        values = _number_list(t.original(m))
+        if not values:
+            continue
+        mode = _nearest_mode(mode_hits, m.start(), m.end(), t.low)
+        t.take(m.start(), m.end())
+        if mode is None and mode_hits:
+            mode = mode_hits[-1][2]
+        if mode and intent.mode and mode != intent.mode:
+            intent.notes.append(f"the request names two modes ({intent.mode}, {mode}); using {intent.mode} "
+                                f"for {', '.join(f'{v:g}' for v in values)} as well")
+        intent.mode = intent.mode or mode
+        intent.bounds += [v for v in values if v not in intent.bounds]
+    if mode_hits and not intent.mode:
+        intent.mode = mode_hits[0][2]  # "at the absolute error mode" without a number: the bound is asked
+    for m in t.finditer(_RATIO_TARGET, take=False):
+        value = m.group(1) or m.group(2)
+        written = t.low[m.start():m.end()]
+        strong = re.search(rf"{_AT_LEAST}|x\b|×|:1|倍|times|fold|ratio|压缩比|压缩率", written)
+        if not strong or float(value) < 1:
+            continue
+        t.take(m.start(), m.end())
+        intent.targets.append(Target(metric="ratio", op=">=", value=float(value), text=t.original(m)))
+
+
+def _looks_like_bound(written: str, low: str, start: int, end: int) -> bool:
+    """Bounds have an exponent, a fraction, a % or a 10^k; plain integers are other things."""
+    if re.search(r"e-|\^|\*\*|%|\.\d|分之", written):
+        return True
+    after = low[end:end + 10]
+    return bool(re.match(r"\s*(?:db)\b", after))
+
+
+def _bound_context(low: str, start: int) -> bool:
+    return bool(re.search(r"(?:bound|tolerance|eb|error|误差|容限)\s*(?:of|is|=|:|at|为)?\s*$", low[max(0, start - 24):start]))
+
+
+def _nearest_mode(hits: list[tuple[int, int, str]], start: int, end: int, low: str) -> str | None:
+    best, dist = None, 10 ** 9
+    for s, e, mode in hits:
+        gap = start - e if e <= start else s - end
+        between = low[e:start] if e <= start else low[end:s]
+        if gap < 0 or gap > 40 or not _BOUND_LEAD.match(between) and not re.fullmatch(r"[\s\w]{0,30}", between):
+            continue
+        if gap < dist:
+            best, dist = mode, gap
+    return best
+
+
+def _zh_int(text: str) -> int | None:
+    if text.isdigit():
+        return int(text)
+    digits = vocabulary()["zh_digits"]
+    if text in digits:
+        return int(digits[text])
+    if len(text) == 2 and text[0] == "十" and text[1] in digits:
+        return 10 + int(digits[text[1]])
+    if len(text) == 2 and text[1] == "十" and text[0] in digits:
+        return 10 * int(digits[text[0]])
+    return None
+
+
+def _read_repeats(t: _Text, intent: Intent) -> None:
+    for m in t.finditer(_REPEATS):
+        n = _zh_int(next(g for g in m.groups() if g))
+        if n:
+            intent.repeats = n
+            return
+
+
+def _read_synthetic(t: _Text, intent: Intent) -> None:
+    for m in t.finditer(_SYNTH, take=False):
+        if m.group(1):
+            t.take(m.start(), m.end())
+            intent.data.append(DataRef(kind="synthetic", name=f"{m.group(1)}:{m.group(2)}", text=t.original(m)))
+            continue
+        kind = _SYNTH_KIND.get(re.sub(r"\s+", " ", m.group(3)).replace("gray scott", "gray scott"))
+        written = t.low[m.start():m.end()]
+        after = t.low[m.end():m.end() + 40]
+        shape_m = _SHAPE.match(after.lstrip())
+        explicit = "synthetic" in written or "generated" in written or "field" in written or shape_m
+        if kind is None or not explicit:
+            continue
+        t.take(m.start(), m.end())
+        shape: list[int] | None = None
+        if shape_m:
+            offset = m.end() + (len(after) - len(after.lstrip()))
+            shape = _shape_of(shape_m)
+            t.take(offset + shape_m.start(), offset + shape_m.end())
+        if shape is None:
+            default = next((d["shape"] for d in dataset_catalogue() if d["name"] == kind), [64, 64])
+            shape = list(default)
+            intent.notes.append(f"no shape given for the synthetic {kind} field: using its default "
+                                f"{'x'.join(map(str, shape))}")
+        intent.data.append(DataRef(kind="synthetic", name=f"{kind}:{','.join(map(str, shape))}",
+                                   text=t.original(m)))
+
+
+def _read_named_data(t: _Text, intent: Intent) -> None:
+    for written, names in _find_datasets(t):
+        if len(names) == 1:
+            if not any(d.kind == "named" and d.name == names[0] for d in intent.data):
+                intent.data.append(DataRef(kind="named", name=names[0], text=written))
+        else:
+            intent.missing.append(_ask_which_dataset(intent, written, names))
+
+
+def _shape_of(m: re.Match[str]) -> list[int] | None:
+    g = m.groups()
+    if g[0]:
+        return [int(x) for x in re.split(_SHAPE_SEP, g[0])]
+    if g[1]:
+        return [int(g[1])] * int(g[2])
+    if g[3]:
+        return [int(x) for x in re.split(r"\s*,\s*", g[3])]
+    if g[4]:
+        return [int(x) for x in re.split(r"\s*[, x×*]\s*", g[4].strip())]
+    if g[5]:
+        return [int(x) for x in (g[5], g[6], g[7]) if x]
+    return None
+
+
+def _read_shape_dtype(t: _Text, intent: Intent) -> None:
+    dtypes = [(m, dt) for dt, rx in _table("dtypes") for m in t.finditer(rx)]
+    endians = [(m, e) for e, rx in _table("endian") for m in t.finditer(rx)]
+    shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+    raws = [d for d in intent.data if d.kind in ("raw", "file")]
+    target = raws[0] if raws else None
+    if target is None and (shapes or dtypes) and not any(d.kind in ("named", "synthetic") for d in intent.data):
+        if shapes:
+            intent.ignored.append("shape " + " x ".join(map(str, shapes[0])) + " (no raw file to apply it to)")
+        return
+    if target is None:
+        if dtypes:
+            intent.notes.append(f"dtype {dtypes[0][1]} noted; a registry field keeps its own dtype")
+        return
+    if shapes:
+        target.shape = shapes[0]
+    if dtypes:
+        target.dtype = dtypes[0][1]  # type: ignore[assignment]
+    if endians:
+        target.endian = endians[0][1]  # type: ignore[assignment]
+
+
+def _read_codecs(t: _Text, intent: Intent) -> None:
+    catalogue = codec_catalogue()
+    hits: list[tuple[int, str]] = []
+    for group, rx in _table("codec_groups"):
+        for m in t.finditer(rx):
+            if group not in intent.codec_groups:
+                intent.codec_groups.append(group)  # type: ignore[arg-type]
+    table = list(_table("codecs"))
+    # registry ids that the vocabulary does not list yet are still names
+    listed = {c for c, _ in table}
+    table += [(cid, re.compile(_phrase_pattern(cid))) for cid in catalogue if cid not in listed]
+    table.sort(key=lambda r: len(r[1].pattern), reverse=True)
+    for codec, rx in table:
+        for m in t.finditer(rx):
+            hits.append((m.start(), codec))
+    for _, codec in sorted(hits):
+        if catalogue and codec not in catalogue:
+            intent.notes.append(f"{codec} is not a codec of this installation")
+            intent.missing.append(Pending(slot="codecs", detail=codec, candidates=sorted(catalogue),
+                                          question=""))
+            continue
+        if codec not in intent.codecs:
+            intent.codecs.append(codec)
+
+
+def _read_devices(t: _Text, intent: Intent) -> None:
+    for dev, rx in _table("devices"):
+        for _ in t.finditer(rx):
+            if dev not in intent.devices:
+                intent.devices.append(dev)  # type: ignore[arg-type]
+
+
+def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int]]) -> None:
+    """The question, from cue phrases found before other slots took their words."""
+    cues = []
+    for q, start, end in cue_spans:
+        if q not in cues and (t.free(start, end) or q in ("describe_machine", "list_codecs", "compare_runs",
+                                                            "best_ratio", "fastest_compress", "fastest_decompress",
+                                                            "lowest_error", "diagnose")):
+            cues.append(q)
+        t.take(start, end)
+    order = ["describe_machine", "list_codecs", "compare_runs", "diagnose", "profile", "sweep",
+             "best_ratio", "fastest_decompress", "fastest_compress", "lowest_error", "compare", "evaluate"]
+    if intent.command:
+        intent.question = "profile"
+        return
+    if intent.profile_file and not intent.data:
+        intent.question = "diagnose"
+        return
+    if intent.sweep_spec and not intent.data and not intent.codecs and ("sweep" in cues or "evaluate" in cues):
+        intent.question = "sweep"  # "sweep X.yaml", "run X.yaml"; "look at X.yaml" is asked about
+        return
+    for q in order:
+        if q in cues:
+            if q in ("profile", "diagnose") and not (intent.command or intent.profile_file):
+                if intent.data or intent.codecs:
+                    continue
+            if q == "compare_runs" and (intent.codecs or intent.data) and not intent.runs:
+                continue
+            if q in ("describe_machine", "list_codecs") and (intent.data or intent.codecs or intent.bounds):
+                continue
+            intent.question = q  # type: ignore[assignment]
+            break
+    if intent.question == "compare" and len(intent.codecs) < 2 and not intent.codec_groups:
+        intent.question = "evaluate" if intent.codecs else "compare"
+    if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):
+        intent.question = "compare" if len(intent.codecs) >= 2 or intent.codec_groups else "evaluate"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z][\w'-]*|[\u3400-\u9fff]+", text)
+
+
+def _strip_zh_filler(run: str) -> str:
+    """A run of Chinese characters with the filler phrases removed (longest first)."""
+    for w in sorted((w for w in _filler() if _CJK.search(w)), key=len, reverse=True):
+        run = run.replace(w, "")
+    return run
+
+
+def _account(t: _Text, intent: Intent) -> None:
+    """Every leftover word: filler, a near-miss name (asked), or reported as not used.
+    A clause with leftover words and nothing recognised is asked about as a whole."""
+    left = t.leftover()
+    clauses = [(m.start(), m.end()) for m in _CLAUSE.finditer(t.low)]
+    bounds = [0] + [e for _, e in clauses] + [len(left)]
+    starts = [0] + [s for s, _ in clauses] + [len(left)]
+    spans = list(zip(bounds[:-1], starts[1:]))
+    names = [a for a, _ in _dataset_aliases()] + [p.pattern for _, p in _table("codecs")]
+    codec_words = sorted({c for c, _ in _table("codecs")} | set(codec_catalogue()))
+    unknown_all: list[str] = []
+    for start, end in spans:
+        piece_left = left[start:end]
+        piece_full = t.orig[start:end]
+        unknown = []
+        for w in _words(piece_left):
+            lw = w.lower().strip("'")
+            if _CJK.search(w):
+                rest = _strip_zh_filler(w)
+                if len(rest) >= 2:
+                    unknown.append(rest)
+                continue
+            if lw in _filler() or len(lw) <= 1:
+                continue
+            if re.fullmatch(r"(?:sz|zfp|cusz|szp|nvcomp|mgard|sperr|tthresh)[\w-]*", lw):
+                close = difflib.get_close_matches(lw, codec_words, n=3, cutoff=0.5)
+                intent.missing.append(Pending(slot="codecs", detail=w, candidates=close or codec_words,
+                                              question=""))
+                continue
+            close = difflib.get_close_matches(lw, [a for a, _ in _dataset_aliases()], n=3, cutoff=0.8)
+            if close and len(lw) >= 5:
+                cands = sorted({n for a, n in _dataset_aliases() if a in close})
+                intent.missing.append(_ask_which_dataset(intent, w, cands, typo=True))
+                continue
+            unknown.append(w)
+        recognised = any(t.used[start:end])
+        if unknown and not recognised and re.sub(r"[\W_]", "", piece_full):
+            intent.missing.append(Pending(slot="clause", detail=piece_full.strip(" ,;，；。"), question=""))
+        elif unknown:
+            unknown_all += unknown
+    del names
+    if unknown_all:
+        intent.ignored.append(", ".join(dict.fromkeys(unknown_all)))
+
+
+# ---------------------------------------------------------------------------- questions
+
+_Q = {
+    "en": {
+        "clause": "I did not understand \"{detail}\", and none of my tools does that (I can: compare and evaluate "
+                  "compressors, find the best ratio or the fastest setting, sweep a spec, profile a program, "
+                  "diagnose a profile, describe this machine). Answer 'ignore' to go on without it, or say it "
+                  "another way.",
+        "question": "What should I find out, and on which data? For example: 'compare sz3 and zfp at rel 1e-3 on "
+                    "vorticity.512_512', 'which codec gives the best ratio on FILE at abs 1e-4?', "
+                    "'profile `./app` and tell me what limits it'.",
+        "codecs_unknown": "\"{detail}\" is not a codec I know. Did you mean {cands}? (codecs here: {known})",
+        "codecs": "Which compressor(s)? Usable here: {known}; or 'all'.",
+        "mode": "Is {bounds} an absolute error bound ('abs'), relative to the value range ('rel'), or point-wise "
+                "relative ('pw_rel')?",
+        "bounds": "Which error bound? For example 'rel 1e-3' (relative to the value range), 'abs 1e-4', 'psnr 80' "
+                  "or a list such as 'rel 1e-2, 1e-3, 1e-4'.",
+        "bounds_mode": "Which {mode} bound(s)? For example 1e-3, or 1e-2, 1e-3, 1e-4.",
+        "data": "Which data? Fields known here: {known}; or a file path (netCDF/HDF5/Zarr with its variable, or a "
+                "raw file with its shape and dtype), or synthetic:KIND:SHAPE such as synthetic:grf:64,64.",
+        "data_which": "Which field did you mean by \"{detail}\": {cands}?",
+        "data_typo": "\"{detail}\" is not a field I know. Did you mean {cands}?",
+        "data_absent": "The file {detail} does not exist here. Which file should I use instead?",
+        "shape_guess": "The file {detail} has {size:,} bytes: is it {guess}? (answer 'yes', or give the shape and "
+                       "dtype, e.g. '512x512 float32')",
+        "shape": "The file {detail} has {size:,} bytes: what are its shape (C order, slowest axis first) and element "
+                 "type (float32 or float64)? e.g. '512x512 float32'.",
+        "dtype": "Is {detail} float32 or float64?",
+        "var": "Which variable of {detail}: {cands}?",
+        "var_unknown": "{detail} has no variable \"{var}\". Which one: {cands}?",
+        "command": "Which program should I profile? Put the command in backticks, e.g. profile `./app --size 4096`.",
+        "profile_file": "Which profile file? An Nsight Compute report (.ncu-rep), its CSV export, or a perf stat CSV.",
+        "profile_absent": "The profile file {detail} does not exist here. Which file should I read?",
+        "sweep": "Which sweep spec (a YAML file such as examples/sweep_quick.yaml)?",
+        "runs": "Which two runs should I compare? Give the baseline and the candidate (run ids or run directories).",
+    },
+    "zh": {
+        "clause": "我没有理解“{detail}”，而且我的工具都不做这件事（我可以：比较和评估压缩器、找压缩比最高或最快的设置、运行 sweep、"
+                  "剖析一个程序、诊断 profile 文件、描述这台机器）。回答“忽略”跳过它继续，或者换一种说法。",
+        "question": "要测什么、用哪份数据？例如：“在 vorticity.512_512 上用相对误差 1e-3 比较 sz3 和 zfp”。",
+        "codecs_unknown": "我不认识压缩器“{detail}”。您是指 {cands} 吗？（这里可用：{known}）",
+        "codecs": "用哪个（些）压缩器？这里可用：{known}；或者回答“全部”。",
+        "mode": "{bounds} 是绝对误差界（abs）、相对于值域的误差界（rel），还是逐点相对误差（pw_rel）？",
+        "bounds": "误差界是多少？例如“相对误差 1e-3”、“绝对误差 1e-4”、“psnr 80”，或一组值“rel 1e-2, 1e-3, 1e-4”。",
+        "bounds_mode": "{mode} 误差界取多少？例如 1e-3，或 1e-2, 1e-3, 1e-4。",
+        "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
+                "或 synthetic:KIND:SHAPE，例如 synthetic:grf:64,64。",
+        "data_which": "“{detail}”指的是哪个场：{cands}？",
+        "data_typo": "我不认识数据“{detail}”。您是指 {cands} 吗？",
+        "data_absent": "文件 {detail} 在这里不存在。应该用哪个文件？",
+        "shape_guess": "文件 {detail} 有 {size:,} 字节：它是 {guess} 吗？（回答“是”，或给出形状和类型，例如“512x512 float32”）",
+        "shape": "文件 {detail} 有 {size:,} 字节：它的形状（C 顺序，最慢的轴在前）和元素类型（float32 或 float64）是什么？例如“512x512 float32”。",
+        "dtype": "{detail} 是 float32 还是 float64？",
+        "var": "用 {detail} 里的哪个变量：{cands}？",
+        "var_unknown": "{detail} 里没有变量“{var}”。用哪个：{cands}？",
+        "command": "要剖析哪个程序？请把命令放在反引号里，例如：剖析 `./app --size 4096`。",
+        "profile_file": "哪个 profile 文件？Nsight Compute 报告（.ncu-rep）、它导出的 CSV，或 perf stat 的 CSV。",
+        "profile_absent": "profile 文件 {detail} 在这里不存在。应该读哪个文件？",
+        "sweep": "用哪个 sweep 配置（YAML 文件，例如 examples/sweep_quick.yaml）？",
+        "runs": "比较哪两次运行？请给出基线和候选（运行 id 或运行目录）。",
+    },
+}
+
+
+def _say(intent: Intent, key: str, **kw: Any) -> str:
+    return _Q[intent.language][key].format(**kw)
+
+
+def _ask_which_dataset(intent: Intent, written: str, names: list[str], typo: bool = False) -> Pending:
+    key = "data_typo" if typo else "data_which"
+    return Pending(slot="data", detail=written, candidates=names,
+                   question=_say(intent, key, detail=written, cands=" or ".join(names)))
+
+
+def usable_codecs(devices: list[str] | None = None) -> list[str]:
+    cat = codec_catalogue()
+    return [c for c, i in cat.items() if i.get("available") and (not devices or i.get("device") in devices)]
+
+
+def _guess_shapes(path: Path, size: int, dtype: str | None) -> list[str]:
+    """Shapes the file's size allows that its name or a cube/square suggest."""
+    out = []
+    for itemsize, tag in ((4, "float32"), (8, "float64")):
+        if dtype and tag[-2:] != dtype[-2:]:
+            continue
+        if size % itemsize:
+            continue
+        n = size // itemsize
+        dims = [int(x) for x in re.findall(r"\d+", path.name) if int(x) > 1]
+        for k in range(len(dims), 0, -1):
+            cand = dims[:k]
+            if math.prod(cand) == n:
+                out.append(f"{'x'.join(map(str, cand))} {tag}")
+                break
+            if len(cand) == 1 and cand[0] ** 3 == n:
+                out.append(f"{cand[0]}x{cand[0]}x{cand[0]} {tag}")
+                break
+            if len(cand) == 1 and cand[0] ** 2 == n:
+                out.append(f"{cand[0]}x{cand[0]} {tag}")
+                break
+        for power in (3, 2):
+            r = round(n ** (1 / power))
+            if r > 1 and r ** power == n:
+                shape = "x".join([str(r)] * power) + f" {tag}"
+                if shape not in out:
+                    out.append(shape)
+    return out
+
+
+def assess(intent: Intent) -> Intent:
+    """Fill ``intent.missing`` with what must be asked (unknown words already found stay)."""
+    if intent.refusal or getattr(intent, "_cancelled", False):
+        intent.missing = []
+        return intent
+    keep = [p for p in intent.missing if p.slot in ("clause", "codecs", "data") and p.detail]
+    pending: list[Pending] = []
+    for p in keep:  # near-miss names and unknown clauses, with their questions written now
+        if not p.question:
+            if p.slot == "clause":
+                p.question = _say(intent, "clause", detail=p.detail)
+            elif p.slot == "codecs":
+                p.question = _say(intent, "codecs_unknown", detail=p.detail, cands=" or ".join(p.candidates[:4]),
+                                  known=", ".join(usable_codecs()) or "none")
+        if p.slot == "codecs" and p.detail in intent.codecs:
+            continue
+        if p.slot == "data" and any(d.name in p.candidates for d in intent.data if d.kind == "named"):
+            continue
+        pending.append(p)
+    intent.missing = list(pending)  # the gap checks below see only what is still open
+    q = intent.question
+    if q is None:
+        if not any(p.slot == "clause" for p in pending):
+            pending.append(Pending(slot="question", question=_say(intent, "question")))
+    elif q in CODEC_QUESTIONS:
+        pending += _codec_question_gaps(intent)
+    elif q == "profile" and not intent.command:
+        pending.append(Pending(slot="command", question=_say(intent, "command")))
+    elif q == "diagnose":
+        if not intent.profile_file:
+            pending.append(Pending(slot="profile_file", question=_say(intent, "profile_file")))
+        elif not Path(intent.profile_file).expanduser().exists():
+            pending.append(Pending(slot="profile_file", detail=intent.profile_file,
+                                   question=_say(intent, "profile_absent", detail=intent.profile_file)))
+    elif q == "sweep" and not intent.sweep_spec:
+        pending.append(Pending(slot="question", question=_say(intent, "sweep")))
+    elif q == "compare_runs" and len(intent.runs) < 2:
+        pending.append(Pending(slot="runs", question=_say(intent, "runs"), candidates=list(intent.runs)))
+    intent.missing = pending
+    return intent
+
+
+def _codec_question_gaps(intent: Intent) -> list[Pending]:
+    gaps: list[Pending] = []
+    named_data = {d.name for d in intent.data}
+    asked = any(p.slot == "data" for p in intent.missing)
+    if not intent.data and not asked:
+        known = [d["name"] for d in dataset_catalogue() if d.get("available") and d["kind"] != "synthetic"]
+        gaps.append(Pending(slot="data", question=_say(intent, "data", known=", ".join(known) or "none"),
+                            candidates=known))
+    del named_data
+    for ref in intent.data:
+        if ref.kind not in ("raw", "file"):
+            continue
+        p = Path(ref.path).expanduser()
+        if not p.exists():
+            gaps.append(Pending(slot="data", detail=ref.path, question=_say(intent, "data_absent", detail=ref.path)))
+            continue
+        if ref.kind == "raw" and (ref.shape is None or ref.dtype is None):
+            size = p.stat().st_size if p.is_file() else 0
+            guesses = _guess_shapes(p, size, ref.dtype)
+            if ref.shape and ref.dtype is None:
+                n = math.prod(ref.shape)
+                fits = [t for t, s in (("f32", 4), ("f64", 8)) if n * s == size]
+                if len(fits) == 1:
+                    ref.dtype = fits[0]  # type: ignore[assignment]
+                    intent.notes.append(f"{p.name}: {size} bytes = {'x'.join(map(str, ref.shape))} x "
+                                        f"{4 if fits[0] == 'f32' else 8} bytes, so {fits[0]}")
+                    continue
+                gaps.append(Pending(slot="dtype", detail=ref.path, question=_say(intent, "dtype", detail=p.name),
+                                    candidates=["float32", "float64"]))
+                continue
+            if guesses:
+                shape_text, dtype_text = guesses[0].split()
+                gaps.append(Pending(slot="shape", detail=ref.path, candidates=guesses,
+                                    question=_say(intent, "shape_guess", detail=p.name, size=size,
+                                                  guess=" or ".join(g.replace("x", "×", 2) for g in guesses[:3])),
+                                    proposal={"shape": shape_text, "dtype": "f32" if dtype_text == "float32" else "f64"}))
+            else:
+                gaps.append(Pending(slot="shape", detail=ref.path,
+                                    question=_say(intent, "shape", detail=p.name, size=size)))
+        if ref.kind == "file":
+            variables = [v["name"] for v in _file_variables(ref.path)]
+            if not ref.var:
+                if len(variables) == 1:
+                    ref.var = variables[0]
+                    intent.notes.append(f"{p.name} has one variable, {ref.var}: using it")
+                else:
+                    gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
+                                        question=_say(intent, "var", detail=p.name,
+                                                      cands=", ".join(variables) or "(none readable)")))
+            elif variables and ref.var not in variables:
+                gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
+                                    question=_say(intent, "var_unknown", detail=p.name, var=ref.var,
+                                                  cands=", ".join(variables))))
+    if not intent.codecs and not intent.codec_groups:
+        if intent.question in ("best_ratio", "fastest_compress", "fastest_decompress", "lowest_error"):
+            intent.codec_groups = ["all"]
+            intent.notes.append("no compressor named: every usable one is compared")
+        else:
+            gaps.append(Pending(slot="codecs", question=_say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
+                                candidates=usable_codecs()))
+    if not intent.mode and not intent.bounds:
+        target = next((t for t in intent.targets if t.metric in ("psnr", "ratio", "bitrate")), None)
+        if target is not None:
+            intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
+            intent.bounds = [target.value]
+            intent.notes.append(f"no error bound named: each codec is run at the target {target.label()} "
+                                f"({intent.mode} mode)")
+        else:
+            gaps.append(Pending(slot="bounds", question=_say(intent, "bounds")))
+    elif intent.bounds and not intent.mode:
+        gaps.append(Pending(slot="mode", question=_say(intent, "mode", bounds=", ".join(f"{b:g}" for b in intent.bounds)),
+                            candidates=["abs", "rel", "pw_rel"]))
+    elif intent.mode and not intent.bounds:
+        gaps.append(Pending(slot="bounds", question=_say(intent, "bounds_mode", mode=intent.mode)))
+    bad = [b for b in intent.bounds if not (b > 0 and math.isfinite(b))]
+    if bad:
+        intent.bounds = [b for b in intent.bounds if b not in bad]
+        gaps.append(Pending(slot="bounds", detail=", ".join(map(str, bad)),
+                            question=_say(intent, "bounds_mode" if intent.mode else "bounds", mode=intent.mode or "")))
+    return gaps
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+def _normal_answer(answer: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(answer, dict):
+        return "", dict(answer)
+    if isinstance(answer, (list, tuple)):
+        return " ".join(map(str, answer)), {}
+    text = str(answer if answer is not None else "").strip()
+    if text.startswith("{"):
+        import json
+
+        try:
+            doc = json.loads(text)
+            if isinstance(doc, dict):
+                return "", doc
+        except ValueError:
+            pass
+    return text, {}
+
+
+def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent, str]:
+    """Fold the answer to ``pending`` into a copy of ``intent``; (new intent, problem or '').
+
+    The answer is read by the same parser as a request ("rel 1e-3", "vorticity.512_512",
+    "91x91x91 float32", "sz3 and zfp"); "yes" accepts the proposal in the question; a
+    candidate can be named or numbered; a JSON object may name slots directly; "cancel"
+    stops the run and "ignore" drops an unknown clause.
+    """
+    new = intent.model_copy(deep=True)
+    text, doc = _normal_answer(answer)
+    low = text.lower().strip(" .!。！")
+    if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
+        new.refusal = ""
+        new.notes.append("cancelled at the user's request")
+        new.missing = []
+        new.question = None
+        new.ignored.append(f"the run was cancelled when asked: {pending.question}")
+        return _cancelled(new), ""
+    new.missing = [p for p in new.missing if p != pending]
+    if pending.slot == "clause":
+        if low in _IGNORE or low in _YES or doc.get("ignore") is True:
+            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+            return assess(new), ""
+        sub = parse(text) if text else Intent()
+        if sub.refusal:
+            new.refusal = sub.refusal
+            return new, ""
+        _merge(new, sub)
+        return assess(new), ""
+    if low in _YES and pending.proposal:
+        doc = dict(pending.proposal)
+        text = ""
+    if low in _NO and pending.proposal:  # not the guessed shape: ask for it plainly
+        plain = pending.model_copy(update={"proposal": {}, "candidates": [],
+                                           "question": pending.question.split(":")[0] + ": " + _say(
+                                               new, "dtype", detail="it").replace("Is it", "what is its shape, and is it")})
+        new.missing.insert(0, plain)
+        return new, ""
+    if text and pending.candidates:
+        pick = _pick_candidate(text, pending.candidates)
+        if pick:
+            text = pick
+    if doc:
+        problem = _apply_doc(new, pending, doc)
+        if problem:
+            new.missing.insert(0, pending)
+            return new, problem
+        return assess(new), ""
+    if not text:
+        new.missing.insert(0, pending)
+        return new, "the answer was empty."
+    before = new.model_dump()
+    sub = parse(text)
+    if sub.refusal:
+        new.refusal = sub.refusal
+        return new, ""
+    _fill_slot(new, pending, text, sub)
+    after = assess(new)
+    if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
+            p.slot == pending.slot for p in after.missing):
+        return after, f"I could not use the answer {text!r}."
+    return after, ""
+
+
+def _cancelled(intent: Intent) -> Intent:
+    intent.question = None
+    intent.notes.append("nothing was run")
+    intent.refusal = "cancelled at the user's request"
+    return intent
+
+
+def _pick_candidate(text: str, candidates: list[str]) -> str:
+    low = text.lower().strip()
+    if low.isdigit() and 1 <= int(low) <= len(candidates):
+        return candidates[int(low) - 1]
+    ordinal = {"first": 0, "second": 1, "third": 2, "the first": 0, "the second": 1, "第一个": 0, "第二个": 1, "第三个": 2}
+    if low in ordinal and ordinal[low] < len(candidates):
+        return candidates[ordinal[low]]
+    exact = [c for c in candidates if c.lower() == low]
+    if exact:
+        return exact[0]
+    prefix = [c for c in candidates if c.lower().startswith(low) or low in c.lower()]
+    return prefix[0] if len(prefix) == 1 else ""
+
+
+def _merge(into: Intent, sub: Intent) -> None:
+    """Slots the answer states fill (or, for lists, extend) the intent's."""
+    if sub.question and (into.question is None or into.question in ("evaluate",) and sub.question in CODEC_QUESTIONS):
+        into.question = sub.question
+    for c in sub.codecs:
+        if c not in into.codecs:
+            into.codecs.append(c)
+    for g in sub.codec_groups:
+        if g not in into.codec_groups:
+            into.codec_groups.append(g)
+    if sub.mode and not into.mode:
+        into.mode = sub.mode
+    if sub.bounds:
+        into.bounds = into.bounds or sub.bounds
+    into.targets += [t for t in sub.targets if t not in into.targets]
+    for d in sub.data:
+        if d not in into.data:
+            into.data.append(d)
+    for dev in sub.devices:
+        if dev not in into.devices:
+            into.devices.append(dev)
+    into.repeats = into.repeats or sub.repeats
+    into.command = into.command or sub.command
+    into.profile_file = into.profile_file or sub.profile_file
+    into.sweep_spec = into.sweep_spec or sub.sweep_spec
+    into.runs += [r for r in sub.runs if r not in into.runs]
+    into.notes += sub.notes
+    into.missing += [p for p in sub.missing if p.slot in ("codecs", "data") and p.detail]
+
+
+def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
+    slot = pending.slot
+    if slot == "codecs":
+        if pending.detail:  # an unknown name was asked about: the answer replaces it
+            new.codecs = [c for c in new.codecs if c != pending.detail]
+        _merge(new, sub)
+        if not sub.codecs and not sub.codec_groups and text.lower() in ("all", "全部", "所有", "every", "everything"):
+            new.codec_groups.append("all")
+    elif slot == "mode":
+        mode = sub.mode or (text.lower() if text.lower() in ("abs", "rel", "pw_rel") else None)
+        new.mode = mode  # type: ignore[assignment]
+        if sub.bounds and not new.bounds:
+            new.bounds = sub.bounds
+    elif slot == "bounds":
+        values = sub.bounds or _number_list(text)
+        if sub.mode and not new.mode:
+            new.mode = sub.mode
+        if sub.mode and new.mode and sub.mode != new.mode:
+            new.mode = sub.mode
+        new.bounds = [v for v in values if v > 0 and math.isfinite(v)]
+        new.targets += [t for t in sub.targets if t not in new.targets]
+    elif slot == "data":
+        if pending.detail:
+            new.data = [d for d in new.data if d.path != pending.detail]
+        if sub.data:
+            new.data += [d for d in sub.data if d not in new.data]
+        elif pending.candidates and text in pending.candidates:
+            new.data.append(DataRef(kind="named", name=text, text=text))
+        else:
+            new.missing += [p for p in sub.missing if p.slot == "data"]
+            new.missing.insert(0, pending) if not sub.missing else None
+        new.missing += [p for p in sub.missing if p.slot == "codecs" and p.detail]
+    elif slot in ("shape", "dtype"):
+        ref = next((d for d in new.data if d.path == pending.detail), None)
+        if ref is not None:
+            t = _Text(normalise(text))
+            shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+            if not shapes and re.fullmatch(r"\d+(?:\s*[, ]\s*\d+)+", text.strip()):
+                shapes = [[int(x) for x in re.split(r"\s*[, ]\s*", text.strip())]]
+            dtypes = [dt for dt, rx in _table("dtypes") if rx.search(t.low)]
+            endians = [e for e, rx in _table("endian") if rx.search(t.low)]
+            if shapes:
+                ref.shape = shapes[0]
+            if dtypes:
+                ref.dtype = dtypes[0]  # type: ignore[assignment]
+            if endians:
+                ref.endian = endians[0]  # type: ignore[assignment]
+    elif slot == "var":
+        ref = next((d for d in new.data if d.path == pending.detail), None)
+        if ref is not None:
+            word = text.strip().strip("`'\"")
+            ref.var = _pick_candidate(word, pending.candidates) or word
+    elif slot == "command":
+        new.command = _split_argv(text.strip().strip("`"))
+        if why := _command_refusal(new.command):
+            new.refusal = why
+    elif slot == "profile_file":
+        new.profile_file = sub.profile_file or text.strip()
+    elif slot == "runs":
+        new.runs = list(dict.fromkeys(new.runs + (sub.runs or re.findall(r"[\w./~-]+", text))))[:2]
+    else:  # question
+        _merge(new, sub)
+
+
+def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
+    """A JSON answer: keys name slots (dataset, shape, dtype, var, codecs, mode, bound(s), command)."""
+    ref = next((d for d in new.data if pending.detail and d.path == pending.detail), None)
+    for key, value in doc.items():
+        if key in ("shape", "dtype", "endian", "var") and ref is None:
+            ref = next((d for d in new.data if d.kind in ("raw", "file")), None)
+        if key == "shape":
+            shape = value if isinstance(value, list) else re.split(r"\s*[x×,*]\s*", str(value).strip())
+            try:
+                dims = [int(s) for s in shape]
+            except (TypeError, ValueError):
+                return f"shape {value!r} is not a list of positive integers."
+            if not dims or min(dims) < 1 or ref is None:
+                return f"shape {value!r} is not a list of positive integers."
+            ref.shape = dims
+        elif key == "dtype":
+            tag = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64", "float": "f32", "double": "f64"}.get(str(value).lower())
+            if tag is None or ref is None:
+                return f"dtype must be 'f32' or 'f64', got {value!r}."
+            ref.dtype = tag  # type: ignore[assignment]
+        elif key == "endian":
+            if value not in ("<", ">"):
+                return "endian must be '<' (little) or '>' (big)."
+            if ref is not None:
+                ref.endian = value
+        elif key == "var":
+            if ref is not None:
+                ref.var = str(value)
+        elif key in ("dataset", "path", "data"):
+            sub = parse(str(value))
+            if pending.detail:
+                new.data = [d for d in new.data if d.path != pending.detail]
+            if sub.data:
+                new.data += sub.data
+            else:
+                new.data.append(DataRef(kind="named", name=str(value), text=str(value)))
+        elif key in ("codec", "codecs"):
+            names = value if isinstance(value, list) else [value]
+            known = codec_catalogue()
+            unknown = [n for n in names if known and n not in known and n not in ("all", "cpu", "gpu")]
+            if unknown:
+                return f"unknown codec(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}."
+            if pending.detail:
+                new.codecs = [c for c in new.codecs if c != pending.detail]
+            for n in names:
+                if n in ("all", "cpu", "gpu"):
+                    new.codec_groups.append(n)
+                elif n not in new.codecs:
+                    new.codecs.append(str(n))
+        elif key == "mode":
+            if value not in ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"):
+                return f"mode must be abs, rel, pw_rel, psnr, ratio or fixed_rate, got {value!r}."
+            new.mode = value
+        elif key in ("bound", "bounds"):
+            values = value if isinstance(value, list) else [value]
+            try:
+                nums = [float(v) for v in values]
+            except (TypeError, ValueError):
+                return f"a bound must be a number, got {value!r}."
+            if not all(v > 0 and math.isfinite(v) for v in nums):
+                return "bounds must be positive, finite numbers."
+            new.bounds = nums
+        elif key == "command":
+            new.command = value if isinstance(value, list) else _split_argv(str(value))
+            if why := _command_refusal(new.command):
+                new.refusal = why
+        elif key == "runs":
+            new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]
+        elif key in ("ignore", "proceed") and pending.slot == "clause":
+            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+        else:
+            return f"the answer names {key!r}, which is not something I asked for."
+    return ""
