@@ -138,6 +138,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json([{**r.__dict__, "summary": describe_request(r.request)} for r in runs])
             return
+        if not runs:
+            stdout.print(escape(f"no runs yet in {ctx.home_path} ({home_source()}); start one with: "
+                                'perfscout run "compare sz3 and zfp at rel 1e-3 on vorticity.512_512"'),
+                         highlight=False)
+            return
         from rich.table import Table
 
         base = ctx.runs_dir
