@@ -26,12 +26,13 @@ def _field(shape=(30, 48, 40), dtype=np.float32) -> np.ndarray:
     return np.cumsum(np.cumsum(RNG.standard_normal(shape), axis=0), axis=1).astype(dtype)
 
 
-def _read_in_fresh_process(code: str, tmp_path: Path) -> np.ndarray:
+def _read_in_fresh_process(code: str, tmp_path: Path, loads: str = "perfscout.codecs.numcodecs.zarr3") -> np.ndarray:
     """Run ``code`` (which must np.save the array it read to OUT) in a new interpreter that
-    has not imported perfscout: the store alone must say how to decode it."""
+    has not imported perfscout: the store alone must say how to decode it, and the entry
+    point must have loaded ``loads``."""
     out = tmp_path / "readback.npy"
     script = "import sys, numpy as np\nOUT = sys.argv[1]\n" + textwrap.dedent(code) + (
-        "\nassert 'perfscout.codecs.numcodecs.zarr3' in sys.modules  # loaded by the entry point\n")
+        f"\nassert {loads!r} in sys.modules  # loaded by the entry point\n")
     proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -118,3 +119,19 @@ def test_real_field_in_zarr_bound_verified(shared_data: Path, tmp_path: Path) ->
     arr[:] = data
     back = zarr.open_array(store, mode="r")[:]
     assert verify_bound(data, back, abs_bound=1e-4 * r).bound_ok
+
+
+def test_zarr_v2_format_as_compressor_round_trip(tmp_path: Path) -> None:
+    from perfscout.codecs.numcodecs import SZ2
+
+    data = _field((40, 50))
+    store = tmp_path / "v2.zarr"
+    arr = zarr.create_array(store, shape=data.shape, chunks=(16, 25), dtype=data.dtype, zarr_format=2,
+                            compressors=SZ2(mode="abs", bound=1e-2))
+    arr[:] = data
+    assert json.loads((store / ".zarray").read_text())["compressor"]["id"] == "perfscout.sz2"
+    back = _read_in_fresh_process(f"""
+        import zarr
+        np.save(OUT, zarr.open_array({str(store)!r}, mode="r")[:])
+    """, tmp_path, loads="perfscout.codecs.numcodecs")
+    assert verify_bound(data, back, abs_bound=1e-2).bound_ok
