@@ -4,7 +4,8 @@
 Each class wraps the backend of :func:`perfscout.codecs.registry.get_codec` (nothing is
 re-implemented) and is registered through the ``numcodecs.codecs`` entry point, so
 ``numcodecs.get_codec({"id": "perfscout.sz3", ...})`` finds it without importing perfscout
-first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 serializers.
+first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 serializers
+(in Zarr format 2 stores they are used directly as the ``compressor``).
 
 - ``encode(array) -> bytes``: the perfscout container (:mod:`perfscout.codecs.framing`:
   magic, JSON header with codec, mode, bound, shape, dtype, then the library's own stream
