@@ -159,9 +159,9 @@ def test_noise_margin_is_continuous_and_grows() -> None:
     xs = np.linspace(0, 1.0, 101)
     ys = [R.noise_margin(x) for x in xs]
     assert all(b >= a for a, b in zip(ys, ys[1:]))
-    assert R.noise_margin(0.04) == pytest.approx(0.04 * 1.08)
-    assert R.noise_margin(0.25) == pytest.approx(0.25 * 1.5)
-    assert R.noise_margin(0.5) == pytest.approx(0.75)
+    assert R.noise_margin(0.04) == pytest.approx(0.04 * 1.04)
+    assert R.noise_margin(0.25) == pytest.approx(0.25 * 1.25)
+    assert R.noise_margin(0.5) == pytest.approx(0.625)
 
 
 # ---- deterministic and categorical metrics -------------------------------------------
