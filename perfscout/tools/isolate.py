@@ -49,7 +49,9 @@ MEMORY_PER_INPUT_BYTE = 24
 #: Arrays in a CPU child's reply at least this large come back through shared memory.
 SHARED_RESULT_BYTES = 1 << 20
 
-_FORKSERVER_PRELOAD = ["perfscout.tools.evaluate", "perfscout.tools.isolate", "numpy"]
+#: Imported once by the forkserver, not by every child (missing ones are skipped).
+_FORKSERVER_PRELOAD = ["numpy", "perfscout.tools.evaluate", "perfscout.tools.isolate", "perfscout.analysis.metrics",
+                       "perfscout.analysis.timing", "perfscout.codecs.szp_gpu", "perfscout.tools.gpu_eval"]
 
 
 class CodecCrashed(CodecError):
@@ -196,11 +198,35 @@ def _child_main(conn: Connection, fn: Callable[..., Any], args: tuple, kwargs: d
 _FORKSERVER: Any = None
 
 
+_CHILD_PREFIX = "perfscout-codec:"
+
+
+def _without_main(get_preparation_data: Callable[[str], dict]) -> Callable[[str], dict]:
+    """multiprocessing re-imports the caller's ``__main__`` in every forkserver child (the
+    ``perfscout`` script, a benchmark, ``<stdin>``): slow, and impossible for some. Our
+    children need nothing from it (the function they run lives in perfscout), so for them,
+    and only them, the main module is left out."""
+
+    def prepare(name: str) -> dict:
+        data = get_preparation_data(name)
+        if str(name).startswith(_CHILD_PREFIX):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    prepare.__wrapped__ = get_preparation_data  # type: ignore[attr-defined]
+    return prepare
+
+
 def _context(device: str) -> Any:
     global _FORKSERVER
     if device != "cuda":
         return mp.get_context("fork")
     if _FORKSERVER is None:
+        from multiprocessing import spawn
+
+        if not hasattr(spawn.get_preparation_data, "__wrapped__"):
+            spawn.get_preparation_data = _without_main(spawn.get_preparation_data)
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_FORKSERVER_PRELOAD)
         _FORKSERVER = ctx
@@ -255,7 +281,7 @@ def run_isolated(
         registry = dict(reg._KNOWN)
     recv_end, send_end = ctx.Pipe(duplex=False)
     proc = ctx.Process(
-        target=_child_main, name=f"perfscout-codec:{what}",
+        target=_child_main, name=f"{_CHILD_PREFIX}{what}",
         args=(send_end, fn, tuple(args), dict(kwargs or {}), limit_mb, device, _address_space_bytes() if forked else 0, shared, registry),
         daemon=True,
     )
