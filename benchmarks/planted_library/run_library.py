@@ -71,12 +71,14 @@ __device__ void stream_regs(const float4* __restrict__ x, float* __restrict__ y,
 extern "C" __global__ void __launch_bounds__(256) raw_stream_regs_ilp2(const float4* x, float* y, long n4) {
     stream_regs<2>(x, y, n4);
 }
-// Fixed variants (closed loop of the findings): four interleaved chains per thread (the same
-// 256 loads), and the ILP-2 stream with 8 accumulators instead of 96 (~32 registers).
-extern "C" __global__ void raw_pointer_chase_fixed(const int* __restrict__ next, const int* __restrict__ starts,
+// Fixed variants (closed loop of the findings): the thread's own 256-step path walked as
+// four interleaved 64-step segments (starts4 holds the nodes at steps 0, 64, 128, 192 of it:
+// the same loads as the original, four in flight), and the ILP-2 stream with 8 accumulators
+// instead of 96 (~32 registers).
+extern "C" __global__ void raw_pointer_chase_fixed(const int* __restrict__ next, const int* __restrict__ starts4,
                                                    int* __restrict__ out, int steps) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
-    int a = starts[t], b = starts[(t + n / 4) % n], c = starts[(t + n / 2) % n], d = starts[(t + 3 * n / 4) % n];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int a = starts4[4 * t], b = starts4[4 * t + 1], c = starts4[4 * t + 2], d = starts4[4 * t + 3];
     for (int s = 0; s < steps / 4; ++s) { a = next[a]; b = next[b]; c = next[c]; d = next[d]; }
     out[t] = a ^ b ^ c ^ d;
 }
@@ -230,8 +232,15 @@ def _raw_cases(C, cp, np, rng, sms) -> None:
     starts = order[cp.arange(blocks * threads, dtype=cp.int64) * (nn // (blocks * threads))]
     out_i = cp.empty(blocks * threads, cp.int32)
     C["raw_pointer_chase"] = lambda: chase((blocks,), (threads,), (nxt, starts, out_i, np.int32(steps)))
+    # Segment starts of each thread's own path: walk it on the device (3 x 64 gathers).
+    seg, cur = [starts], starts
+    for _ in range(3):
+        for _ in range(steps // 4):
+            cur = nxt[cur]
+        seg.append(cur)
+    starts4 = cp.ascontiguousarray(cp.stack(seg, axis=1)).reshape(-1)
     chase_fixed = mod.get_function("raw_pointer_chase_fixed")
-    C["raw_pointer_chase__fixed"] = lambda: chase_fixed((blocks,), (threads,), (nxt, starts, out_i, np.int32(steps)))
+    C["raw_pointer_chase__fixed"] = lambda: chase_fixed((blocks,), (threads,), (nxt, starts4, out_i, np.int32(steps)))
     ns = 1 << 27  # 512 MiB of float32, read once
     xsr = rng.random(ns, dtype=cp.float32)
     ysr = cp.empty(2 * sms * 256, cp.float32)

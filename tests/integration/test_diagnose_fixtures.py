@@ -42,6 +42,20 @@ def test_library_suite_scores_and_beats_ncu_top_rule():
     assert s["ours_top1"] >= 0.75 and s["ours_top1"] - s["ncu_top1"] >= 0.5
 
 
+def test_library_closed_loop_on_the_committed_fixes_run():
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "planted_library" / "closed_loop.py"
+    spec = importlib.util.spec_from_file_location("library_closed_loop", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = {r["case"]: r for r in mod.run()}
+    assert rows["raw_stream_regs_ilp2"]["finding"] == "low_occupancy_registers"
+    assert rows["raw_stream_regs_ilp2"]["verdict"] == "hit"
+    assert rows["torch_index_add_hot"]["finding"] == "atomic_contention"
+    assert rows["torch_index_add_hot"]["verdict"] == "hit"
+
+
 def test_fixtures_exist():
     assert len(FIXTURES) >= 3
 
