@@ -189,3 +189,14 @@ def test_any_shape_and_dtype_round_trips_within_the_bound_or_refuses_clearly(dat
     out = numcodecs.get_codec(codec.get_config()).decode(chunk)
     assert out.shape == data.shape and out.dtype == data.dtype
     assert verify_bound(data, out, abs_bound=bound).status in ("ok", "bound_overshoot")
+
+
+@pytest.mark.gpu
+def test_szp_chunks_are_encoded_on_the_gpu_and_match_the_reference() -> None:
+    data = np.cumsum(RNG.standard_normal((64, 64, 64)), axis=0).astype(np.float32)
+    gpu_chunk = SZP("abs", 1e-3).encode(data)
+    cpu_chunk = SZP("abs", 1e-3, device="cpu").encode(data)
+    gpu, cpu = from_bytes(gpu_chunk)[0], from_bytes(cpu_chunk)[0]
+    assert gpu.meta["device"] == "cuda" and cpu.meta["device"] == "cpu"
+    assert gpu.data == cpu.data  # one portable format: the same stream from either side
+    np.testing.assert_array_equal(SZP("abs", 1e-3, device="cpu").decode(gpu_chunk), SZP("abs", 1e-3).decode(cpu_chunk))
