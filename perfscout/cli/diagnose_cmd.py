@@ -94,7 +94,8 @@ def register(app: typer.Typer) -> None:
             stdout.print(markdown({"programs": doc["programs"], "platform": doc["platform"]}), markup=False,
                          soft_wrap=True)
         stdout.print(f"{len(loaded.kernels)} kernel launches; devices: "
-                     + ", ".join(f"{d['name']} (CC {d['compute_capability']})" for d in loaded.platform["devices"]))
+                     + ", ".join(f"{d['name']} (CC {d['compute_capability']})" for d in loaded.platform["devices"]),
+                     markup=False)
         if loaded.perf is not None:
             p = loaded.perf
             stdout.print(f"perf: {len(p.events)} events counted, {len(p.unavailable)} unavailable; "

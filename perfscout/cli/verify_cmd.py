@@ -19,18 +19,19 @@ from perfscout.cli.common import emit_json, fail, stdout
 
 
 def _print(result) -> None:  # noqa: ANN001
+    # markup=False: demangled kernel names hold "[lambda ...]", which rich would eat as markup.
     r = result
     pg = "unsized" if r.predicted_gain is None else f"{r.predicted_gain:.0%}"
     mg = "?" if r.measured_gain is None else f"{r.measured_gain:.0%}"
-    stdout.print(f"{r.kernel} -> {r.after_kernel}: finding {r.finding}")
-    stdout.print(f"  predicted time saved {pg}, measured {mg} ({r.time_source}); verdict: {r.verdict}")
+    stdout.print(f"{r.kernel} -> {r.after_kernel}: finding {r.finding}", markup=False)
+    stdout.print(f"  predicted time saved {pg}, measured {mg} ({r.time_source}); verdict: {r.verdict}", markup=False)
     if r.ncu_gain is not None and "ncu" not in r.time_source:
-        stdout.print(f"  ncu gpu__time_duration change: {r.ncu_gain:.0%}")
+        stdout.print(f"  ncu gpu__time_duration change: {r.ncu_gain:.0%}", markup=False)
     for m in r.metrics:
         state = "n/a" if m.ok is None else ("ok" if m.ok else "did NOT move as predicted")
-        stdout.print(f"  {m.metric}: expected {m.expected}, {m.before} -> {m.after}: {state}")
+        stdout.print(f"  {m.metric}: expected {m.expected}, {m.before} -> {m.after}: {state}", markup=False)
     if r.note:
-        stdout.print(f"  note: {r.note}")
+        stdout.print(f"  note: {r.note}", markup=False)
 
 
 def verify_command(

@@ -117,3 +117,16 @@ def test_cli_live_mode_resolves_relative_paths_in_the_current_directory(tmp_path
                                    "--run-dir", str(tmp_path / "run"), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["verdict"] == "hit"
+
+
+def test_cli_verify_prints_demangled_names_whole():
+    # PyTorch kernel names hold "[lambda(...) (instance 1)]": printed as text, not as markup.
+    from pathlib import Path
+
+    lib = Path(__file__).resolve().parents[2] / "benchmarks" / "planted_library" / "profiles" / "library_raw.csv"
+    from perfscout.tools.ncu_parse import load_raw_csv
+
+    name = next(k.name for k in load_raw_csv(lib).kernels if "index_put" in k.name)
+    res = CliRunner().invoke(app, ["verify", "--before-csv", str(lib), "--after-csv", str(lib), "--kernel", name])
+    assert res.exit_code == 0, res.output
+    assert "[lambda(char *, const char *, long) (instance 1)]" in res.stdout.replace("\n", "")
