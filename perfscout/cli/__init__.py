@@ -195,8 +195,19 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from perfscout import __version__
+
+        typer.echo(f"perfscout {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print perfscout's version and exit."),
+) -> None:
     """Evidence-first performance scout: measure, verify, then advise."""
 
 

@@ -154,3 +154,10 @@ def test_shell_completion_names_commands_and_options() -> None:
     opt = perfscout(env={"_PERFSCOUT_COMPLETE": "complete_bash", "COMP_WORDS": "perfscout eval --co",
                          "COMP_CWORD": "2"})
     assert "--codec" in opt.stdout.split()
+
+
+def test_version_flag() -> None:
+    from perfscout import __version__
+
+    r = perfscout("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"perfscout {__version__}"
