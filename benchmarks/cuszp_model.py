@@ -4,8 +4,9 @@ cuSZp (szcompressor/cuSZp) is not installed on the device machine and nothing ca
 there, so its stream size is computed here from the format its 1-D outlier-mode kernels write
 (read from the public source, re-expressed in NumPy/CuPy; no cuSZp code is used):
 
-- quantise q = floor(x * (0.5 / eb) + 0.5) in float32 (cuSZp rounds half up; NumPy's rint
-  differs only on exact half-integers);
+- quantise as its kernels do (:func:`quantize`): d = x * (0.5f / eb) and t = d + 0.5 in the
+  data's precision, q = trunc(t), minus 1 when d < -0.5 (so floor(t), except that a negative
+  exact half-integer d rounds down once more);
 - blocks of 32 consecutive elements; inside a block the residual is the 1-D Lorenzo
   difference, with 0 before the block's first element; elements past the end count as 0;
 - per block, with a = |residual|:
@@ -18,8 +19,11 @@ there, so its stream size is computed here from the format its 1-D outlier-mode 
 - one rate byte per block, counted for the block count rounded up to 1024 (cuSZp's
   ``rate_ofs``: one warp's chunk is 32 x 1024 elements).
 
-It is a model: the stream cuSZp writes for the same input and bound should have this size,
-but no cuSZp run checked that here. ``xp`` is numpy or cupy.
+:func:`reconstruct` is what cuSZp's decoders write for each element (q * eb * 2 in the data's
+precision; the encodings and the 1-D/2-D/3-D processing are lossless on q, so it is the same
+for all of them). tests/gpu/test_cuszp.py checks the size model and the reconstruction against
+cuSZp itself on a GPU (a cuSZp built from source with scripts/build_cuszp.sh). ``xp`` is numpy
+or cupy.
 """
 
 from __future__ import annotations
@@ -39,14 +43,44 @@ def _bits(a: Any, xp: Any) -> Any:
     return e.astype(xp.int64)
 
 
+def _precision(x: Any, xp: Any) -> tuple[Any, Any]:
+    """(flat array, scalar type) in the precision cuSZp computes in: float32 for float32 data
+    (and for anything not float64), float64 for float64 data."""
+    a = xp.asarray(x)
+    t = xp.float64 if a.dtype == xp.float64 else xp.float32
+    return a.astype(t).reshape(-1), t
+
+
+def quantize(x: Any, eb: float, xp: Any = np) -> Any:
+    """cuSZp's quantisation codes of ``x`` (flattened) at absolute bound ``eb``, as int64.
+
+    ``eb`` is what cuSZp's C API receives, a float: for float64 data it is widened back to
+    double. float32: ``recip = 0.5f / eb``, ``d = x * recip``, ``t = d + 0.5f`` (two rounded
+    float32 operations, no fused multiply-add), ``q = trunc(t) - (d < -0.5)``; float64 the same
+    in double."""
+    flat, t = _precision(x, xp)
+    eb_t = t(np.float32(eb)) if t is xp.float32 else t(float(np.float32(eb)))
+    recip = t(0.5) / eb_t
+    d = flat * recip
+    q = xp.trunc(d + t(0.5)).astype(xp.int64)
+    return q - (d < t(-0.5)).astype(xp.int64)
+
+
+def reconstruct(x: Any, eb: float, xp: Any = np) -> Any:
+    """What cuSZp's decoders write for ``x`` (same shape and dtype): ``q * eb * 2`` computed in
+    the data's precision (int to float, then two rounded multiplications)."""
+    flat, t = _precision(x, xp)
+    eb_t = t(np.float32(eb)) if t is xp.float32 else t(float(np.float32(eb)))
+    y = (quantize(x, eb, xp).astype(t) * eb_t) * t(2)
+    return y.reshape(xp.asarray(x).shape)
+
+
 def block_bytes(x: Any, eb: float, xp: Any = np) -> Any:
     """Payload bytes of each 32-element block of ``x`` (flattened) under cuSZp's outlier mode."""
-    flat = xp.asarray(x, dtype=xp.float32).reshape(-1)
-    n = int(flat.size)
+    n = int(math.prod(xp.asarray(x).shape))
     nb = -(-n // BLOCK)
-    recip = xp.float32(0.5 / eb)
     q = xp.zeros(nb * BLOCK, dtype=xp.int64)
-    q[:n] = xp.floor(flat * recip + xp.float32(0.5)).astype(xp.int64)
+    q[:n] = quantize(x, eb, xp)
     q = q.reshape(nb, BLOCK)
     d = q.copy()
     d[:, 1:] -= q[:, :-1]

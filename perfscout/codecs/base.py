@@ -24,8 +24,9 @@ from perfscout.errors import CodecError
 
 #: Every error mode perfscout understands. ``rel`` is value-range (R = max - min)
 #: relative, as in SZ and qcat; ``pw_rel`` point-wise relative; ``fixed_rate`` is ZFP's
-#: bits per value (not an error bound: results carry bound_ok=None).
-ALL_MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate")
+#: bits per value (not an error bound: results carry bound_ok=None); ``lossless`` a lossless
+#: codec's only mode (the bound is not used; the check is bit-for-bit equality).
+ALL_MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate", "lossless")
 
 
 @dataclass

@@ -22,6 +22,17 @@ _KNOWN: dict[str, str] = {
     "sz3-h5": "perfscout.codecs.h5filters:SZ3H5Codec",
     "zfp": "perfscout.codecs.zfp:ZFPCodec",
     "szp-gpu": "perfscout.codecs.szp_gpu:SZPGpuCodec",
+    # the real GPU peers (perfscout/codecs/gpu_peers): cuSZp, and nvCOMP's lossless codecs
+    "cuszp": "perfscout.codecs.gpu_peers.cuszp:CuSZpCodec",
+    "cuszp-plain": "perfscout.codecs.gpu_peers.cuszp:CuSZpPlainCodec",
+    "cuszp-outlier": "perfscout.codecs.gpu_peers.cuszp:CuSZpOutlierCodec",
+    "nvcomp-lz4": "perfscout.codecs.gpu_peers.nvcomp:NvcompLZ4Codec",
+    "nvcomp-zstd": "perfscout.codecs.gpu_peers.nvcomp:NvcompZstdCodec",
+    "nvcomp-deflate": "perfscout.codecs.gpu_peers.nvcomp:NvcompDeflateCodec",
+    "nvcomp-gdeflate": "perfscout.codecs.gpu_peers.nvcomp:NvcompGDeflateCodec",
+    "nvcomp-cascaded": "perfscout.codecs.gpu_peers.nvcomp:NvcompCascadedCodec",
+    "nvcomp-bitcomp": "perfscout.codecs.gpu_peers.nvcomp:NvcompBitcompCodec",
+    "nvcomp-ans": "perfscout.codecs.gpu_peers.nvcomp:NvcompANSCodec",
 }
 
 #: Modes the evaluation layer derives from a native ``abs`` mode (see tools/bounds.py).

@@ -368,6 +368,15 @@ def _evaluate_here(
         record.status, record.error = "gpu_unavailable", str(exc)
         return Evaluation(result=record)
     record.codec_version = cls.version()
+    if device == "cuda":
+        from perfscout.tools import gpu_eval  # device-resident backends: timed and verified on the GPU
+
+        if gpu_eval.runs_on_device(cls, mode, dict(options or {})):
+            if nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0:
+                raise InputError("non-finite pass-through is not available on the GPU evaluation path; "
+                                 "remove the NaN/Inf values or use a CPU codec")
+            return gpu_eval.evaluate_on_gpu(record, cls, array, mode, bound, repeats=repeats,
+                                            options=dict(options or {}))
 
     has_nonfinite = nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0
     split = B.split_nonfinite(array) if has_nonfinite else None

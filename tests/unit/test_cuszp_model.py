@@ -64,7 +64,7 @@ def test_model_matches_a_loop_over_blocks(seed) -> None:
     x = np.cumsum(rng.standard_normal(32 * 50 + 7)).astype(np.float32)
     eb = 0.05
     sizes = M.block_bytes(x, eb)
-    q = np.floor(x * np.float32(0.5 / eb) + np.float32(0.5)).astype(np.int64)
+    q = M.quantize(x, eb)
     for b in range(sizes.size):
         blk = q[32 * b : 32 * b + 32]
         res = np.diff(blk, prepend=0)
@@ -73,3 +73,22 @@ def test_model_matches_a_loop_over_blocks(seed) -> None:
         plain = 4 + 4 * fr1 if fr1 else 0
         outl = (4 + 4 * fr2 if fr2 else 4) + (int(a[0]).bit_length() + 7) // 8
         assert sizes[b] == min(plain, outl), b
+
+
+def test_quantize_follows_cuszp_rounding_at_half_integers() -> None:
+    """floor(d + 0.5) everywhere except a negative exact half-integer d, which cuSZp's
+    trunc-then-subtract rounds down once more (d = -1.5 -> -2, not -1)."""
+    eb = 0.5  # recip = 1: d = x exactly
+    x = np.array([0.4, 0.5, 1.5, -0.4, -0.5, -0.6, -1.5, -2.5, -1.4], dtype=np.float32)
+    assert M.quantize(x, eb).tolist() == [0, 1, 2, 0, 0, -1, -2, -3, -1]
+    assert M.quantize(x.astype(np.float64), eb).tolist() == [0, 1, 2, 0, 0, -1, -2, -3, -1]
+
+
+def test_reconstruct_is_q_times_two_eb_in_the_data_precision() -> None:
+    x = np.array([0.26, -0.74, 10.0], dtype=np.float32)
+    eb = 0.1  # passed to cuSZp as float32(0.1)
+    eb32 = np.float32(eb)
+    want = (M.quantize(x, eb).astype(np.float32) * eb32) * np.float32(2)
+    y = M.reconstruct(x, eb)
+    assert y.dtype == np.float32 and np.array_equal(y, want)
+    assert np.abs(y - x).max() <= eb * (1 + 1e-6)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfscout.analysis.report import plots, summary
+from perfscout.analysis.report import gpu, plots, summary
 from perfscout.tools.sweep.store import STORE_NAME, ResultStore, StoreError
 
 
@@ -140,6 +140,12 @@ def build_blocks(run_dir: Path) -> tuple[str, list[Block]]:
     if skipped:
         blocks.append(Heading("Grid points not run", 3))
         blocks.append(Table(pd.DataFrame(skipped)))
+
+    section = gpu.gpu_section(df)  # GPU rows: copy roof, × copy, bound verdicts (analysis/report/gpu.py)
+    if not section.empty:
+        blocks += [Heading("GPU"), Bullets(section.intro), Heading("Throughput against the copy roof", 3),
+                   Table(_table(section.throughput)), Heading("Bound verdicts", 3), Table(_table(section.verdicts)),
+                   Bullets(section.findings or ["none: every GPU result held its bound"])]
 
     blocks.append(Heading("Plots per dataset"))
     plot_dir = run_dir / "plots"

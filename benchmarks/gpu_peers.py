@@ -1,0 +1,219 @@
+"""szp-gpu beside the real GPU compressors (cuSZp plain/outlier, nvCOMP lossless) in one process.
+
+    python3 benchmarks/gpu_peers.py bench --data DIR --out FILE.json [--gib 1] [--repeats 5] [--quick]
+    python3 benchmarks/gpu_peers.py tile --data DIR --out DIR    # tiled raw files for examples/sweep_gpu.yaml
+
+Every row is one :func:`perfscout.tools.gpu_eval.evaluate_on_gpu` call on a device-resident
+float32 field (so what the sweep records, the benchmark records): the same absolute bound for
+every backend (REL resolved on the device first), e2e compress/decompress medians of CUDA
+events, the copy roof of the same bytes measured in the same call, the stream through host
+bytes and back, and the bound checked element by element on the GPU (bit-exact for
+lossless). For szp-gpu the kernel-only times are added the way benchmarks/gpu_codec.py takes
+them (10 back-to-back launches between two events).
+
+Fields (>= --gib GiB each): the smooth 3-D field of benchmarks/gpu_codec.py, and the real
+fields of DIR tiled periodically (vorticity 512x512 x 32x32, vorticity 128x128x41 x 4x10x10,
+999x999 x 17x17). Bounds: REL 1e-2, 1e-3, 1e-4. A row that breaks its bound is kept, with
+the count, the worst element and the excess: it is a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REAL = {  # file -> (shape, tiles), as in benchmarks/gpu_codec.py
+    "vorticity.512_512": ((512, 512), (32, 32)),
+    "vorticity.128_128_41": ((41, 128, 128), (4, 10, 10)),
+    "999x999.float": ((999, 999), (17, 17)),
+}
+BOUNDS = (1e-2, 1e-3, 1e-4)
+LOSSY = (("szp-gpu", {}), ("cuszp-plain", {}), ("cuszp-outlier", {}), ("cuszp-outlier", {"dim": 1}))
+LOSSLESS = ("nvcomp-ans", "nvcomp-bitcomp", "nvcomp-zstd", "nvcomp-lz4")
+
+
+def tiled_name(name: str) -> str:
+    tiles = REAL[name][1]
+    return f"{name}.tiled{'x'.join(map(str, tiles))}.f32"
+
+
+def tile(args: argparse.Namespace) -> None:
+    """Write each real field tiled to >= 1 GiB as a raw little-endian float32 file."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (shape, tiles) in REAL.items():
+        src = Path(args.data) / name
+        if not src.is_file():
+            print(f"(skipped {name}: not in {args.data})", flush=True)
+            continue
+        base = np.fromfile(src, dtype="<f4").reshape(shape)
+        big = np.tile(base, tiles)
+        dest = out / tiled_name(name)
+        big.tofile(dest)
+        print(f"{dest} {','.join(map(str, big.shape))} {big.nbytes / 2**30:.3f} GiB", flush=True)
+
+
+def _szp_kernels(x, eb: float, repeats: int) -> dict:
+    """Kernel-only szp-gpu times (compress kernel; width scan + decode), as gpu_codec.py takes them."""
+    import cupy as cp
+    from gpu_codec import (
+        batched_events,  # benchmarks/ is on sys.path when run as a script
+    )
+
+    from perfscout.codecs.szp import format as F
+    from perfscout.codecs.szp import gpu as G
+
+    bnd = F.default_block_ndim(x.ndim)
+    qz = F.resolve_quantizer(x.dtype, "abs", eb, None)
+    geo = G.geometry(tuple(x.shape), bnd)
+    scratch = G.new_scratch(geo)
+    kern = batched_events(lambda: G._launch_compress(x, geo, qz, G._outlier_cap(x.size), scratch), repeats)
+    ds = G.compress_device(x, "abs", eb, bnd)
+    h, lay = ds.header, F.layout(ds.header)
+    out = cp.empty(h.shape, dtype=h.dtype)
+    widths = ds.body[lay.widths : lay.widths + geo.nblocks]
+    payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
+    dkern = batched_events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch), repeats)
+    c, d = statistics.median(kern), statistics.median(dkern)
+    return {"compress_kernel_s": c, "decompress_kernel_s": d,
+            "compress_kernel_GBps": x.nbytes / c / 1e9, "decompress_kernel_GBps": x.nbytes / d / 1e9}
+
+
+def _row(field: str, x, codec: str, options: dict, mode: str, bound: float, repeats: int) -> dict:
+    from perfscout.analysis.report.gpu import parse_detail, strip_detail
+    from perfscout.codecs.registry import codec_class
+    from perfscout.datasets.field import dtype_tag, shape_str
+    from perfscout.state.records import CompressionResult
+    from perfscout.tools.gpu_eval import evaluate_on_gpu
+
+    rec = CompressionResult(dataset=field, shape=shape_str(x.shape), dtype=dtype_tag(x.dtype), nbytes=int(x.nbytes),
+                            codec=codec, device="cuda", mode=mode, bound=bound, repeats=repeats)
+    cls = codec_class(codec)
+    rec.codec_version = cls.version()
+    ev = evaluate_on_gpu(rec, cls, x, mode, bound, repeats=repeats, options=options)
+    r = ev.result
+    detail = parse_detail(r.error) or {}
+    row = {"field": field, "shape": list(x.shape), "codec": codec, "options": options, "mode": mode,
+           "bound": bound, "abs_bound": r.abs_bound, "status": r.status, "bound_ok": r.bound_ok,
+           "ratio": r.ratio, "psnr": r.psnr, "max_abs_err": r.max_abs_err,
+           "max_err_over_bound": (r.max_abs_err / r.abs_bound) if r.abs_bound and r.max_abs_err is not None else None,
+           "compress_e2e_s": r.compress_s, "decompress_e2e_s": r.decompress_s, "d2h_s": r.d2h_s,
+           "message": strip_detail(r.error), **detail}
+    if codec == "szp-gpu" and r.status in ("ok", "bound_overshoot", "bound_violated"):
+        k = _szp_kernels(x, float(r.abs_bound), repeats)
+        row.update(k)
+        row["compress_kernel_x_copy"] = k["compress_kernel_GBps"] / row["copy_GBps"]
+        row["decompress_kernel_x_copy"] = k["decompress_kernel_GBps"] / row["copy_GBps"]
+    return row
+
+
+def _line(r: dict) -> str:
+    f = lambda k: r.get(k) if isinstance(r.get(k), (int, float)) else math.nan
+    opts = ",".join(f"{k}={v}" for k, v in r["options"].items())
+    return (f"{r['field']:<36} {r['codec'] + (' ' + opts if opts else ''):<22} {r['mode']:>8} {r['bound']:.0e} "
+            f"CR {f('ratio'):8.2f}  comp {f('compress_GBps'):6.0f} ({f('compress_x_copy'):.2f})  "
+            f"decomp {f('decompress_GBps'):6.0f} ({f('decompress_x_copy'):.2f}) GB/s  {r['status']}"
+            + (f"  beyond {r.get('n_beyond')} (rounding-excused {r.get('n_beyond', 0) - r.get('n_violations', 0)})"
+               f" worst {r.get('worst', {}).get('excess_over_bound', math.nan):.3g} of eb" if r.get("n_beyond") else ""))
+
+
+def table(doc: dict) -> str:
+    lines = ["| field | bound | backend | CR | compress GB/s (× copy) | decompress GB/s (× copy) | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        opts = ",".join(f"{k}={v}" for k, v in r["options"].items())
+        name = r["codec"] + (f" ({opts})" if opts else "")
+        kern = (f"; kernel {r['compress_kernel_GBps']:.0f} / {r['decompress_kernel_GBps']:.0f}"
+                if "compress_kernel_GBps" in r else "")
+        if r["status"] in ("ok", "bound_overshoot", "bound_violated"):
+            verdict = {"ok": "held" if r["mode"] != "lossless" else "bit-exact"}.get(r["status"], r["status"])
+            if r.get("n_beyond"):
+                w = r.get("worst", {})
+                verdict += (f": {r['n_beyond']} elements beyond, {r['n_violations']} past rounding; worst "
+                            f"+{w.get('excess_over_bound', math.nan):.2e}·eb at ({','.join(map(str, w.get('index', [])))})")
+            label = "lossless" if r["mode"] == "lossless" else f"REL {r['bound']:.0e}"
+            lines.append(f"| {r['field']} | {label} | "
+                         f"{name} | {r['ratio']:.2f} | {r['compress_GBps']:.0f} ({r['compress_x_copy']:.2f}){kern} | "
+                         f"{r['decompress_GBps']:.0f} ({r['decompress_x_copy']:.2f}) | {verdict} |")
+        else:
+            lines.append(f"| {r['field']} | {r['mode']} {r['bound']:g} | {name} | | | | {r['status']}: "
+                         f"{r['message'][:120]} |")
+    return "\n".join(lines)
+
+
+def _write(path: str, doc: dict) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    tmp.replace(path)
+
+
+def bench(args: argparse.Namespace) -> None:
+    import cupy as cp
+    from gpu_codec import device_info, smooth_field
+
+    from perfscout.codecs.registry import info
+
+    t0 = time.time()
+    doc: dict = {"device": device_info(), "repeats": args.repeats, "gib": args.gib,
+                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)), "rows": [],
+                 "backends": {c: info(c).model_dump() for c in {c for c, _ in LOSSY} | set(LOSSLESS)}}
+    for c, i in doc["backends"].items():
+        print(f"{c}: available={i['available']} {i['version']} {i['reason']}", flush=True)
+    fields = [("smooth3d", lambda: smooth_field(args.gib))]
+    for name, (shape, tiles) in REAL.items():
+        path = Path(args.data) / name
+        if path.is_file():
+            fields.append((f"{name} tiled {'x'.join(map(str, tiles))}",
+                           lambda p=path, s=shape, t=tiles: cp.tile(cp.asarray(np.fromfile(p, "<f4").reshape(s)), t)))
+        else:
+            print(f"(skipped {name}: not in {args.data})", flush=True)
+    if args.quick:
+        fields = fields[:2]
+    bounds = (1e-3,) if args.quick else BOUNDS
+    for fname, make in fields:
+        x = make()
+        for codec in LOSSLESS:
+            if doc["backends"][codec]["available"]:
+                doc["rows"].append(_row(fname, x, codec, {}, "lossless", 1.0, args.repeats))
+                print(_line(doc["rows"][-1]), flush=True)
+        for rel in bounds:
+            for codec, opts in LOSSY:
+                if doc["backends"][codec]["available"]:
+                    doc["rows"].append(_row(fname, x, codec, opts, "rel", rel, args.repeats))
+                    print(_line(doc["rows"][-1]), flush=True)
+        _write(args.out, doc)  # after every field: a run cut short keeps what it measured
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
+    doc["wall_s"] = time.time() - t0
+    lossy = [r for r in doc["rows"] if r["mode"] != "lossless" and r["codec"].startswith("cuszp")]
+    doc["cuszp_configurations_over_bound"] = f"{sum(1 for r in lossy if r.get('n_beyond'))} of {len(lossy)}"
+    _write(args.out, doc)
+    print()
+    print(table(doc))
+    print(f"\ncuSZp configurations with elements beyond the bound: {doc['cuszp_configurations_over_bound']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["bench", "tile"])
+    ap.add_argument("--data", default=".device/gpu_peers/data")
+    ap.add_argument("--out", default="gpu_peers.json")
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="two fields at REL 1e-3 only")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    tile(args) if args.what == "tile" else bench(args)
+
+
+if __name__ == "__main__":
+    main()

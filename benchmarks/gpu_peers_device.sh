@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One device call for the GPU peers (issue #14), run from the repository root on the GPU machine
+# with .device/gpu_peers carried (never committed):
+#   .device/gpu_peers/whl/     wheels the device image lacks: nvidia-nvcomp-cu13 + nvidia-libnvcomp-cu13,
+#                              pydantic(+core, annotated-types, typing-inspection), pysz, zfpy
+#   .device/gpu_peers/cuSZp/   `git archive` of github.com/szcompressor/cuSZp (commit in cuSZp.commit)
+#   .device/gpu_peers/data/    the real fields of ../shared/data
+# Steps, each under its own timeout so the call ends inside its limit with what it has:
+#   1. install the wheels into /tmp/site; 2. build libcuSZp.so for this GPU (scripts/build_cuszp.sh);
+#   3. the GPU tests of the peers; 4. the benchmark (benchmarks/gpu_peers.py, one process, JSON);
+#   5. the GPU sweep end to end through the CLI (examples/sweep_gpu.yaml) and its report.
+# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] bash benchmarks/gpu_peers_device.sh [TAG]
+# (files go to $OUT, named *_TAG.*; TAG default h200). The sweep's run directory comes back as
+# sweep_gpu_run_TAG.tar.gz; put it at .device/gpu_peers/sweep_run.tar.gz and the next call
+# resumes it (task keys hash the data's content, so the re-made tiled files match).
+set -u
+T=${1:-h200}
+STAGES=${STAGES:-tests bench sweep}
+has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
+O=${OUT:-/tmp/o}; mkdir -p "$O"
+G=.device/gpu_peers
+export PYTHONUNBUFFERED=1 PERFSCOUT_SHARED_DATA=$PWD/$G/data PERFSCOUT_HOME=/tmp/ps_home
+LOG=$O/gpu_peers_device_$T.log
+{ date -u; nvidia-smi -L; git log -1 --format='base commit %H %s' 2>/dev/null; } > "$LOG"
+step() { echo "== $(date -u +%T) $*" | tee -a "$LOG"; }
+
+step "install wheels"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $G/whl/*.whl \
+  >>"$LOG" 2>&1 || { echo "wheel install failed" | tee -a "$LOG"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD
+
+step "build cuSZp"
+S=$(date +%s)
+CUSZP_COMMIT=$(cat $G/cuSZp.commit 2>/dev/null || echo unknown) \
+  timeout 240 scripts/build_cuszp.sh $G/cuSZp "$PERFSCOUT_HOME/cuszp" >>"$LOG" 2>&1
+echo "build exit $? in $(( $(date +%s) - S )) s; $(cat $PERFSCOUT_HOME/cuszp/lib/libcuSZp.so.json 2>/dev/null)" | tee -a "$LOG"
+export PERFSCOUT_CUSZP_LIB=$PERFSCOUT_HOME/cuszp/lib/libcuSZp.so
+python3 - <<'EOF' 2>&1 | tee -a "$LOG"
+from perfscout.codecs.registry import list_codecs
+for c in list_codecs():
+    print(f"{c.id:16} {c.device:5} available={c.available} {c.version} {c.reason}")
+EOF
+
+if has tests; then
+step "GPU tests"
+timeout 150 python3 -m pytest -q -m gpu tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py tests/gpu/test_szp_gpu.py \
+  -p no:cacheprovider -q > "$O/gpu_peers_tests_$T.log" 2>&1
+tail -4 "$O/gpu_peers_tests_$T.log" | tee -a "$LOG"
+fi
+
+if has bench; then
+step "benchmark"
+timeout 210 python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
+  --repeats 5 > "$O/gpu_peers_bench_$T.log" 2>&1
+echo "bench exit $?" | tee -a "$LOG"
+tail -3 "$O/gpu_peers_bench_$T.log"
+fi
+
+if has sweep; then
+step "sweep"
+timeout 60 python3 benchmarks/gpu_peers.py tile --data $G/data --out runs/gpu_data >>"$LOG" 2>&1
+rm -rf runs/gpu; RESUME=""
+if [ -f $G/sweep_run.tar.gz ]; then mkdir -p runs && tar -xzf $G/sweep_run.tar.gz -C runs && RESUME=--resume; fi
+timeout -s INT ${SWEEP_S:-230} python3 -m perfscout sweep examples/sweep_gpu.yaml --out runs/gpu --no-progress $RESUME \
+  >> "$O/sweep_gpu_$T.log" 2>&1
+echo "sweep exit $?" | tee -a "$LOG"
+timeout 60 python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
+echo "report exit $?" | tee -a "$LOG"
+cp runs/gpu/report.md "$O/sweep_gpu_report_$T.md" 2>/dev/null
+cp runs/gpu/results.csv "$O/sweep_gpu_results_$T.csv" 2>/dev/null
+tar -czf "$O/sweep_gpu_run_$T.tar.gz" -C runs gpu 2>/dev/null
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu \
+  --format=csv >> "$LOG" 2>&1
+step "done"

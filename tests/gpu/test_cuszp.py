@@ -1,0 +1,162 @@
+"""cuSZp on the GPU through perfscout: round trips in every encoding/processing/dtype, its stream
+size against the NumPy size model of its 1-D outlier format, host-byte round trips and
+truncation, the wrong-architecture check, and the evaluation that reports cuSZp's float32
+rounding beyond the bound as a finding (while szp-gpu holds the same bound).
+
+Needs a CUDA device, CuPy and a libcuSZp.so (scripts/build_cuszp.sh; PERFSCOUT_CUSZP_LIB);
+each piece that is missing skips with the registry's reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfscout.codecs.framing import from_bytes, to_bytes
+from perfscout.codecs.registry import get_codec, info
+from perfscout.errors import CodecError
+from perfscout.tools.evaluate import evaluate_full
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy", reason="CuPy is needed for the GPU tests")
+_avail = info("cuszp")
+if not _avail.available:
+    pytest.skip(f"cuszp is unavailable here: {_avail.reason}", allow_module_level=True)
+
+from perfscout.codecs.gpu_peers import cuszp as C
+from perfscout.codecs.gpu_peers import device as D
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import cuszp_model
+
+
+def _smooth(shape: tuple[int, ...], dtype: type, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.standard_normal(shape), axis=-1)
+    if len(shape) > 1:
+        x = np.cumsum(x, axis=-2) / 10
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("encoding", ["plain", "outlier"])
+@pytest.mark.parametrize("dim,shape", [(1, (100_003,)), (1, (37, 61, 45)), (2, (130, 260)), (2, (9, 70, 36)),
+                                       (3, (33, 66, 68)), (3, (5, 7, 12))])
+def test_roundtrip_close_to_the_bound(dtype, encoding, dim, shape):
+    x = _smooth(shape, dtype, seed=dim)
+    eb = 1e-3 * float(x.max() - x.min())
+    codec = get_codec("cuszp", "abs", eb, encoding=encoding, dim=dim)
+    c = codec.compress(x)
+    y = codec.decompress(c)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert c.meta["stream_nbytes"] == len(c.data) and c.meta["dim"] == dim and c.meta["encoding"] == encoding
+    err = np.abs(x.astype(np.float64) - y.astype(np.float64))
+    # cuSZp works in the data's precision: allow its rounding, not more (perfscout's check
+    # reports any excess; here we only check that the library really ran)
+    slack = 4 * np.spacing(np.abs(x).max().astype(dtype)).astype(np.float64) + 1e-6 * eb
+    assert err.max() <= eb + slack, (err.max(), eb)
+    assert x.nbytes / len(c.data) > 1.5
+
+
+def test_stream_size_matches_the_numpy_size_model_of_the_1d_outlier_format():
+    for seed, shape in ((1, (1 << 20,)), (2, (123_457,)), (3, (64, 128, 100))):
+        x = _smooth(shape, np.float32, seed)
+        for rel in (1e-2, 1e-3, 1e-4):
+            codec = get_codec("cuszp-outlier", "abs", rel * float(x.max() - x.min()), dim=1)
+            with D.work_stream():
+                blob = codec.device_compress(cp.asarray(x))
+            assert blob.nbytes == cuszp_model.stream_bytes(x, codec.eb32), (shape, rel)
+
+
+def test_host_bytes_roundtrip_through_the_container_and_truncation_is_refused(tmp_path):
+    x = _smooth((40, 80, 96), np.float32)
+    codec = get_codec("cuszp-plain", "abs", 1e-2)
+    c = codec.compress(x)
+    y = codec.decompress(c)
+    blob = to_bytes(c)
+    back, _ = from_bytes(blob)
+    again = get_codec("cuszp-plain", back.mode, back.bound).decompress(back)  # as `perfscout decompress` does
+    assert np.array_equal(again.view(np.uint32), y.view(np.uint32))
+    cut = type(c)(**{**c.__dict__, "data": c.data[:-1]})
+    with pytest.raises(CodecError, match="truncated"):
+        codec.decompress(cut)
+    flipped = bytearray(c.data)
+    flipped[len(flipped) // 2] ^= 0xFF
+    with pytest.raises(CodecError, match="CRC"):
+        codec.decompress(type(c)(**{**c.__dict__, "data": bytes(flipped)}))
+    with pytest.raises(CodecError, match="meta"):
+        codec.decompress(type(c)(**{**c.__dict__, "meta": {k: v for k, v in c.meta.items() if k != "dim"}}))
+
+
+def test_a_library_recorded_for_another_architecture_is_unavailable(tmp_path, monkeypatch):
+    path, _ = C.locate()
+    copy = tmp_path / "libcuSZp.so"
+    shutil.copy(path, copy)
+    copy.with_name("libcuSZp.so.json").write_text(json.dumps({"cuda_architectures": "70-real;75-real"}))
+    monkeypatch.setenv(C.ENV_VAR, str(copy))
+    ok, reason = C.CuSZpCodec.availability()
+    assert not ok
+    assert "70-real;75-real" in reason and "CUSZP_ARCH=" in reason
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim,shape", [(1, (50_001,)), (2, (70, 332)), (3, (20, 30, 44))])
+def test_decoded_values_equal_the_numpy_reconstruction_reference(dtype, dim, shape):
+    """cuSZp's output, bit for bit, is cuszp_model.reconstruct (q * eb * 2 in the data's precision)."""
+    x = _smooth(shape, dtype, seed=11)
+    x.reshape(-1)[::7] = 0.0  # all-zero blocks too: cuSZp leaves them unwritten
+    x.reshape(-1)[: x.size // 3] = 0.0
+    for encoding in ("plain", "outlier"):
+        codec = get_codec("cuszp", "abs", 1e-3 * float(x.max() - x.min()), encoding=encoding, dim=dim)
+        y = codec.decompress(codec.compress(x))
+        want = cuszp_model.reconstruct(x, codec.eb32)
+        word = np.uint64 if dtype == np.float64 else np.uint32
+        assert np.array_equal(y.view(word), want.view(word)), (encoding, int((y != want).sum()))
+
+
+def _rounding_victims(n: int, eb: float, seed: int) -> np.ndarray:
+    """float32 values whose cuSZp reconstruction (the NumPy reference) is beyond ``eb``."""
+    rng = np.random.default_rng(seed)
+    found = []
+    while sum(map(len, found)) < n:
+        cand = rng.uniform(0, 100, 1 << 20).astype(np.float32)
+        err = np.abs(cuszp_model.reconstruct(cand, eb).astype(np.float64) - cand.astype(np.float64))
+        found.append(cand[err > eb])
+    return np.concatenate(found)[:n]
+
+
+def test_float32_rounding_beyond_the_bound_is_a_finding_and_szp_gpu_holds_it():
+    eb = 1e-2
+    victims = _rounding_victims(500, eb, seed=7)
+    x = _smooth((1 << 18,), np.float32, seed=3) + np.float32(50)
+    x[:: (x.size // victims.size)][: victims.size] = victims  # planted where the reference says cuSZp errs
+    expect = int((np.abs(cuszp_model.reconstruct(x, eb).astype(np.float64) - x.astype(np.float64)) > eb).sum())
+    assert expect >= victims.size
+    ev = evaluate_full(x, "cuszp-outlier", "abs", eb, device="cuda", repeats=2)
+    r = ev.result
+    assert r.status in ("bound_violated", "bound_overshoot"), r.error
+    assert r.bound_ok is False and ev.check is not None and ev.check.n_beyond == expect
+    assert "worst excess" in r.error and "gpu_detail=" in r.error and r.max_abs_err > eb
+    held = evaluate_full(x, "szp-gpu", "abs", eb, device="cuda", repeats=2).result
+    assert held.status == "ok" and held.bound_ok is True and held.max_abs_err <= eb
+
+
+def test_gpu_evaluation_record_and_detail():
+    from perfscout.analysis.report.gpu import parse_detail
+
+    x = _smooth((64, 128, 128), np.float32)
+    ev = evaluate_full(x, "cuszp", "rel", 1e-3, device="cuda", repeats=3)
+    r = ev.result
+    assert r.device == "cuda" and r.device_name and r.status in ("ok", "bound_overshoot", "bound_violated")
+    assert r.abs_bound == pytest.approx(1e-3 * float(x.max() - x.min()))
+    d = parse_detail(r.error)
+    assert d and d["copy_GBps"] > 0 and d["host_roundtrip_identical"] is True
+    assert d["library_nbytes"] == d["host_nbytes"] == ev.compressed.nbytes
+    assert r.ratio == pytest.approx(x.nbytes / d["library_nbytes"])
+    assert r.compress_s > 0 and r.decompress_s > 0 and r.h2d_s > 0 and r.d2h_s > 0
