@@ -456,8 +456,8 @@ def _info(run: RunSamples) -> SourceInfo:
                       platform_id=run.platform_id, tasks=len(run.tasks))
 
 
-def _label(info: SourceInfo) -> str:
-    return f"baseline {info.name!r}" if info.name else info.source
+def _label(info: SourceInfo, side: str = "baseline") -> str:
+    return f"baseline {info.name!r}" if info.name else (info.source or f"the {side}")
 
 
 def _metric_phrase(m: R.MetricComparison) -> str:
@@ -472,7 +472,7 @@ def _metric_phrase(m: R.MetricComparison) -> str:
 def sentence(result: RegressionResult) -> str:
     """The answer in one sentence (what the agent's report and the CLI print first)."""
     n = len(result.tasks)
-    head = (f"{result.candidate.source} against {_label(result.baseline)} at a {result.threshold:.0%} "
+    head = (f"{_label(result.candidate, 'candidate')} against {_label(result.baseline)} at a {result.threshold:.0%} "
             f"threshold: ")
     if n == 0:
         return head + "no task could be paired, nothing was compared."
@@ -560,6 +560,14 @@ def regression_blocks(result: RegressionResult, *, level: int = 2) -> list[Any]:
     if extra:
         blocks += [Heading("Notes", level + 1), Bullets(extra)]
     return blocks
+
+
+def regression_markdown(result: RegressionResult, *, level: int = 2) -> str:
+    """The comparison as a Markdown section (no page title), to paste into another report."""
+    from perfscout.analysis.report.render import to_markdown
+
+    text = to_markdown("", regression_blocks(result, level=level), Path("."))
+    return text.split("\n", 2)[2] if text.startswith("# \n") else text
 
 
 def write_report(result: RegressionResult, *, md: str | os.PathLike[str] | None = None,
