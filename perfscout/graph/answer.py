@@ -48,6 +48,7 @@ _T = {
         "sweep_best": " Highest ratio with the bound held: {items}.",
         "ignored": "Not used from the request: {items}.",
         "none": "none",
+        "sep": "; ",
     },
     "zh": {
         "refused": "没有运行任何任务：请求被拒绝，原因是{why}。",
@@ -83,6 +84,7 @@ _T = {
         "sweep_best": "满足误差界时压缩比最高的：{items}。",
         "ignored": "请求中没有用到的部分：{items}。",
         "none": "无",
+        "sep": "；",
     },
 }
 
@@ -194,9 +196,9 @@ def _codec_answer(question: str, records: list[dict[str, Any]], intent: dict[str
                 where=where, a=_name(a), b=_name(b), ra=_g(a.get("ratio")), rb=_g(b.get("ratio")))
             fast, slow = sorted((a, b), key=lambda r: -(r.get("compress_MBps") or 0))
             if fast.get("compress_MBps") and slow.get("compress_MBps"):
-                line += "; " + T["faster_c"].format(a=_name(fast), sa=_g(fast["compress_MBps"], ".4g"),
-                                                    sb=_g(slow["compress_MBps"], ".4g"))
-            line += "; " + T["both_held"] + ("." if T is _T["en"] else "。")
+                line += T["sep"] + T["faster_c"].format(a=_name(fast), sa=_g(fast["compress_MBps"], ".4g"),
+                                                        sb=_g(slow["compress_MBps"], ".4g"))
+            line += T["sep"] + T["both_held"] + ("." if T is _T["en"] else "。")
             out.append(line)
             continue
         if len(ranked) == 1 and len(rows) > 1:

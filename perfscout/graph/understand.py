@@ -163,10 +163,11 @@ def to_number(text: str) -> float | None:
         return None
 
 
-def _number_list(text: str) -> list[float]:
-    """All numbers of a list or range ("1e-2, 1e-3 and 1e-4", "1e-2 to 1e-4")."""
+def _number_list(text: str, ranged: bool = False) -> list[float]:
+    """All numbers of a list or range ("1e-2, 1e-3 and 1e-4", "1e-2 to 1e-4"; ``ranged``:
+    the words before it made it a range, as "between 1e-4 and 1e-2")."""
     values = [v for v in (to_number(t) for t in re.findall(rf"{ZH_NUMBER}|{NUMBER}", text.lower())) if v is not None]
-    if len(values) == 2 and re.search(r"\bto\b|\.\.|~|～|到|至|through|thru|\s-\s|down to|up to", text):
+    if len(values) == 2 and (ranged or re.search(r"\bto\b|\.\.|~|～|到|至|through|thru|\s-\s|down to|up to", text)):
         lo, hi = sorted(values)
         decades = math.log10(hi / lo) if lo > 0 else 0
         if lo > 0 and decades >= 1 and all(abs(math.log10(v) - round(math.log10(v))) < 1e-9 for v in values):
@@ -184,9 +185,10 @@ _SHAPE_SEP = r"\s*[x×*]\s*"
 _SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*))|(?<![\w.])(\d+)\s*(?:\^|\*\*)\s*([23])(?!\d)"
                     r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\bshape\s*[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
                     r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
-_REPEATS = re.compile(r"(\d+)\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs)\b"
-                      r"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?(\d+)\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
-                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|([\d一二两三四五六七八九十]+)\s*次(?:重复)?|(\d+)\s+times\b")
+_EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
+_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|times)\b|\b(once|twice)\b"
+                      rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
+                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|([\d一二两三四五六七八九十]+)\s*次(?:重复)?")
 _AT_LEAST = r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|over|above|more\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|高于|超过|以上)"
 _AT_MOST = r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|under|below|less\s+than|maximum(?:\s+of)?|max|最多|不超过|不高于|小于等于|以下|以内)"
 _RATIO_TARGET = re.compile(
@@ -282,12 +284,16 @@ def _dataset_aliases() -> list[tuple[str, str]]:
         if family and len(family) >= 4:
             aliases.add(family)
             aliases.add(family.replace("-", " "))
+        for other in (vocabulary().get("dataset_families") or {}).get(family, []):
+            aliases.add(str(other).lower())
         out += [(a, name) for a in aliases if a]
     out.sort(key=lambda r: len(r[0]), reverse=True)
     return out
 
 
 def _dataset_pattern(alias: str) -> re.Pattern[str]:
+    if _CJK.search(alias):
+        return re.compile(re.escape(alias))
     return re.compile(r"(?<![\w.])" + r"\s*".join(re.escape(p) for p in alias.split()) + r"(?![\w])")
 
 
@@ -561,7 +567,8 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
     lists = [m for m in _BOUND_LIST.finditer(t.low) if t.free(m.start(), m.end())
              and _looks_like_bound(m.group(0), t.low, m.start(), m.end())]
     for m in lists:
-        values = _number_list(t.original(m))
+        ranged = bool(re.search(r"(?:\bbetween|\bfrom|\brange|从|介于)\s*$", t.low[max(0, m.start() - 12):m.start()]))
+        values = _number_list(t.original(m), ranged)
         if not values:
             continue
         mode = _nearest_mode(mode_hits, m.start(), m.end(), t.low)
@@ -612,6 +619,8 @@ def _nearest_mode(hits: list[tuple[int, int, str]], start: int, end: int, low: s
 def _zh_int(text: str) -> int | None:
     if text.isdigit():
         return int(text)
+    if text.lower() in vocabulary()["en_numbers"]:
+        return int(vocabulary()["en_numbers"][text.lower()])
     digits = vocabulary()["zh_digits"]
     if text in digits:
         return int(digits[text])
@@ -659,7 +668,13 @@ def _read_synthetic(t: _Text, intent: Intent) -> None:
 
 
 def _read_named_data(t: _Text, intent: Intent) -> None:
+    dims = {d["name"]: len(d["shape"]) for d in dataset_catalogue()}
+    cue = re.search(r"\b([123])\s*-?\s*d\b|([一二三])维", t.low)
+    ndim = (int(cue.group(1)) if cue.group(1) else "一二三".index(cue.group(2)) + 1) if cue else None
     for written, names in _find_datasets(t):
+        if len(names) > 1 and ndim is not None and sum(dims.get(n) == ndim for n in names) == 1:
+            names = [n for n in names if dims.get(n) == ndim]  # "the 2-D vorticity"
+            t.take(cue.start(), cue.end())
         if len(names) == 1:
             if not any(d.kind == "named" and d.name == names[0] for d in intent.data):
                 intent.data.append(DataRef(kind="named", name=names[0], text=written))

@@ -1,0 +1,91 @@
+"""The report's first lines answer the question asked, from what the run measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfscout import agent
+from perfscout.graph.context import Context
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ctx(home: Path) -> Context:
+    return Context(home=str(home), planner="deterministic", noise_threshold=1e9)
+
+
+def _answer(report: str) -> str:
+    return report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+
+
+def _records(out) -> list[dict]:
+    return json.loads((Path(out.run_dir) / "results.json").read_text())["records"]
+
+
+def test_best_ratio_names_the_codec_with_the_highest_measured_ratio(perfscout_home):
+    out = agent.run("which of sz3, sz2 and zfp gives the best ratio on synthetic:grf:32,32 at abs 1e-2? 1 repeat",
+                    thread_id="best", context=_ctx(perfscout_home))
+    assert out.status == "done"
+    recs = _records(out)
+    best = max((r for r in recs if r["bound_ok"]), key=lambda r: r["ratio"])
+    answer = _answer(out.report)
+    assert f"{best['codec']} gives the highest ratio, {best['ratio']:.4g}" in answer
+    assert f"All {len(recs)} results held their bound" in answer
+
+
+def test_fastest_names_the_fastest_measured_compressor(perfscout_home):
+    out = agent.run("which is the fastest compressor, sz3 or zfp, on synthetic:smooth:64,64 at rel 1e-3, 1 repeat",
+                    thread_id="fast", context=_ctx(perfscout_home))
+    recs = _records(out)
+    fastest = max(recs, key=lambda r: r["compress_MBps"])
+    assert f"{fastest['codec']} compresses fastest, {fastest['compress_MBps']:.4g} MB/s" in _answer(out.report)
+
+
+def test_a_chinese_request_is_answered_in_chinese(perfscout_home):
+    out = agent.run("在 synthetic:grf:16,16 上用绝对误差 1e-2 比较 sz3 和 zfp，重复 1 次", thread_id="zh",
+                    context=_ctx(perfscout_home))
+    answer = _answer(out.report)
+    assert "压缩比更高" in answer and "满足误差界" in answer
+
+
+def test_a_codec_that_cannot_run_here_is_said_with_what_ran_instead(perfscout_home):
+    from perfscout.codecs.registry import list_codecs
+
+    absent = next((i for i in list_codecs() if not i.available), None)
+    if absent is None:
+        pytest.skip("every registered codec is usable on this machine")
+    out = agent.run(f"compare {absent.id} and zfp at abs 1e-2 on synthetic:grf:16,16 with 1 repeat",
+                    thread_id="absent", context=_ctx(perfscout_home))
+    answer = _answer(out.report)
+    assert f"{absent.id} was not run" in answer and {r["codec"] for r in _records(out)} == {"zfp"}
+
+
+def test_machine_and_codec_questions_are_answered_from_the_tools(perfscout_home):
+    out = agent.run("what is this machine?", thread_id="mach", context=_ctx(perfscout_home))
+    platform = json.loads((Path(out.run_dir) / "platform.json").read_text())
+    assert f"This machine: {platform['cpu']['model']}" in _answer(out.report)
+    out = agent.run("which codecs are installed?", thread_id="cod", context=_ctx(perfscout_home))
+    assert "Usable here: " in _answer(out.report) and "zfp (cpu)" in _answer(out.report)
+
+
+def test_a_profile_file_is_diagnosed_and_the_answer_names_the_limiter(perfscout_home, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = agent.run("why are the kernels in tests/fixtures/ncu/h200_transpose_raw.csv slow?", thread_id="diag",
+                    context=_ctx(perfscout_home))
+    assert out.status == "done"
+    obs = out.values["observations"][0]
+    assert obs["tool"] == "diagnose_file" and obs["kind"] == "result"
+    primary = obs["data"]["kernels"][0]["primary"]
+    assert f"the primary limiter is {primary['title']}" in _answer(out.report)
+
+
+def test_a_profile_file_outside_the_working_directory_that_the_request_did_not_name_is_refused(
+        perfscout_home, tmp_path, monkeypatch):
+    from perfscout.tools.agent_tools import diagnose_file
+
+    monkeypatch.chdir(tmp_path)
+    reply = diagnose_file.invoke({"path": str(ROOT / "tests/fixtures/ncu/h200_transpose_raw.csv")})
+    assert reply.startswith("refused") and "outside" in reply
