@@ -115,8 +115,9 @@ def choose_setting(run_dir: str | Path, *, codec: str | None = None, mode: str |
     wanted = [r for r in records
               if (codec is None or r.get("codec") == codec) and (mode is None or r.get("mode") == mode)
               and (bound is None or _same(r.get("bound"), bound)) and (dataset is None or r.get("dataset") == dataset)]
-    held = [r for r in wanted if r.get("status") == "ok" and r.get("bound_ok") in (True, 1)
-            and r.get("ratio") is not None]
+    # fixed_rate has no bound to hold (bound_ok is None): only a row asked for by mode is taken.
+    held = [r for r in wanted if r.get("status") == "ok" and r.get("ratio") is not None
+            and (r.get("bound_ok") in (True, 1) or (mode == "fixed_rate" and r.get("bound_ok") is None))]
     if not held:
         filters = ", ".join(f"{k}={v}" for k, v in (("codec", codec), ("mode", mode), ("bound", bound),
                                                      ("dataset", dataset)) if v is not None) or "none"
@@ -304,6 +305,8 @@ def check(setting: Setting, data: np.ndarray, directory: str | Path, *, targets:
     setting = resolve_for_data(setting, data)
     if chunks is not None and len(chunks) != data.ndim:
         raise InputError(f"--chunks has {len(chunks)} axes, the data {data.ndim}")
+    if chunks is not None and any(c > n for c, n in zip(chunks, data.shape)):
+        raise InputError(f"--chunks {tuple(chunks)} is larger than the data {data.shape} on some axis")
     chunks = tuple(chunks or _default_chunks(data))
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

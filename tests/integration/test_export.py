@@ -140,6 +140,20 @@ def test_choose_best_ratio_with_bound_held_or_the_named_row(sweep_dir: Path) -> 
         ex.choose_setting(sweep_dir, codec="sz2")
 
 
+def test_fixed_rate_rows_are_exported_when_asked_for_by_mode(tmp_path: Path) -> None:
+    spec = tmp_path / "fr.yaml"
+    spec.write_text(yaml.safe_dump({"name": "fr", "repeats": 1, "jobs": 1, "datasets": [{"synthetic": "smooth:8,16,16"}],
+                                    "codecs": ["zfp"], "devices": ["cpu"], "modes": ["fixed_rate"], "bounds": [8]}))
+    r = perfscout("sweep", str(spec), "--out", str(tmp_path / "run"), "--no-progress", cwd=tmp_path,
+                  home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(InputError, match="held its bound"):  # no bound: never "the best that held"
+        ex.choose_setting(tmp_path / "run")
+    s = ex.choose_setting(tmp_path / "run", mode="fixed_rate")
+    assert (s.codec, s.mode, s.bound) == ("zfp", "fixed_rate", 8.0)
+    assert ex.hdf5_filter(s) == ("Zfp", {"rate": 8.0})
+
+
 def test_cli_export_from_a_sweep_with_check_json(sweep_dir: Path, tmp_path: Path) -> None:
     r = perfscout("export", str(sweep_dir), "--codec", "sz3", "--mode", "rel", "--bound", "1e-3",
                   "--check", "smooth:16,32,32", "--json", cwd=tmp_path, home=tmp_path / "home")
@@ -190,6 +204,7 @@ def test_cli_export_given_setting_real_field_text(shared_data: Path, tmp_path: P
     (("--codec", "sz3", "--mode", "abs", "--bound", "1e-3", "--target", "netcdf"), "--target"),
     (("--codec", "sz3", "--mode", "abs", "--bound", "1e-3", "--check", "no/such/file"), "not a file"),
     (("--codec", "sz3", "--mode", "abs", "--bound", "1e-3", "--check", "smooth:8,8", "--chunks", "4"), "axes"),
+    (("--codec", "sz3", "--mode", "abs", "--bound", "1e-3", "--check", "smooth:8,8", "--chunks", "4,9"), "larger"),
     (("/nonexistent/run",), "neither a sweep"),
 ])
 def test_cli_export_bad_input_exits_2_with_a_message(tmp_path: Path, args, needle) -> None:
