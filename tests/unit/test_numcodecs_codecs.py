@@ -200,3 +200,17 @@ def test_szp_chunks_are_encoded_on_the_gpu_and_match_the_reference() -> None:
     assert gpu.meta["device"] == "cuda" and cpu.meta["device"] == "cpu"
     assert gpu.data == cpu.data  # one portable format: the same stream from either side
     np.testing.assert_array_equal(SZP("abs", 1e-3, device="cpu").decode(gpu_chunk), SZP("abs", 1e-3).decode(cpu_chunk))
+
+
+def test_a_chunk_is_a_file_perfscout_decompress_reads(tmp_path) -> None:
+    from perfscout.cli.eval_cmd import decompress_file
+
+    data = SMOOTH.copy()
+    data[1, 2, 3] = np.nan
+    chunk = tmp_path / "chunk.pscz"
+    chunk.write_bytes(SZ3("abs", 1e-3, nonfinite="passthrough").encode(data))
+    summary = decompress_file(chunk, tmp_path / "out.f32")
+    assert summary["codec"] == "sz3" and summary["nonfinite"] == 1
+    back = np.fromfile(tmp_path / "out.f32", dtype="<f4").reshape(data.shape)
+    finite = np.isfinite(data)
+    assert np.isnan(back[1, 2, 3]) and verify_bound(data[finite], back[finite], abs_bound=1e-3).bound_ok
