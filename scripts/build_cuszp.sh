@@ -4,7 +4,8 @@
 #
 #   scripts/build_cuszp.sh SOURCE_DIR [PREFIX]
 #
-# PREFIX defaults to ${PERFSCOUT_HOME:-.perfscout}/cuszp; the library lands in
+# PREFIX defaults to $PERFSCOUT_HOME/cuszp (perfscout's home: $PERFSCOUT_HOME, else the per-user
+# data directory, ~/.local/share/perfscout on Linux); the library lands in
 # PREFIX/lib/libcuSZp.so with PREFIX/lib/libcuSZp.so.json beside it (the architectures it
 # was built for, the source commit, nvcc's version), which perfscout reads to say exactly
 # why a library cannot run on a GPU. Point PERFSCOUT_CUSZP_LIB at the .so to use another.
@@ -21,7 +22,7 @@ usage() { echo "usage: $0 SOURCE_DIR [PREFIX]   (env: CUSZP_ARCH, CUDACXX, JOBS)
 SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "error: source folder $1 does not exist" >&2; exit 2; }
 [ -f "$SRC/CMakeLists.txt" ] && [ -f "$SRC/include/cuSZp.h" ] || {
   echo "error: $SRC is not a cuSZp checkout (no CMakeLists.txt / include/cuSZp.h)" >&2; exit 2; }
-PREFIX=${2:-${PERFSCOUT_HOME:-.perfscout}/cuszp}
+PREFIX=${2:-${PERFSCOUT_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/perfscout}/cuszp}
 mkdir -p "$PREFIX/lib"
 PREFIX=$(cd "$PREFIX" && pwd)
 

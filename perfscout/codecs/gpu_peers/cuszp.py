@@ -54,8 +54,9 @@ F32_MAX = float(np.finfo(np.float32).max)
 # -- finding and loading the library -------------------------------------------------------
 def standard_places() -> list[Path]:
     """Where ``scripts/build_cuszp.sh`` installs by default, then the usual prefixes."""
-    home = Path(os.environ.get("PERFSCOUT_HOME", ".perfscout"))
-    places = [home / "cuszp" / "lib" / LIB_NAME, Path.home() / ".local" / "lib" / LIB_NAME]
+    from perfscout.home import perfscout_home
+
+    places = [perfscout_home() / "cuszp" / "lib" / LIB_NAME, Path.home() / ".local" / "lib" / LIB_NAME]
     places += [Path(p) / LIB_NAME for p in ("/usr/local/lib", "/usr/local/cuSZp/lib", "/opt/cuSZp/lib",
                                             "/usr/lib", "/usr/lib/x86_64-linux-gnu")]
     return places
