@@ -128,7 +128,13 @@ class LazyGroup(TyperGroup):
         return self.commands.get(cmd_name)
 
     def _load(self, module_name: str) -> None:
-        module = importlib.import_module(f"perfscout.cli.{module_name}")
+        try:
+            module = importlib.import_module(f"perfscout.cli.{module_name}")
+        except ImportError as exc:  # e.g. an optional dependency of that one command is missing
+            names = [c.name for c in COMMANDS if c.module == module_name]
+            raise PerfscoutError(f"perfscout {'/'.join(names)} cannot start here: {exc} "
+                                 "(install perfscout with the extra that provides it, e.g. "
+                                 "pip install 'perfscout[test]')") from exc
         holder = typer.Typer()
         module.register(holder)
         loaded = typer.main.get_group(holder).commands

@@ -161,3 +161,20 @@ def test_version_flag() -> None:
 
     r = perfscout("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"perfscout {__version__}"
+
+
+def test_a_command_whose_module_cannot_import_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    # A stand-in for a command whose optional dependency is missing: its module imports one.
+    code = ("import sys, types\n"
+            "import perfscout.cli as cli\n"
+            "cli.COMMANDS = cli.COMMANDS + (cli.Command('broken', 'broken_cmd', 'Needs a missing library.', "
+            "'perfscout broken'),)\n"
+            "cli.BY_NAME['broken'] = cli.COMMANDS[-1]\n"
+            "cli._module_exists = lambda m: True\n"
+            "sys.modules['perfscout.cli.broken_cmd'] = None  # importing it raises ImportError\n"
+            "cli.main(sys.argv[1:])\n")
+    proc = subprocess.run([sys.executable, "-c", code, "broken"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "perfscout broken cannot start here" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr
