@@ -209,6 +209,7 @@ def snippets(codec: str, mode: str, bound: float, *, dtype: str, value_range: fl
 
 
 def setting_snippets(s: Setting) -> dict[str, str]:
+    """:func:`snippets` for a :class:`Setting` (``hdf5`` only where an HDF5 filter runs it)."""
     from perfscout.codecs.numcodecs import BY_BACKEND
     from perfscout.codecs.numcodecs.zarr3 import BY_BACKEND as ZARR_BY_BACKEND
 
