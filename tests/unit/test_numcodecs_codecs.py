@@ -86,6 +86,8 @@ def test_searched_modes_are_refused_with_the_way_out(mode) -> None:
     ({"mode": "abs", "bound": 1e-3, "algorithm": "nope"}, "unknown algorithm"),
     ({"mode": "abs", "bound": 1e-3, "nonfinite": "drop"}, "nonfinite"),
     ({"mode": "abs", "bound": 1e-3, "colour": 3}, "unknown option"),
+    ({"mode": "abs", "bound": "tiny"}, "must be numbers"),
+    ({"mode": "rel", "bound": 1e-3, "value_range": [1, 2]}, "must be numbers"),
 ])
 def test_bad_configs_fail_at_set_up_with_a_message(config, needle) -> None:
     with pytest.raises(CodecError, match=needle):

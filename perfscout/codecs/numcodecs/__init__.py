@@ -60,7 +60,13 @@ class PerfscoutCodec(_NumcodecsCodec):
     def __init__(self, mode: str = "abs", bound: float = 1e-3, *, value_range: float | None = None,
                  rel_bound: float | None = None, nonfinite: str = "refuse", verify: bool = True,
                  **options: Any) -> None:
-        mode, bound, rel_bound = _resolve(self.codec_id, mode, float(bound), value_range, rel_bound)
+        try:  # configs come from JSON files: say which number is wrong, not a bare ValueError
+            bound = float(bound)
+            value_range = None if value_range is None else float(value_range)
+            rel_bound = None if rel_bound is None else float(rel_bound)
+        except (TypeError, ValueError) as exc:
+            raise CodecError(f"{self.codec_id}: bound, value_range and rel_bound must be numbers: {exc}") from exc
+        mode, bound, rel_bound = _resolve(self.codec_id, mode, bound, value_range, rel_bound)
         if nonfinite not in NONFINITE_POLICIES:
             raise CodecError(f"{self.codec_id}: nonfinite must be 'refuse' or 'passthrough', got {nonfinite!r}")
         self.mode = mode
