@@ -15,7 +15,9 @@ its header cannot justify:
 ``sz2`` (hdf5plugin SZ 2.1) and ``sz3-h5`` (hdf5plugin SZ3)
     The filter's bytes are zstd-framed (only the first bytes are inflated to read the
     header, so a forged frame cannot make us allocate). SZ 2.1: version 2.1.x, the data
-    type (low nibble of params byte 5) and the big-endian element count; the SZ3 filter:
+    type (low nibble of params byte 5) and the big-endian element count (SZ 2.1 records
+    no dimensions: a forged shape with the same element count cannot be told from an SZ2
+    stream); the SZ3 filter:
     the dimensions, u64 each (axes of length 1 dropped, as the libraries do). Exception:
     the SZ3 filter's interpolation streams (3-D smooth data) record no dimensions at all,
     so a forged shape of one cannot be told from the stream (its decoder still runs in a
@@ -52,6 +54,8 @@ _H5_DTYPE_CODES = {"float32": 0, "float64": 1}
 #: How the SZ3 filter's interpolation streams begin (a u32 5, then the interpolation
 #: settings) instead of with the dimensions.
 _SZ3_INTERP_TAG = b"\x05\x00\x00\x00"
+#: zfp's full header: magic and version (32 bits), field metadata (52), short mode (12).
+_ZFP_HEADER_BITS = 96
 _ZFP_TYPES = {2: np.dtype("float32"), 3: np.dtype("float64")}  # zfp_type - 1
 
 
@@ -230,8 +234,9 @@ def check_zfp(compressed: Compressed) -> None:
     if dims != shape:
         raise _fail("zfp", f"the stream holds shape {dims}, the container says {shape}")
     blocks = math.prod(-(-d // 4) for d in dims)
-    if blocks > 8 * len(data):
-        raise _fail("zfp", f"{blocks} blocks cannot fit in {len(data)} bytes (zfp spends >= 1 bit per block)")
+    if blocks > 8 * len(data) - _ZFP_HEADER_BITS:
+        raise _fail("zfp", f"{blocks} blocks cannot fit in {len(data)} bytes (zfp spends >= 1 bit per block "
+                           f"after its {_ZFP_HEADER_BITS}-bit header)")
 
 
 def check_szp(compressed: Compressed) -> None:

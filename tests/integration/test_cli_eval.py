@@ -277,3 +277,117 @@ def test_failed_save_keeps_the_measurement(tmp_path: Path) -> None:
                     "--json", "--save-compressed", str(tmp_path / "no" / "such" / "dir" / "x.pscz"))
     assert result.exit_code == 2 and "cannot write the compressed stream" in result.stderr
     assert json.loads(result.stdout)["status"] == "ok"
+
+
+# -- issue #12: no tracebacks, strict JSON, forged containers, a full disk ------------------
+def _strict_json(text: str) -> dict:
+    """json.loads that refuses NaN/Infinity (what a strict parser does)."""
+    def refuse(name: str) -> float:
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_option_of_the_wrong_type_is_a_clear_error() -> None:
+    proc = perfscout("eval", "--synthetic", "grf:16,16", "--codec", "szp-gpu", "--device", "cuda",
+                     "--mode", "abs", "--bound", "1e-3", "--option", "block_ndim=abc")
+    assert proc.returncode == 2 and "block_ndim must be 1, 2 or 3, got 'abc'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_huge_synthetic_shape_is_refused_before_allocating() -> None:
+    proc = perfscout("eval", "--synthetic", "grf:100000,100000,100000", "--codec", "sz3", "--mode", "abs",
+                     "--bound", "1e-3")
+    assert proc.returncode == 2 and "1e+15 values" in proc.stderr and "use a smaller shape" in proc.stderr
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+def test_json_is_strict_and_says_why_a_value_is_null(tmp_path: Path) -> None:
+    # abs 1e-30 on a float32 field: a lossless reconstruction, so PSNR and SNR are +inf.
+    proc = perfscout("eval", "--synthetic", "grf:16,16", "--codec", "sz3", "--mode", "abs", "--bound", "1e-30",
+                     "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Infinity" not in proc.stdout and "NaN" not in proc.stdout
+    record = _strict_json(proc.stdout)
+    assert record["psnr"] is None and record["nonfinite_fields"]["psnr"] == "inf"
+    assert record["max_abs_err"] == 0.0
+
+
+def test_rel_on_an_overflowing_range_never_claims_ok_with_an_infinite_bound(tmp_path: Path) -> None:
+    x = np.random.default_rng(0).standard_normal(1000) * 1e308
+    x[:2] = (1.7e308, -1.7e308)
+    path = tmp_path / "huge.f64"
+    np.clip(x, -1.7e308, 1.7e308).astype("<f8").tofile(path)
+    for codec in ("sz3", "sz2", "zfp"):
+        proc = perfscout("eval", "--data", str(path), "--shape", "1000", "--dtype", "f64", "--codec", codec,
+                         "--mode", "rel", "--bound", "1e-3", "--json", "--repeats", "1")
+        assert proc.returncode in (0, 1), proc.stderr
+        record = _strict_json(proc.stdout)
+        assert record["abs_bound"] == pytest.approx(3.4e305, rel=1e-12)  # 1e-3 x (1.7e308 - -1.7e308)
+        if record["status"] == "ok":
+            assert record["bound_ok"] is True and record["max_abs_err"] <= record["abs_bound"]
+        else:
+            assert record["bound_ok"] is not True
+
+
+def _forge_container(packed: Path, **changes: object) -> None:
+    import struct
+    import zlib
+
+    buf = packed.read_bytes()
+    magic, version, head_len = struct.unpack_from("<4sHI", buf)
+    start = struct.calcsize("<4sHI")
+    header = json.loads(buf[start:start + head_len])
+    header.update(changes)
+    head = json.dumps(header).encode()
+    body = struct.pack("<4sHI", magic, version, len(head)) + head + buf[start + head_len:-4]
+    packed.write_bytes(body + struct.pack("<I", zlib.crc32(body) & 0xFFFFFFFF))  # CRC recomputed
+
+
+@pytest.mark.parametrize("codec", ["sz3", "sz2", "sz3-h5", "zfp"])
+def test_forged_containers_are_refused_with_exit_2(codec: str, tmp_path: Path) -> None:
+    packed = tmp_path / "x.pscz"
+    assert invoke("eval", "--synthetic", "grf:24,40", "--codec", codec, "--mode", "abs", "--bound", "1e-3",
+                  "--save-compressed", str(packed)).exit_code == 0
+    out = tmp_path / "x.raw"
+    other = {"sz3": "zfp", "sz2": "sz3-h5", "sz3-h5": "sz2", "zfp": "sz3"}[codec]
+    for changes in ({"shape": [48, 40]}, {"shape": [24, 41]}, {"codec_id": other}, {"dtype": "float64"}):
+        if codec == "sz3" and "dtype" in changes:
+            continue  # pysz streams do not record their element type
+        forged = tmp_path / "forged.pscz"
+        forged.write_bytes(packed.read_bytes())
+        _forge_container(forged, **changes)
+        proc = perfscout("decompress", str(forged), "--out", str(out))
+        assert proc.returncode == 2, (changes, proc.stderr)
+        assert "Traceback" not in proc.stderr and not out.exists()
+    assert perfscout("decompress", str(packed), "--out", str(out)).returncode == 0 and out.exists()
+
+
+def _limit_file_size(limit: int):  # noqa: ANN202 - preexec_fn
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_while_saving_loses_nothing(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE stands in for a full disk: writes past 4 KiB fail (SIGXFSZ is ignored).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    packed = tmp_path / "x.pscz"
+    args = [sys.executable, "-c", ENTRY, "eval", "--synthetic", "grf:64,64", "--codec", "zfp", "--mode", "abs",
+            "--bound", "1e-6", "--json", "--save-compressed", str(packed)]
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limit_file_size(4096))
+    assert proc.returncode == 2 and "cannot write the compressed stream" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _strict_json(proc.stdout)["status"] == "ok"  # the measurement was printed first
+    assert list(tmp_path.iterdir()) == []  # neither a truncated file nor a temp file is left
+    # decompress into a "full disk": a clear error and no partial output
+    assert invoke("eval", "--synthetic", "grf:64,64", "--codec", "zfp", "--mode", "abs", "--bound", "1e-6",
+                  "--save-compressed", str(packed)).exit_code == 0
+    out = tmp_path / "x.raw"
+    proc = subprocess.run([sys.executable, "-c", ENTRY, "decompress", str(packed), "--out", str(out)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limit_file_size(packed.stat().st_size + 1024))
+    assert proc.returncode == 2 and "cannot read or write a file" in proc.stderr, proc.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["x.pscz"]

@@ -28,7 +28,7 @@ from hypothesis.extra import numpy as hnp
 
 from perfscout.codecs import get_codec
 from perfscout.codecs.h5filters import SMALLEST_NORMAL_BOUND
-from perfscout.errors import CodecError
+from perfscout.errors import CodecError, InputError
 from perfscout.tools.bounds import rounding_slack, verify_bound
 from perfscout.tools.evaluate import evaluate_full
 
@@ -169,3 +169,65 @@ def test_evaluate_rel_record_matches_independent_check(codec: str, x: np.ndarray
     assert r.bound_ok is (r.status == "ok")
     if codec in SZ_FAMILY:
         assert r.status != "bound_violated", r.error
+
+
+# -- issue #12: overflow and huge-range families, every codec, through evaluate -------------
+@st.composite
+def overflow_fields(draw: st.DrawFn) -> np.ndarray:
+    """Values near the dtype's largest (for float64, max - min overflows) or spanning every
+    decade: where a value range and every bound derived from it could become inf."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=10))
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    fmax = float(np.finfo(dtype).max)
+    family = draw(st.sampled_from(["top", "smooth_top", "spikes", "decades"]))
+    with np.errstate(all="ignore"):
+        if family == "top":
+            x = rng.choice([-1.0, 1.0], n) * fmax * rng.uniform(0.3, 1.0, n)
+        elif family == "smooth_top":
+            x = np.cumsum(rng.standard_normal(n))
+            x = x / max(float(np.abs(x).max()), 1e-300) * fmax * 0.99
+        elif family == "spikes":
+            x = rng.standard_normal(n)
+            x[rng.integers(0, n, max(1, n // 10))] = fmax * 0.95 * rng.choice([-1.0, 1.0])
+        else:
+            top = 300 if dtype is np.float64 else 37
+            x = rng.standard_normal(n) * 10.0 ** rng.integers(-top, top, n).astype(np.float64)
+    return np.ascontiguousarray(np.clip(x, -fmax, fmax).astype(dtype).reshape(shape))
+
+
+OVERFLOW_CASES = [(c, m) for c in ("sz3", "sz2", "sz3-h5", "zfp", "szp-gpu") for m in ("abs", "rel", "psnr", "ratio")]
+
+
+def _exact_rel(x: np.ndarray, rel: float) -> float:
+    from fractions import Fraction
+
+    lo, hi = float(x.min()), float(x.max())
+    exact = Fraction(rel) * (Fraction(hi) - Fraction(lo)) if hi > lo else Fraction(rel) * Fraction(max(abs(lo), abs(hi)))
+    return float(min(exact, Fraction(float(np.finfo(np.float64).max))))
+
+
+@pytest.mark.parametrize(("codec", "mode"), OVERFLOW_CASES)
+@settings(max_examples=12, deadline=None)
+@given(x=overflow_fields(), pick=st.integers(0, 3))
+def test_overflow_families_never_claim_ok_falsely(codec: str, mode: str, x: np.ndarray, pick: int) -> None:
+    bound = {"abs": [1e-3, 1e30, 1e300, 1.0][pick], "rel": [1e-3, 1e-6, 0.1, 0.9][pick],
+             "psnr": [40.0, 80.0, 20.0, 120.0][pick], "ratio": [2.0, 5.0, 10.0, 30.0][pick]}[mode]
+    device = "cuda" if codec == "szp-gpu" else "cpu"  # szp-gpu: its NumPy reference without a GPU
+    try:
+        ev = evaluate_full(x, codec, mode, bound, device=device, repeats=1)
+    except (InputError, CodecError):
+        return  # refused with a clear error (e.g. a known crasher)
+    r = ev.result
+    assert r.status != "codec_crashed", r.error  # every crasher in this family is refused up front
+    if r.abs_bound is not None:
+        assert np.isfinite(r.abs_bound), r
+    if mode == "rel" and r.abs_bound is not None:
+        assert r.abs_bound <= _exact_rel(x, bound) * (1 + 1e-12)  # never loosened (the old inf / max cap)
+    if r.status in ("ok", "gpu_unavailable") and r.bound_ok:
+        y = ev.reconstructed
+        assert y is not None and r.max_abs_err is not None and np.isfinite(r.max_abs_err)
+        assert independent_status(x, y, r.abs_bound, r.abs_bound) == "ok"
+    if r.status in ("ok",) and mode == "psnr":
+        assert r.psnr is not None and r.psnr >= bound

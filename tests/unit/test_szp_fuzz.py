@@ -173,3 +173,79 @@ def test_seeded_fuzz_gpu_byte_identical() -> None:
         if i % 10 == 0:  # and the CPU decodes the GPU's stream identically
             assert np.array_equal(F.decode(gpu_stream).view(np.uint8), y.view(np.uint8))
     assert not mismatches, f"{len(mismatches)} GPU streams differ from the reference: {mismatches[:5]}"
+
+
+# -- issue #12: overflowing value ranges (bound * (max - min) must never be loosened) ---------
+OVERFLOW_N = int(os.environ.get("SZP_OVERFLOW_FUZZ_N", "1500"))
+
+
+def overflow_case(rng: np.random.Generator) -> tuple[np.ndarray, str, float, int]:
+    """Values near the dtype's largest (float64: max - min overflows), or huge ranges."""
+    dtype = np.float64 if rng.random() < 0.6 else np.float32
+    ndim = int(rng.integers(1, 4))
+    shape = tuple(int(rng.integers(1, 12 if ndim > 1 else 300)) for _ in range(ndim))
+    n = int(np.prod(shape))
+    fmax = float(np.finfo(dtype).max)
+    kind = int(rng.integers(0, 3))
+    with np.errstate(all="ignore"):
+        if kind == 0:  # both signs at the top
+            x = rng.choice([-1.0, 1.0], n) * fmax * rng.uniform(0.3, 1.0, n)
+        elif kind == 1:  # a smooth field scaled to the top
+            x = np.cumsum(rng.standard_normal(n))
+            x = x / max(float(np.abs(x).max()), 1e-300) * fmax * rng.uniform(0.5, 1.0)
+        else:  # every decade at once
+            top = 300 if dtype is np.float64 else 37
+            x = rng.standard_normal(n) * 10.0 ** rng.integers(-top, top, n).astype(np.float64)
+        x = np.clip(x, -fmax, fmax).astype(dtype)
+    mode = "rel" if rng.random() < 0.7 else "abs"
+    bound = float(rng.choice([1e-6, 1e-3, 1e-1, 0.5])) if mode == "rel" else float(10.0 ** rng.uniform(-3, 300))
+    return x.reshape(shape), mode, bound, int(rng.integers(1, min(ndim, 3) + 1))
+
+
+def check_rel_bound_exact(x: np.ndarray, stream: bytes) -> None:
+    """The enforced bound is bound * (max - min) computed exactly (Fraction), to within the
+    rounding of that product to a double (a few ulps), never the old cap at the dtype's max."""
+    from fractions import Fraction
+
+    h = F.parse_header(stream)
+    assert np.isfinite(h.abs_bound) and h.abs_bound >= 0
+    if h.mode != "rel":
+        return
+    finite = x[np.isfinite(x)].astype(np.float64)
+    if finite.size == 0:
+        return
+    exact = Fraction(h.bound) * (Fraction(float(finite.max())) - Fraction(float(finite.min())))
+    limit = exact * (1 + Fraction(4) * Fraction(float(np.finfo(np.float64).eps)))
+    assert Fraction(h.abs_bound) <= limit, f"enforced {h.abs_bound!r} is looser than bound x R = {float(exact)!r}"
+
+
+def test_overflow_family_reference() -> None:
+    rng = np.random.default_rng(1212)
+    for _ in range(OVERFLOW_N):
+        x, mode, bound, bnd = overflow_case(rng)
+        s = F.encode(x, mode, bound, bnd)
+        check_rel_bound_exact(x, s)
+        check_within(x, F.decode(s), s)
+
+
+def test_the_issue_case_enforces_bound_times_range() -> None:
+    # +-1.7e308: R = 3.4e308 overflows float64; the bound is 1e-3 * R = 3.4e305, not float64 max.
+    x = np.array([1.7e308, -1.7e308, 3.0, 1e307], dtype=np.float64)
+    s = F.encode(x, "rel", 1e-3, 1)
+    assert F.parse_header(s).abs_bound == pytest.approx(3.4e305, rel=1e-15)
+    check_within(x, F.decode(s), s)
+
+
+@pytest.mark.gpu
+def test_overflow_family_gpu_byte_identical() -> None:
+    import cupy as cp
+
+    from perfscout.codecs.szp import gpu as G
+
+    rng = np.random.default_rng(1213)
+    for _ in range(OVERFLOW_N):
+        x, mode, bound, bnd = overflow_case(rng)
+        gpu_stream = G.to_host(G.compress_device(cp.asarray(x), mode, bound, bnd))
+        assert gpu_stream == F.encode(x, mode, bound, bnd), (x.dtype, x.shape, mode, bound, bnd)
+        check_rel_bound_exact(x, gpu_stream)
+        check_within(x, G.decompress_device(gpu_stream).get(), gpu_stream)
