@@ -160,3 +160,23 @@ def test_gpu_evaluation_record_and_detail():
     assert d["library_nbytes"] == d["host_nbytes"] == ev.compressed.nbytes
     assert r.ratio == pytest.approx(x.nbytes / d["library_nbytes"])
     assert r.compress_s > 0 and r.decompress_s > 0 and r.h2d_s > 0 and r.d2h_s > 0
+
+
+def test_cli_saves_the_stream_and_decompresses_it_again(tmp_path):
+    """`perfscout eval --save-compressed` on the GPU, then `perfscout decompress` from the file."""
+    import subprocess
+
+    saved, raw = tmp_path / "c.psz", tmp_path / "c.raw"
+    p = subprocess.run([sys.executable, "-m", "perfscout", "eval", "--synthetic", "smooth:16,64,64", "--codec",
+                        "cuszp-plain", "--mode", "rel", "--bound", "1e-3", "--device", "cuda", "--json",
+                        "--save-compressed", str(saved)], check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1) and saved.is_file(), p.stderr[-2000:]  # 1: measured, bound not held
+    rec = json.loads(p.stdout)
+    assert rec["device"] == "cuda" and rec["codec"] == "cuszp-plain"
+    p = subprocess.run([sys.executable, "-m", "perfscout", "decompress", str(saved), "--out", str(raw)],
+                       check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    back, _ = from_bytes(saved.read_bytes())
+    y = get_codec("cuszp-plain", back.mode, back.bound).decompress(back)
+    assert np.array_equal(np.fromfile(raw, dtype="<f4").reshape(y.shape).view(np.uint32), y.view(np.uint32))
+    assert rec["ratio"] == pytest.approx(y.nbytes / len(back.data))

@@ -86,3 +86,21 @@ def test_gpu_evaluation_in_lossless_mode(codec_id):
     d = parse_detail(r.error)
     assert d["host_roundtrip_identical"] is True and d["library_nbytes"] == len(ev.compressed.data)
     assert r.ratio == pytest.approx(x.nbytes / d["library_nbytes"]) and d["copy_GBps"] > 0
+
+
+def test_cli_saves_the_stream_and_decompresses_it_bit_exact(tmp_path):
+    import subprocess
+    import sys
+
+    from perfscout.datasets import synthetic
+
+    saved, raw = tmp_path / "c.psz", tmp_path / "c.raw"
+    p = subprocess.run([sys.executable, "-m", "perfscout", "eval", "--synthetic", "smooth:16,64,64", "--codec",
+                        "nvcomp-bitcomp", "--mode", "lossless", "--bound", "1", "--device", "cuda", "--json",
+                        "--save-compressed", str(saved)], check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-m", "perfscout", "decompress", str(saved), "--out", str(raw)],
+                       check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    x = synthetic("smooth", (16, 64, 64)).array
+    assert np.array_equal(np.fromfile(raw, dtype="<f4").view(np.uint32), x.reshape(-1).view(np.uint32))

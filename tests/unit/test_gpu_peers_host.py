@@ -19,12 +19,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfscout.analysis.report.gpu import format_detail, gpu_section, parse_detail, strip_detail
+from perfscout.analysis.report.gpu import (
+    format_detail,
+    gpu_section,
+    parse_detail,
+    strip_detail,
+)
 from perfscout.codecs.base import ALL_MODES, Compressed
 from perfscout.codecs.framing import seal
 from perfscout.codecs.gpu_peers import cuszp as C
 from perfscout.codecs.gpu_peers import nvcomp as N
-from perfscout.codecs.registry import codec_ids, evaluable_modes, from_config, get_codec, info, list_codecs
+from perfscout.codecs.registry import (
+    codec_ids,
+    get_codec,
+    info,
+    list_codecs,
+)
 from perfscout.errors import CodecError, CodecUnavailable, InputError
 from perfscout.tools import bounds as B
 from perfscout.tools import gpu_eval
@@ -253,7 +263,7 @@ def test_truncated_corrupt_and_foreign_streams_are_refused_without_a_gpu():
     with pytest.raises(CodecError, match="written by 'zfp'"):
         codec.decompress_device(Compressed(**{**good.__dict__, "codec_id": "zfp"}))
     with pytest.raises(CodecError, match="stream was written by"):
-        N.NvcompZstdCodec().decompress_device(Compressed(**{**good.__dict__}))
+        N.NvcompZstdCodec().decompress_device(Compressed(**good.__dict__))
 
 
 @pytest.mark.parametrize("meta,match", [({"dim": None}, "lacks"), ({"encoding": "fixed"}, "invalid"),
@@ -280,7 +290,7 @@ def test_evaluate_on_cuda_records_gpu_unavailable_with_the_reason(monkeypatch):
 def test_cli_refuses_a_gpu_peer_on_the_cpu_and_a_lossless_mode_for_a_lossy_codec(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "perfscout", "eval", "--synthetic", "smooth:16,16", *args],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                              check=False, capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
     p = run("--codec", "sz3", "--mode", "lossless", "--bound", "1")
     assert p.returncode == 2 and "lossless" in p.stderr and "Traceback" not in p.stderr
@@ -333,10 +343,10 @@ def test_lossless_check_is_bit_for_bit():
 def _record(task, codec, status, detail, **kw):
     from perfscout.state.records import CompressionResult
 
-    base = dict(task_key=task, dataset="f", shape="1024", dtype="f32", nbytes=4096, codec=codec, device="cuda",
-                device_name="NVIDIA H200", mode="rel", bound=1e-3, abs_bound=1e-3, compress_s=1e-6,
-                decompress_s=5e-7, h2d_s=1e-6, d2h_s=1e-6, ratio=4.0, max_abs_err=9e-4, bound_ok=status == "ok",
-                status=status, repeats=3)
+    base = {"task_key": task, "dataset": "f", "shape": "1024", "dtype": "f32", "nbytes": 4096, "codec": codec,
+            "device": "cuda", "device_name": "NVIDIA H200", "mode": "rel", "bound": 1e-3, "abs_bound": 1e-3,
+            "compress_s": 1e-6, "decompress_s": 5e-7, "h2d_s": 1e-6, "d2h_s": 1e-6, "ratio": 4.0,
+            "max_abs_err": 9e-4, "bound_ok": status == "ok", "status": status, "repeats": 3}
     base.update(kw)
     msg = detail.pop("_message", "")
     base["error"] = "; ".join(m for m in (msg, format_detail(detail)) if m)
@@ -414,16 +424,16 @@ def test_gpu_sweep_spec_is_valid_and_expands(tmp_path):
 
 def test_build_script_refuses_bad_input_clearly(tmp_path):
     script = ROOT / "scripts" / "build_cuszp.sh"
-    p = subprocess.run(["bash", str(script), str(tmp_path / "nope")], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(["bash", str(script), str(tmp_path / "nope")], check=False, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "does not exist" in p.stderr
-    p = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(["bash", str(script), str(tmp_path)], check=False, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "not a cuSZp checkout" in p.stderr
     fake = tmp_path / "src"
     (fake / "include").mkdir(parents=True)
     (fake / "CMakeLists.txt").write_text("project(x)\n")
     (fake / "include" / "cuSZp.h").write_text("\n")
-    p = subprocess.run(["bash", str(script), str(fake), str(tmp_path / "out")], capture_output=True, text=True,
-                       timeout=30, env={"PATH": "/usr/bin:/bin", "CUSZP_ARCH": "9.0"})
+    p = subprocess.run(["bash", str(script), str(fake), str(tmp_path / "out")], check=False, capture_output=True,
+                       text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "CUSZP_ARCH": "9.0"})
     assert p.returncode == 2 and ("bad architecture list" in p.stderr or "cmake is not on PATH" in p.stderr
                                   or "nvcc not found" in p.stderr)
 
@@ -436,7 +446,7 @@ def test_build_script_builds_a_loadable_library_from_a_cuszp_checkout(tmp_path, 
     if not (src / "include" / "cuSZp.h").is_file():
         pytest.skip(f"no cuSZp checkout at {src} (set PERFSCOUT_CUSZP_SRC; github.com/szcompressor/cuSZp)")
     p = subprocess.run(["bash", str(ROOT / "scripts" / "build_cuszp.sh"), str(src), str(tmp_path / "cz")],
-                       capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "CUSZP_ARCH": "90"})
+                       check=False, capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "CUSZP_ARCH": "90"})
     assert p.returncode == 0, p.stderr[-2000:]
     lib = tmp_path / "cz" / "lib" / "libcuSZp.so"
     assert json.loads((tmp_path / "cz" / "lib" / "libcuSZp.so.json").read_text())["cuda_architectures"] == "90"
