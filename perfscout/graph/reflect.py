@@ -182,92 +182,117 @@ def sweep_notes(task: Task, data: dict[str, Any]) -> list[Note]:
     return notes
 
 
+class _Turn:
+    """One reflect step: the observation, its task, and what the rules decide about it."""
+
+    def __init__(self, state: dict[str, Any], ctx: Context) -> None:
+        self.state, self.ctx = state, ctx
+        self.obs = Observation(**state["observations"][-1])
+        self.task = Task(**state["current"])
+        self.queue = [Task(**t) for t in state.get("queue") or []]
+        self.planned = [Task(**t) for t in (state.get("plan") or {}).get("tasks", [])]
+        self.notes: list[Note] = []
+        self.retry: Task | None = None
+
+    def note(self, kind: str, message: str, key: str | None = None) -> None:
+        self.notes.append(Note(task_key=self.task.key if key is None else key, kind=kind, message=message))
+
+    def again(self, reason: str, **arg_updates: Any) -> Task:
+        return self.task.model_copy(update={"args": {**self.task.args, **arg_updates},
+                                            "attempt": self.task.attempt + 1, "reason": reason})
+
+
+def _on_needs_input(t: _Turn) -> None:
+    """Ask (``interrupt()``) for what the tool said is missing; apply the answer here and
+    to queued tasks with the same data."""
+    problem, updates = "", None
+    for _ in range(MAX_QUESTIONS):
+        answer = interrupt(question_for(t.task, t.obs, problem))
+        updates, problem = validate_answer(t.obs.needs, answer)
+        if updates is not None or not problem:
+            break
+    if updates is None:
+        why = f"skipped: {problem}" if problem else "skipped at the user's request"
+        t.note("data_missing", f"{t.obs.error}; {why}")
+        return
+    given = ", ".join(f"{k}={v}" for k, v in updates.items())
+    t.retry = t.again(f"user supplied {given}", **updates)
+    t.note("data_supplied", f"{t.obs.error}; the user supplied {given}")
+    t.queue = [q.model_copy(update={"args": {**q.args, **updates}}) if _same_data(q, t.task) else q
+               for q in t.queue]
+
+
+def _retry_transient(t: _Turn, error: str) -> None:
+    if t.task.attempt <= t.ctx.max_retries:
+        t.retry = t.again(f"retry after a transient failure: {error[:200]}")
+        t.note("retry", f"attempt {t.task.attempt} failed transiently ({error[:200]}); retrying")
+    else:
+        t.note("gave_up", f"failed transiently {t.task.attempt} times; last: {error}")
+
+
+def _on_evaluation(t: _Turn, data: dict[str, Any]) -> None:
+    """A codec's record: GPU fallback, transient retry, violated bound, noisy timing."""
+    rec = data.get("record") or {}
+    status = rec.get("status")
+    if status in ("gpu_unavailable", "gpu_out_of_memory") and t.task.args.get("device") == "cuda":
+        t.retry = _gpu_fallback(t.task, rec, status, t.planned + t.queue, t.notes, t.again)
+        return
+    if status in ("error", "codec_timeout", "codec_crashed"):
+        error = rec.get("error", "")
+        if status == "codec_timeout" or _TRANSIENT_TEXT.search(error):
+            if t.task.attempt <= t.ctx.max_retries:
+                _retry_transient(t, error)
+                return
+        t.note("codec_timeout" if status == "codec_timeout" else "codec_crashed", error)
+        return
+    if rec.get("bound_ok") is False:
+        t.note("bound_violated", f"{rec.get('codec')} broke the {rec.get('mode')} bound "
+                                 f"{rec.get('bound')}: {rec.get('error', '')}".rstrip(": "))
+    _on_timing(t, data)
+
+
+def _on_timing(t: _Turn, data: dict[str, Any]) -> None:
+    cv = _max_cv(data)
+    if cv is None or cv <= t.ctx.noise_threshold:
+        return
+    repeats = int(t.task.args.get("repeats", 3))
+    if repeats < t.ctx.max_repeats:
+        more = min(2 * repeats, t.ctx.max_repeats)
+        t.retry = t.again(f"timing noisy (cv {cv:.0%}): {more} repeats", repeats=more)
+        t.note("timing_noisy", f"timing spread {cv:.0%} > {t.ctx.noise_threshold:.0%}; repeating with {more} repeats")
+    else:
+        t.note("timing_noisy", f"timing spread {cv:.0%} even at the cap of {repeats} repeats")
+
+
+def _next_within_budget(t: _Turn) -> tuple[Task | None, list[Task]]:
+    next_task = t.retry or (t.queue.pop(0) if t.queue else None)
+    if next_task is None:
+        return None, t.queue
+    steps = int(t.state.get("steps", 0))
+    elapsed = time.time() - float(t.state.get("started_at") or time.time())
+    over = ("step budget" if steps >= t.ctx.max_steps else
+            "time budget" if elapsed > t.ctx.time_budget_s else "")
+    if not over:
+        return next_task, t.queue
+    left = [next_task.key] + [q.key for q in t.queue]
+    t.note("budget_exhausted", f"{over} exhausted after {steps} calls, {elapsed:.0f} s; not run: {', '.join(left)}",
+           key="")
+    return None, []
+
+
 def decide(state: dict[str, Any], ctx: Context) -> Decision:
     """Apply the rules above to the state after an observation."""
-    obs = Observation(**state["observations"][-1])
-    task = Task(**state["current"])
-    queue = [Task(**t) for t in state.get("queue") or []]
-    done = [Task(**t) for t in (state.get("plan") or {}).get("tasks", [])]
-    notes: list[Note] = []
-    retry: Task | None = None
-
-    def again(reason: str, **arg_updates: Any) -> Task:
-        return task.model_copy(update={"args": {**task.args, **arg_updates},
-                                       "attempt": task.attempt + 1, "reason": reason})
-
+    t = _Turn(state, ctx)
+    obs = t.obs
     if obs.kind == "needs_input":
-        problem = ""
-        updates = None
-        for _ in range(MAX_QUESTIONS):
-            answer = interrupt(question_for(task, obs, problem))
-            updates, problem = validate_answer(obs.needs, answer)
-            if updates is not None or not problem:
-                break
-        if updates is None:
-            why = f"skipped: {problem}" if problem else "skipped at the user's request"
-            notes.append(Note(task_key=task.key, kind="data_missing", message=f"{obs.error}; {why}"))
-        else:
-            given = ", ".join(f"{k}={v}" for k, v in updates.items())
-            retry = again(f"user supplied {given}", **updates)
-            notes.append(Note(task_key=task.key, kind="data_supplied",
-                              message=f"{obs.error}; the user supplied {given}"))
-            queue = [t.model_copy(update={"args": {**t.args, **updates}}) if _same_data(t, task) else t
-                     for t in queue]
+        _on_needs_input(t)
     elif obs.kind == "error" and obs.transient:
-        if task.attempt <= ctx.max_retries:
-            retry = again(f"retry after a transient failure: {obs.error}")
-            notes.append(Note(task_key=task.key, kind="retry",
-                              message=f"attempt {task.attempt} failed transiently ({obs.error}); retrying"))
-        else:
-            notes.append(Note(task_key=task.key, kind="gave_up",
-                              message=f"failed transiently {task.attempt} times; last: {obs.error}"))
+        _retry_transient(t, obs.error)
     elif obs.kind in ("error", "refused"):
-        notes.append(Note(task_key=task.key, kind="codec_crashed" if obs.kind == "error" else "refused",
-                          message=obs.error or obs.summary))
-    elif obs.kind == "result" and task.tool == "run_sweep" and isinstance(obs.data, dict):
-        notes += sweep_notes(task, obs.data)
-    elif obs.kind == "result" and task.tool == "evaluate_codec" and isinstance(obs.data, dict):
-        rec = obs.data.get("record") or {}
-        status = rec.get("status")
-        if status in ("gpu_unavailable", "gpu_out_of_memory") and task.args.get("device") == "cuda":
-            retry = _gpu_fallback(task, rec, status, done + queue, notes, again)
-        elif status in ("error", "codec_timeout", "codec_crashed"):
-            error = rec.get("error", "")
-            if (status == "codec_timeout" or _TRANSIENT_TEXT.search(error)) and task.attempt <= ctx.max_retries:
-                retry = again(f"retry after a transient failure: {error[:200]}")
-                notes.append(Note(task_key=task.key, kind="retry",
-                                  message=f"attempt {task.attempt} failed transiently ({error[:200]}); retrying"))
-            else:
-                notes.append(Note(task_key=task.key, kind="codec_timeout" if status == "codec_timeout"
-                                  else "codec_crashed", message=error))
-        else:
-            if rec.get("bound_ok") is False:
-                notes.append(Note(task_key=task.key, kind="bound_violated",
-                                  message=f"{rec.get('codec')} broke the {rec.get('mode')} bound "
-                                          f"{rec.get('bound')}: {rec.get('error', '')}".rstrip(": ")))
-            cv = _max_cv(obs.data)
-            repeats = int(task.args.get("repeats", 3))
-            if cv is not None and cv > ctx.noise_threshold:
-                if repeats < ctx.max_repeats:
-                    more = min(2 * repeats, ctx.max_repeats)
-                    retry = again(f"timing noisy (cv {cv:.0%}): {more} repeats", repeats=more)
-                    notes.append(Note(task_key=task.key, kind="timing_noisy",
-                                      message=f"timing spread {cv:.0%} > {ctx.noise_threshold:.0%}; "
-                                              f"repeating with {more} repeats"))
-                else:
-                    notes.append(Note(task_key=task.key, kind="timing_noisy",
-                                      message=f"timing spread {cv:.0%} even at the cap of {repeats} repeats"))
-
-    next_task = retry or (queue.pop(0) if queue else None)
-    if next_task is not None:
-        steps = int(state.get("steps", 0))
-        elapsed = time.time() - float(state.get("started_at") or time.time())
-        over = ("step budget" if steps >= ctx.max_steps else
-                "time budget" if elapsed > ctx.time_budget_s else "")
-        if over:
-            left = [next_task.key] + [t.key for t in queue]
-            notes.append(Note(kind="budget_exhausted",
-                              message=f"{over} exhausted after {steps} calls, {elapsed:.0f} s; "
-                                      f"not run: {', '.join(left)}"))
-            next_task, queue = None, []
-    return Decision(next_task, queue, notes)
+        t.note("codec_crashed" if obs.kind == "error" else "refused", obs.error or obs.summary)
+    elif obs.kind == "result" and t.task.tool == "run_sweep" and isinstance(obs.data, dict):
+        t.notes += sweep_notes(t.task, obs.data)
+    elif obs.kind == "result" and t.task.tool == "evaluate_codec" and isinstance(obs.data, dict):
+        _on_evaluation(t, obs.data)
+    next_task, queue = _next_within_budget(t)
+    return Decision(next_task, queue, t.notes)

@@ -60,7 +60,7 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
 
     lines += ["## Answer", ""] + [md_text(a) for a in answer_lines(state, records, finals)] + [""]
     lines += _understood_lines(state)
-    lines += [f"- Run: `{state.get('run_id', '')}`",
+    lines += ["## Run", "", f"- Run: `{state.get('run_id', '')}`",
               f"- Planner: **{planner}**: {PLANNER_LINES.get(planner, planner)}",
               f"- Platform: `{platform.get('platform_id', '')}` ({cpu}; GPUs: {gpus})",
               f"- Tool calls: {len(observations)} for {len(finals)} task(s)", ""]

@@ -138,7 +138,8 @@ class Intent(BaseModel):
             return f"refused: {self.refusal}"
         parts = [self.question or "?"]
         if self.codecs or self.codec_groups:
-            parts.append("codecs " + ", ".join(self.codecs + [f"<{g}>" for g in self.codec_groups]))
+            groups = {"all": "every usable codec", "cpu": "every CPU codec", "gpu": "every GPU codec"}
+            parts.append("codecs " + ", ".join(self.codecs + [groups[g] for g in self.codec_groups]))
         if self.mode:
             parts.append(f"{self.mode} " + ", ".join(f"{b:g}" for b in self.bounds))
         if self.targets:
@@ -154,5 +155,5 @@ class Intent(BaseModel):
         if self.runs:
             parts.append("runs " + ", ".join(self.runs))
         if self.repeats:
-            parts.append(f"{self.repeats} repeats")
+            parts.append(f"{self.repeats} repeat{'s' if self.repeats != 1 else ''}")
         return "; ".join(parts)
