@@ -16,6 +16,17 @@ import signal
 import sys
 
 
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: the program (same uid, no capabilities) cannot ptrace the
+    launcher to forge its report. exec resets it, so the program itself is unaffected."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass  # no prctl here: the report is then as trustworthy as the program
+
+
 def main() -> None:
     fd = int(sys.argv[1])
     if sys.argv[2] != "--" or len(sys.argv) < 4:
@@ -23,6 +34,7 @@ def main() -> None:
         os._exit(125)
     argv = sys.argv[3:]
     os.set_inheritable(fd, False)
+    _not_dumpable()
     pid = os.fork()
     if pid == 0:
         # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
