@@ -7,6 +7,7 @@ need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)  # the OS sandbox around every program perfscout runs
 # a single-node Slurm cluster for the dask-jobqueue sweep test (.ci/slurm-local.sh)
 [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need+=(munge)
