@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfscout.errors import InputError, ToolRefused
+# The event names live in state/ (the diagnosis reads them too); re-exported here for callers.
+from perfscout.state.perf_events import DEFAULT_EVENTS, HARDWARE_EVENTS, SOFTWARE_EVENTS, event_base
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Finding
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_run_file
 
-HARDWARE_EVENTS = ("cycles", "instructions", "branches", "branch-misses",
-                   "cache-references", "cache-misses")
-SOFTWARE_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults")
-DEFAULT_EVENTS = HARDWARE_EVENTS + SOFTWARE_EVENTS
+__all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
+           "event_base", "load_perf_file", "parse_perf_csv", "parse_perf_json", "perf_supports_json",
+           "run_perf_stat"]
 
 #: perf's time units -> the project's normalised unit ("second", as for ncu metrics)
 _UNIT_SCALE = {"msec": ("second", 1e-3), "usec": ("second", 1e-6), "nsec": ("second", 1e-9),
@@ -130,15 +131,6 @@ def _settle(prof: PerfProfile) -> None:
                           + ", ".join(f"{e} {p:.1f}%" for e, p in multiplexed.items()))
 
 
-def event_base(event: str) -> str:
-    """The event underneath perf's spelling: ``cycles:u``, ``cpu_core/cycles/`` -> ``cycles``."""
-    e = event.split(":")[0]
-    if "/" in e:  # cpu_core/cycles/ -> cycles
-        parts = [p for p in e.split("/") if p]
-        e = parts[-1] if parts else e
-    return e
-
-
 def _float(text: str) -> float | None:
     try:
         return float(text.strip())
@@ -152,7 +144,7 @@ def counters_unavailable_finding(prof: PerfProfile) -> Finding | None:
     Built by the diagnosis rule itself, so ``perfscout profile`` and ``perfscout diagnose``
     on the saved output report the same finding.
     """
-    # Imported here: the diagnosis package imports this module.
+    # Imported here, not at the top: parsing perf output should not load the rule engine.
     from perfscout.analysis.diagnosis.cpu_context import CpuContext
     from perfscout.analysis.diagnosis.rules import cpu_counters_unavailable
 

@@ -8,9 +8,9 @@ Evidence cites the event name exactly as the profile holds it.
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis.evidence import derived_evidence
+from perfscout.state.perf_events import event_base
 from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence
-from perfscout.tools.perf_stat import event_base
 
 TOPDOWN = {
     "frontend": ("tma_frontend_bound", "topdown-fe-bound", "frontend_bound"),

@@ -4,13 +4,15 @@ Guided Analysis ranks its rules by estimated speedup. Several of them describe a
 (pipes idle, occupancy below theoretical) or fire on almost every kernel (L2
 compression); the engine records what ncu ranked first, whether it agrees, and if not,
 why its message is not the thing to fix.
+
+A pure function of the profile: a rule that fires where following it gains nothing (e.g.
+L2 compression on ordinary buffers) arrives already marked by the ncu parser
+(``low_value_reason`` on the rule record), so nothing here reads the parser's tables.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from perfscout.tools.ncu_parse import LOW_VALUE_RULES
 
 #: Why a disagreeing ncu rule is a symptom here rather than the cause.
 WHY_NOT = {
@@ -23,7 +25,6 @@ WHY_NOT = {
     "WorkloadImbalance": "a few percent of imbalance between units does not limit this kernel",
     "FPInstructions": "fusing FADD/FMUL pairs into FMA matters only when the FP32 pipe limits the kernel",
     "SOLBottleneck": "a restatement of the speed-of-light classification",
-    **LOW_VALUE_RULES,  # rules that fire where following them gains nothing (said once, there)
 }
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis.cpu_context import CpuContext, base
 from perfscout.analysis.diagnosis.rules._cpu import make
+from perfscout.state.perf_events import HARDWARE_EVENTS
 from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence, Finding
-from perfscout.tools.perf_stat import HARDWARE_EVENTS
 
 ID = "cpu_counters_unavailable"
 ROLE = "roof"
