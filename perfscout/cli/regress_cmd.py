@@ -19,36 +19,45 @@ _STYLE = {"improved": "green", "regressed": "bold red", "unchanged": "", "too_no
 
 
 def _print(result) -> None:  # noqa: ANN001
+    """A table that fits 80 columns; the reasons (p-values, spreads) follow as wrapped lines."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
     from perfscout.analysis.regression import VERDICT_TEXT
 
-    table = Table(title=f"{escape(result.candidate.source)} vs {escape(result.baseline.name or result.baseline.source)}",
-                  show_lines=False)
-    for col in ("task", "metric", "baseline", "candidate", "change", "CI", "p", "n", "spread", "verdict"):
-        table.add_column(col, overflow="fold")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col, width in (("task", 14), ("metric", 12), ("base", 8), ("cand", 8), ("change (95% CI)", 19),
+                       ("n", 5), ("verdict", 9)):
+        table.add_column(col, overflow="fold", max_width=width)
     for t in result.tasks:
         for m in t.metrics:
+            if m.kind == "categorical" and m.verdict == "unchanged":
+                continue  # ran / bound held on both sides: said once below
             style = _STYLE.get(m.verdict, "")
-            table.add_row(
-                escape(t.key), m.metric, escape(_cell(m.baseline)), escape(_cell(m.candidate)),
-                "" if m.change is None else f"{m.change:+.1%}",
-                "" if m.ci_low is None else f"{m.ci_low:+.1%} .. {m.ci_high:+.1%}",
-                "" if m.p_value is None else f"{m.p_value:.2g}",
-                f"{m.n_baseline}/{m.n_candidate}" if m.kind != "categorical" else "",
-                "" if m.range_baseline is None else f"{m.range_baseline:.0%}/{m.range_candidate:.0%}",
-                f"[{style}]{VERDICT_TEXT[m.verdict]}[/]" if style else VERDICT_TEXT[m.verdict])
+            change = "" if m.change is None else f"{m.change:+.1%}"
+            if m.ci_low is not None:
+                change += f" ({m.ci_low * 100:+.0f}..{m.ci_high * 100:+.0f})"
+            verdict = "noisy" if m.verdict == "too_noisy" else VERDICT_TEXT[m.verdict]
+            table.add_row(escape(t.key), m.metric, escape(_cell(m.baseline)), escape(_cell(m.candidate)), change,
+                          f"{m.n_baseline}/{m.n_candidate}" if m.kind != "categorical" else "",
+                          f"[{style}]{verdict}[/]" if style else verdict)
+    stdout.print(f"{escape(result.candidate.source)} vs {escape(result.baseline.name or result.baseline.source)}",
+                 highlight=False)
     stdout.print(table)
     for t in result.tasks:
+        held = [m.metric for m in t.metrics if m.kind == "categorical" and m.verdict == "unchanged"]
+        if held:
+            stdout.print(f"  {escape(t.key)}: {', '.join(held)} unchanged", highlight=False)
         for m in t.metrics:
             if m.verdict != "unchanged" and m.reason:
-                stdout.print(f"  {escape(t.key)} {m.metric}: {escape(m.reason)}")
+                stdout.print(f"  {escape(t.key)} {m.metric}: {escape(m.reason)}", highlight=False)
     for n in result.notes:
-        stdout.print(f"  note: {escape(n)}")
+        stdout.print(f"  note: {escape(n)}", highlight=False)
     style = _STYLE.get(result.verdict, "")
     verdict = VERDICT_TEXT[result.verdict].upper()
-    stdout.print(f"[{style}]{verdict}[/]: {escape(result.sentence)}" if style else f"{verdict}: {escape(result.sentence)}")
+    line = f"{verdict}: {escape(result.sentence)}"
+    stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False)
 
 
 def _cell(v: object) -> str:
