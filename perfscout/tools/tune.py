@@ -648,6 +648,17 @@ def tune_blocks(outcome: TuneOutcome) -> list[Any]:
     return blocks
 
 
+def cards_markdown(cards: list[dict[str, Any]] | list[ExperimentCard], *, level: int = 3) -> str:
+    """Experiment cards (as stored in cards.json or a tool artifact) as a Markdown section."""
+    from perfscout.analysis.report.render import to_markdown
+
+    blocks: list[Any] = []
+    for c in cards:
+        blocks += card_blocks(c if isinstance(c, ExperimentCard) else ExperimentCard.model_validate(c), level)
+    text = to_markdown("", blocks, Path("."))
+    return text.split("\n", 2)[2] if text.startswith("# \n") else text
+
+
 def tune_digest(outcome: TuneOutcome) -> dict[str, Any]:
     """A compact JSON view (the agent tool's artifact, `tune --json`)."""
     doc = outcome.model_dump(mode="json", exclude={"confirmation"})

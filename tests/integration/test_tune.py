@@ -93,6 +93,8 @@ def test_tuning_finds_the_known_best_thread_count(tmp_path: Path) -> None:
     assert "## Experiment cards" in report and "### Card best (confirmed)" in report
     assert "**what not to do**" in report and "Regression check" in report
     assert "<html" in (tmp_path / "run" / "report.html").read_text()
+    section = T.cards_markdown(cards)  # what the agent's report embeds from the tool artifact
+    assert section.startswith("### Card trial-000 (search)") and "**measured gain**" in section
 
 
 def _diagnosis(fixture: str) -> dict:

@@ -161,5 +161,7 @@ def test_report_section_markdown_and_html(sz3_two_bounds, tmp_path: Path) -> Non
     page = html.read_text()
     assert "<b>base</b>" not in page and "&lt;b&gt;base&lt;/b&gt;" in page  # every value escaped
     assert "Mann–Whitney" in page
+    section = G.regression_markdown(res, level=3)
+    assert section.startswith("### Regression check") and "# perfscout" not in section
     doc = json.loads(res.model_dump_json())
     assert doc["verdict"] == "regressed" and doc["tasks"][0]["metrics"][0]["metric"] == "ran"
