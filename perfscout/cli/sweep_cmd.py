@@ -40,7 +40,7 @@ def sweep_command(
                                 "recorded as codec_crashed."),
 ) -> None:
     """Run every task of a sweep spec in child processes and store each result as it lands."""
-    from perfscout.api_sweep import default_run_dir
+    from perfscout.tools.sweep_api import default_run_dir
     from perfscout.errors import PerfscoutError
     from perfscout.tools.sweep import SweepInterrupted, load_spec, run_sweep
 
@@ -52,7 +52,7 @@ def sweep_command(
                             allow_plugins=allow_plugins, wait=wait, dask=dask)
         report_path = None
         if report:
-            from perfscout.analysis.report.render import write_report
+            from perfscout.tools.sweep_api import report as write_report
 
             report_path = write_report(run_dir)
     except SweepInterrupted as exc:

@@ -429,7 +429,7 @@ def run_sweep(
     state = (runtime.state if runtime is not None else None) or {}
     agent_run_dir = str(state.get("run_dir") or "")
     try:
-        from perfscout import api_sweep
+        from perfscout.tools import sweep_api as api_sweep
         from perfscout.tools.sweep.spec import load_spec
 
         if (spec is None) == (spec_doc is None):

@@ -363,7 +363,7 @@ def test_detail_note_roundtrip_and_stripping():
 
 
 def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
-    from perfscout.analysis.report.render import write_report
+    from perfscout.tools.sweep_api import report as write_report
     from perfscout.tools.sweep.store import STORE_NAME, ResultStore
 
     recs = [

@@ -3,6 +3,10 @@
 Both come from one list of blocks built from the run directory only (store, spec,
 platform snapshot), so they say the same thing. The HTML inlines its images as base64
 ``data:`` URIs and its style sheet, so the file can be mailed or archived alone.
+
+The store's contents come in as a :class:`SweepData` (read by
+``perfscout.tools.sweep_report``): analysis sits below tools and does not open the
+sweep's SQLite store itself.
 """
 
 from __future__ import annotations
@@ -10,13 +14,27 @@ from __future__ import annotations
 import base64
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from perfscout.analysis.report import gpu, plots, summary
-from perfscout.tools.sweep.store import STORE_NAME, ResultStore, StoreError
+
+
+@dataclass
+class SweepData:
+    """What a sweep's results store holds that the report reads."""
+
+    results: pd.DataFrame  # one row per stored task, the DESIGN.md columns
+    n_tasks: int  # tasks in the spec's grid (a row may still be missing: incomplete run)
+    run_id: str = ""
+    name: str = "sweep"
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # one entry per run session
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # grid points not run, with why
+    report_options: dict[str, Any] = field(default_factory=dict)  # e.g. psnr_min
+    experiments: dict[str, list[str]] = field(default_factory=dict)  # task_key -> experiment names
 
 
 @dataclass
@@ -93,20 +111,10 @@ def _cited(st: summary.Statement) -> str:
     return st.text + (f" (tasks {', '.join(f'`{k}`' for k in st.task_keys)})" if st.task_keys else "")
 
 
-def build_blocks(run_dir: Path) -> tuple[str, list[Block]]:
-    store_path = run_dir / STORE_NAME
-    if not store_path.is_file():
-        raise StoreError(f"{run_dir} is not a sweep run directory (no {STORE_NAME})")
-    with ResultStore(store_path) as store:
-        df = store.results()
-        run_id = store.get_meta("run_id", "") or ""
-        name = store.get_meta("spec_name", "sweep") or "sweep"
-        sessions = int(store.get_meta("sessions", "0") or 0)
-        session_info = [json.loads(store.get_meta(f"session_{i}", "{}") or "{}") for i in range(1, sessions + 1)]
-        skipped = json.loads(store.get_meta("skipped", "[]") or "[]")
-        opts = json.loads(store.get_meta("report_options", "{}") or "{}")
-        n_tasks = store.task_count()
-        experiments = store.task_experiments()
+def build_blocks(run_dir: Path, data: SweepData) -> tuple[str, list[Block]]:
+    df, run_id, name, n_tasks = data.results, data.run_id, data.name, data.n_tasks
+    session_info, sessions = data.sessions, len(data.sessions)
+    skipped, opts, experiments = data.skipped, data.report_options, data.experiments
     psnr_min = float(opts.get("psnr_min", 60.0))
     title = f"Sweep report: {name}"
     blocks: list[Block] = [
@@ -271,10 +279,13 @@ def to_html(title: str, blocks: list[Block]) -> str:
     return "\n".join(out)
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Write report.md and report.html into ``run_dir``; return the HTML path."""
+def write_report(run_dir: str | Path, data: SweepData) -> Path:
+    """Write report.md and report.html into ``run_dir`` from ``data``; return the HTML path.
+
+    ``perfscout.tools.sweep_report.write_report(run_dir)`` reads ``data`` from the run's store.
+    """
     run_dir = Path(run_dir)
-    title, blocks = build_blocks(run_dir)
+    title, blocks = build_blocks(run_dir, data)
     md, page = to_markdown(title, blocks, run_dir), to_html(title, blocks)
     for name, text in (("report.md", md), ("report.html", page)):
         tmp = run_dir / f".{name}.tmp"
