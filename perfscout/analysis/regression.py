@@ -222,7 +222,7 @@ def compare_measured(
     ``floor``: medians below it (e.g. a time under the timing floor of
     :mod:`perfscout.analysis.timing`) measure their surroundings and are not decided.
     """
-    _check_threshold(threshold)
+    check_threshold(threshold)
     base, cand = _clean(baseline), _clean(candidate)
     out = MetricComparison(metric=metric, kind="measured", better=better, n_baseline=int(base.size),
                            n_candidate=int(cand.size), threshold=threshold)
@@ -288,7 +288,7 @@ def compare_deterministic(
 
     If it does vary on either side (a non-deterministic codec), it is treated as measured.
     """
-    _check_threshold(threshold)
+    check_threshold(threshold)
     base, cand = _clean(baseline), _clean(candidate)
     if (base.size > 1 and np.ptp(base) > 0) or (cand.size > 1 and np.ptp(cand) > 0):
         out = compare_measured(metric, baseline, candidate, better=better, threshold=threshold,
@@ -345,7 +345,7 @@ def _label(v: object) -> str | None:
     return None if v is None else str(v)
 
 
-def _check_threshold(threshold: float) -> None:
+def check_threshold(threshold: float) -> None:
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and 0 <= threshold < 1):
         raise InputError(f"threshold must be a fraction in [0, 1), e.g. 0.05 for 5 %, got {threshold!r}")
 

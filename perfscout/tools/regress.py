@@ -259,6 +259,11 @@ def _baseline_path(name: str) -> Path:
     return baselines_dir() / f"{name}.json"
 
 
+def is_baseline_name(value: str) -> bool:
+    """``value`` names a stored baseline (and is not also a path that exists)."""
+    return bool(_NAME_RE.match(value)) and not Path(value).exists() and _baseline_path(value).is_file()
+
+
 def list_baselines() -> list[str]:
     folder = baselines_dir()
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
@@ -417,8 +422,8 @@ def compare_runs(baseline: RunSamples | str | os.PathLike[str], candidate: RunSa
                  min_repeats: int = R.MIN_REPEATS, confidence: float = R.CONFIDENCE,
                  match: list[str] | None = None, metrics: list[str] | None = None) -> RegressionResult:
     """Judge ``candidate`` against ``baseline`` (runs, stores, samples files or baseline names)."""
-    R._check_threshold(threshold)
-    R._check_threshold(quality_threshold)
+    R.check_threshold(threshold)
+    R.check_threshold(quality_threshold)
     if not (0 < alpha < 0.5):
         raise InputError(f"alpha must be in (0, 0.5), got {alpha!r}")
     if isinstance(min_repeats, bool) or not isinstance(min_repeats, int) or min_repeats < 2:

@@ -39,9 +39,9 @@ def _agent_run_dir(runtime: ToolRuntime | None) -> str:
 
 def _source(value: str, roots: list[Path], what: str) -> str:
     """A stored baseline's name passes as it is; anything else is a confined path."""
-    from perfscout.tools.regress import _NAME_RE, list_baselines
+    from perfscout.tools.regress import is_baseline_name
 
-    if _NAME_RE.match(value) and not Path(value).exists() and value in list_baselines():
+    if is_baseline_name(value):
         return value
     return str(_helpers().confine(value, roots, what))
 
