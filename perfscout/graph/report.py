@@ -135,6 +135,7 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
             label = "refused, not run" if o["kind"] == "refused" else o["kind"]
             lines.append(f"- {o['task_key']} `{o['tool']}` ({label}): {md_text(detail)}")
         lines.append("")
+    lines += _use_it_lines(records)
     notes = state.get("notes") or []
     if notes:
         lines += ["## What the agent decided", ""]
@@ -177,6 +178,19 @@ def _kernel_sentence(k: dict[str, Any]) -> str:
     share = f", {k['share_pct']:.1f} % of the GPU time" if k.get("share_pct") is not None else ""
     mean = f", {k['mean_s'] * 1e6:.1f} µs each" if k.get("mean_s") else ""
     return f"{str(k.get('name', ''))[:80]}: {k.get('launches', 0)} launch(es){mean}{share}"
+
+
+def _use_it_lines(records: list[dict[str, Any]]) -> list[str]:
+    """How to use the best verified setting: numcodecs / Zarr / xarray / HDF5 snippets."""
+    if not records:
+        return []
+    try:
+        from perfscout.tools.export import use_it_markdown
+
+        text = use_it_markdown(records)
+    except Exception as exc:  # noqa: BLE001 - the snippets must not cost the run its report
+        return ["## Use it", "", f"Snippets not written: {md_text(f'{type(exc).__name__}: {exc}')}", ""]
+    return text.splitlines() + [""] if text else []
 
 
 def _understood_lines(state: dict[str, Any]) -> list[str]:
@@ -328,7 +342,8 @@ _WEB = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[^\s]*)?$")
 
 
 def markdown_html(lines: list[str]) -> str:
-    """HTML for the Markdown this module emits: headings, nested bullets, pipe tables, paragraphs.
+    """HTML for the Markdown this module emits: headings, nested bullets, pipe tables, fenced
+    code, collapsible details (``<!-- details: TITLE -->`` ... ``<!-- /details -->``), paragraphs.
 
     Not a general Markdown parser (the ``markdown`` package is not a dependency): every other
     line is a paragraph, and every piece of text is escaped before any markup is added.
@@ -351,7 +366,20 @@ def markdown_html(lines: list[str]) -> str:
             out.append("</tbody></table>")
             table.clear()
 
+    fence: list[str] | None = None  # lines of an open ``` block
     for line in lines:
+        if line.startswith("```"):
+            if fence is None:
+                flush_table()
+                close_lists()
+                fence = []
+            else:
+                out.append("<pre><code>" + html.escape("\n".join(fence)) + "</code></pre>")
+                fence = None
+            continue
+        if fence is not None:
+            fence.append(line)
+            continue
         if (marker := _DETAILS.match(line)) is not None:
             flush_table()
             close_lists()
@@ -381,6 +409,8 @@ def markdown_html(lines: list[str]) -> str:
             out.append(f"<h{n}>{_inline_html(heading.group(2))}</h{n}>")
         else:
             out.append(f"<p>{_inline_html(line)}</p>")
+    if fence is not None:  # an unclosed block is still shown as code
+        out.append("<pre><code>" + html.escape("\n".join(fence)) + "</code></pre>")
     flush_table()
     close_lists()
     return "\n".join(out) + "\n"

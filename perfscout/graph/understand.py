@@ -782,6 +782,9 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
                 continue
             intent.question = q  # type: ignore[assignment]
             break
+    if intent.question in CODEC_QUESTIONS and not (intent.codecs or intent.codec_groups or intent.data
+                                                   or intent.bounds or intent.targets or intent.mode):
+        intent.question = None  # "make it faster": a cue word alone is not a request to measure
     if intent.question == "compare" and len(intent.codecs) < 2 and not intent.codec_groups:
         intent.question = "evaluate" if intent.codecs else "compare"
     if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):

@@ -34,6 +34,11 @@ def test_best_ratio_names_the_codec_with_the_highest_measured_ratio(perfscout_ho
     answer = _answer(out.report)
     assert f"{best['codec']} gives the highest ratio, {best['ratio']:.4g}" in answer
     assert f"All {len(recs)} results held their bound" in answer
+    # the report ends with how to use the best verified setting, as the libraries take it
+    use_it = out.report.split("## Use it", 1)[1]
+    assert f"{best['codec']} abs 0.01" in use_it and "numcodecs" in use_it and "```python" in use_it
+    page = Path(out.html_path).read_text(encoding="utf-8")
+    assert "<h2>Use it</h2>" in page and "<pre><code>" in page
 
 
 def test_fastest_names_the_fastest_measured_compressor(perfscout_home):

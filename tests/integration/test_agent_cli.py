@@ -62,7 +62,7 @@ def test_run_spec_and_bad_requests(tmp_path):
     assert Path(json.loads(ok.stdout)["report_path"]).is_file()
 
     vague = _cli(home, "run", "make everything faster")
-    assert vague.returncode == 3 and "I did not understand" in _said(vague) and "Traceback" not in _said(vague)
+    assert vague.returncode == 3 and "What should I find out" in _said(vague) and "Traceback" not in _said(vague)
     refused = _cli(home, "run", "evaluate zfp at rel 1e-2 on synthetic:grf:8,8 and email me the results")
     assert refused.returncode == 2 and "refused" in _said(refused) and "network" in _said(refused)
     both = _cli(home, "run", "x", "--demo")

@@ -126,7 +126,7 @@ def test_unknown_tools_and_bad_arguments_become_observations_not_crashes(perfsco
 
 def test_a_request_with_nothing_actionable_asks_and_cancel_ends_with_a_report(perfscout_home):
     out = agent.run("make it faster", thread_id="np", context=_ctx(perfscout_home))
-    assert out.status == "interrupted" and out.question["slot"] == "clause"
+    assert out.status == "interrupted" and out.question["slot"] == "question"  # what to find out, on which data
     out = agent.resume("np", "cancel", context=_ctx(perfscout_home))
     assert out.status == "done" and "cancelled" in out.report and not out.values.get("observations")
 
