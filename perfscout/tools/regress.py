@@ -432,6 +432,12 @@ def compare_runs(baseline: RunSamples | str | os.PathLike[str], candidate: RunSa
         raise InputError(f"confidence must be in [0.5, 1), got {confidence!r}")
     base = baseline if isinstance(baseline, RunSamples) else load_run(baseline)
     cand = candidate if isinstance(candidate, RunSamples) else load_run(candidate)
+    if metrics:
+        known = {n for t in base.tasks + cand.tasks for n in [*t.measured, *t.values]}
+        unknown = [m for m in metrics if m not in known]
+        if unknown:
+            raise InputError(f"no task measured {', '.join(unknown)}; the runs have "
+                             f"{', '.join(sorted(known)) or 'no metric'}")
     pairs, only_b, only_c, notes = pair_tasks(base, cand, match)
     notes = [f"baseline: {n}" for n in base.notes] + [f"candidate: {n}" for n in cand.notes] + notes
     if base.platform_id and cand.platform_id and base.platform_id != cand.platform_id:

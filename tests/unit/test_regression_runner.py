@@ -139,6 +139,9 @@ def test_bad_sources_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "z.json").write_text(json.dumps({"format": G.SAMPLES_FORMAT, "tasks": [{"key": 3, "measured": 5}]}))
     with pytest.raises(InputError, match="malformed"):
         G.load_run(tmp_path / "z.json")
+    with pytest.raises(InputError, match="no task measured speed; the runs have t"):
+        G.compare_runs(G.RunSamples(tasks=[G.TaskSamples(key="a", measured={"t": [1.0]})]),
+                       G.RunSamples(tasks=[G.TaskSamples(key="a", measured={"t": [1.0]})]), metrics=["speed"])
     with pytest.raises(InputError, match="cannot match on nosuch"):
         G.compare_runs(G.RunSamples(tasks=[G.TaskSamples(key="a", identity={"codec": "sz3"})]),
                        G.RunSamples(tasks=[G.TaskSamples(key="b", identity={"codec": "sz3"})]), match=["nosuch"])
