@@ -231,12 +231,15 @@ def build_argv(
     env: dict[str, str] | None = None,
     status_fd: int | None = None,
     launcher: Sequence[str] = (),
+    programs: Sequence[str] = (),
 ) -> tuple[list[str], Confinement]:
     """``bwrap ... -- [launcher] command`` and the description of what the program will see.
 
     ``readable`` are extra directories or files bound read-only at their own paths (the
     working directory and declared inputs); ``run_dir`` is the only writable host path.
     ``launcher`` runs inside as the program's parent (see ``sandbox_launcher``).
+    ``programs`` are the executables that will run (the profiler's and the program's):
+    each one's installation is made readable (see :func:`install_root`).
     """
     env = env or {}
     run_dir = run_dir.resolve()
@@ -262,9 +265,12 @@ def build_argv(
     project = perfscout_source_root()
     ro: list[Path] = [*python_roots(), project, *[Path(r).resolve() for r in readable],
                       *_env_dirs(env, "PYTHONPATH"), *_env_dirs(env, "LD_LIBRARY_PATH")]
-    exe = Path(command[0])
-    if exe.is_absolute():  # a program outside every root is bound alone, as a file
-        ro += [exe, Path(os.path.realpath(exe))]
+    given = [run_dir, cwd, *[Path(r).resolve() for r in readable]]
+    for exe in {command[0], *programs}:
+        for path in {Path(exe), Path(os.path.realpath(exe))}:
+            # a program outside every root brings its installation
+            if path.is_absolute() and not _covered(path, given):
+                ro.append(install_root(path))
     if cwd != run_dir:
         ro.append(cwd)
     system = [Path(d) for d in SYSTEM_DIRS]
@@ -318,6 +324,19 @@ def _perf_note() -> list[str]:
         return [f"perf counts user space only inside the sandbox (kernel.perf_event_paranoid="
                 f"{paranoid}, no CAP_PERFMON): event names carry ':u'"]
     return []
+
+
+def install_root(exe: Path) -> Path:
+    """What a program outside the system directories needs readable: its installation
+    prefix (``~/.pyenv`` for ``~/.pyenv/shims/python3``, ``~/miniconda3`` for
+    ``~/miniconda3/bin/python``), else its own directory, never a system root or ``$HOME``
+    itself (then only the file)."""
+    home = Path(os.path.expanduser("~")).resolve()
+    parent = exe.parent
+    for cand in (parent.parent, parent):
+        if cand not in _SYSTEM_ROOTS and cand != home and len(cand.parts) > 1:
+            return cand
+    return exe
 
 
 def checked_root(path: str | os.PathLike[str]) -> Path:

@@ -321,7 +321,8 @@ class Sandbox:
 
     # ---- confinement -----------------------------------------------------------------
     def confine(self, full: list[str], work: Path, env: dict[str, str],
-                status_fd: int | None, report_fd: int | None) -> tuple[list[str], Confinement]:
+                status_fd: int | None, report_fd: int | None,
+                programs: Sequence[str] = ()) -> tuple[list[str], Confinement]:
         """The argv that actually runs (``bwrap ... -- full`` or ``full`` itself) and how
         it is confined. Raises :class:`ToolRefused` when it cannot be confined and the
         caller did not allow running without."""
@@ -337,7 +338,7 @@ class Sandbox:
             if report_fd is not None else []
         argv, conf = bwrap.build_argv(full, bwrap=probe.path, run_dir=self.run_dir, cwd=work,
                                       readable=readable, network=self.network, env=env,
-                                      status_fd=status_fd, launcher=launcher)
+                                      status_fd=status_fd, launcher=launcher, programs=programs)
         conf.tool = probe.description
         # A private /tmp inside: a TMPDIR naming a host directory would not exist there.
         env["TMPDIR"] = "/tmp"
@@ -366,14 +367,17 @@ class Sandbox:
         try:
             if not self._inside_allowed(work):
                 raise ToolRefused(f"working directory {work} is outside the run directory")
-            full = (self.prepare(wrap, work) if wrap else []) + self.prepare(argv, work)
+            wrapper = self.prepare(wrap, work) if wrap else []
+            program = self.prepare(argv, work)
+            full = wrapper + program
             child_env = self.child_env(env)
             for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
                 self.check_argument(value, work)
             if not self.unconfined:
                 pipes = [os.pipe(), os.pipe()]
             real, conf = self.confine(full, work, child_env, pipes[0][1] if pipes else None,
-                                      pipes[1][1] if pipes else None)
+                                      pipes[1][1] if pipes else None,
+                                      programs=[*wrapper[:1], program[0]])
         except ToolRefused as exc:
             _close_all(pipes)
             return SandboxResult(status="refused", argv=[str(a) for a in shown],

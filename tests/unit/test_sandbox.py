@@ -387,3 +387,77 @@ def test_signal_names_in_results(sb: Sandbox, run_dir: Path) -> None:
     s = script(run_dir, "term.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)\n")
     res = sb.run([PY, s])
     assert res.status == "crashed" and res.signal == signal.Signals.SIGTERM.name
+
+
+# ---- the confinement's view ------------------------------------------------------------------
+
+def test_a_registered_program_brings_its_installation(tmp_path: Path, run_dir: Path) -> None:
+    """A tool installed outside the system (pyenv, conda, a build prefix) needs its own
+    prefix readable, e.g. ``~/.pyenv/shims/python3`` runs ``~/.pyenv/libexec/pyenv``."""
+    prefix = tmp_path / "opt-tool"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "share").mkdir()
+    (prefix / "share" / "data.txt").write_text("from the prefix")
+    tool = prefix / "bin" / "tool"
+    tool.write_text("#!/bin/sh\ncat \"$(dirname \"$0\")/../share/data.txt\"\n")
+    tool.chmod(0o755)
+    sb = Sandbox(run_dir, executables=[str(tool)], limits=SandboxLimits(timeout_s=20))
+    res = sb.run([str(tool)])
+    if res.confinement.mode != "bwrap":
+        pytest.skip(f"no bubblewrap here: {res.reason}")
+    assert res.ok and res.stdout == "from the prefix", (res.reason, res.stderr)
+    assert str(prefix) in res.confinement.readable
+
+
+def test_a_program_in_the_working_directory_exposes_nothing_more(tmp_path: Path) -> None:
+    work, run = tmp_path / "work", tmp_path / "run"
+    work.mkdir()
+    (tmp_path / "secret.txt").write_text("nope")
+    prog = work / "prog"
+    prog.write_text(f"#!/bin/sh\ncat {tmp_path / 'secret.txt'} 2>&1\n")
+    prog.chmod(0o755)
+    sb = Sandbox(run, inputs=[work], cwd=work, executables=["./prog"], limits=SandboxLimits(timeout_s=20))
+    res = sb.run(["./prog"])
+    if res.confinement.mode != "bwrap":
+        pytest.skip(f"no bubblewrap here: {res.reason}")
+    assert "nope" not in res.stdout and "No such file" in res.stdout
+    assert str(tmp_path) not in res.confinement.readable
+
+
+def test_unconfined_runs_are_marked(run_dir: Path) -> None:
+    sb = Sandbox(run_dir, unconfined=True, limits=SandboxLimits(timeout_s=20))
+    res = sb.run(["true"])
+    assert res.ok and res.confinement.mode == "unconfined"
+    assert res.confinement.warning.startswith("UNCONFINED")
+
+
+def test_refusal_without_bwrap_names_the_fix(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFSCOUT_BWRAP", str(run_dir / "no-bwrap"))
+    res = Sandbox(run_dir, limits=SandboxLimits(timeout_s=20)).run(["true"])
+    assert res.status == "refused" and "apt-get install bubblewrap" in res.reason
+    assert "--unconfined" in res.reason
+    # perfscout's own probes may fall back, and say so
+    res = Sandbox(run_dir, allow_unconfined_fallback=True).run(["true"])
+    assert res.ok and res.confinement.mode == "unconfined" and "bubblewrap" in res.confinement.warning
+
+
+def test_run_sandboxed_api(tmp_path: Path) -> None:
+    from perfscout.tools.sandbox import run_sandboxed
+
+    run = tmp_path / "r"
+    res = run_sandboxed([PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+                        run, timeout_s=20, memory_mb=512)
+    assert res.status == "exit_nonzero" and res.returncode == 3 and not res.timed_out
+    assert Path(res.stdout_path).read_text() == "out\n" and Path(res.stderr_path).read_text() == "err\n"
+    assert "memory" in res.confinement.limits
+    res = run_sandboxed([PY, "-c", "import time; time.sleep(30)"], run, timeout_s=1)
+    assert res.timed_out and res.signal == "SIGKILL"
+    assert run_sandboxed("true; id", run).status == "refused"
+
+
+def test_memory_cap_stops_a_hog(tmp_path: Path) -> None:
+    from perfscout.tools.sandbox import run_sandboxed
+
+    res = run_sandboxed([PY, "-c", "b = bytearray(2 * 1024**3); b[::4096] = b'x' * len(b[::4096])"],
+                        tmp_path / "r", timeout_s=60, memory_mb=256)
+    assert res.status == "killed_by_limit" and "memory" in res.reason, (res.reason, res.stderr[-300:])
