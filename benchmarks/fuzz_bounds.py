@@ -19,8 +19,12 @@ near +-max of the dtype: the value range overflows float64 for f64 data), ``huge
 known crashers (sz3-h5 near max, zfp rates below zfp's floor, sz2 pw_rel >= 16) are
 in the draws: they must come back refused or as records, never as a dead caller.
 
-    nice .venv/bin/python benchmarks/fuzz_bounds.py --n 20000 --seed 1 \\
+    nice .venv/bin/python benchmarks/fuzz_bounds.py --n 10000 --seed 1 --out /tmp/fuzz_1.json &
+    nice .venv/bin/python benchmarks/fuzz_bounds.py --n 10000 --seed 2 --out /tmp/fuzz_2.json
+    .venv/bin/python benchmarks/fuzz_bounds.py --merge /tmp/fuzz_1.json /tmp/fuzz_2.json \\
         --out benchmarks/results/fuzz_bounds_cpu.json
+
+A checkpoint of the counts is written every 500 evaluations.
 """
 
 from __future__ import annotations
@@ -193,6 +197,27 @@ def run(n: int, seed: int, out: Path | None, progress_every: int = 500) -> dict:
     crashed_examples: list[dict] = []
     started = time.perf_counter()
     cpu0 = time.process_time()
+    machine_at_start = machine()
+
+    def summary(done: int) -> dict:
+        return {
+            "benchmark": "fuzz_bounds", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine_at_start, "seed": seed, "evaluations": done, "planned": n,
+            "wall_s": round(time.perf_counter() - started, 1), "caller_cpu_s": round(time.process_time() - cpu0, 1),
+            "unflagged_violations": len(unflagged), "caller_crashes": len(caller_crashes),
+            "statuses": dict(statuses), "refused": dict(refused),
+            "per_codec_mode": {k: dict(v) for k, v in sorted(per_codec.items())},
+            "unflagged_examples": unflagged[:50], "caller_crash_examples": caller_crashes[:20],
+            "codec_crash_examples": crashed_examples,
+        }
+
+    def save(doc: dict) -> None:
+        if out is not None:  # every checkpoint is a complete document (an interrupted run keeps its counts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+            os.replace(tmp, out)
+
     for i in range(n):
         codec, device, modes = CODECS[int(rng.integers(len(CODECS)))]
         mode = modes[int(rng.integers(len(modes)))]
@@ -225,20 +250,38 @@ def run(n: int, seed: int, out: Path | None, progress_every: int = 500) -> dict:
         if progress_every and (i + 1) % progress_every == 0:
             print(f"{i + 1}/{n} {time.perf_counter() - started:.0f}s unflagged={len(unflagged)} "
                   f"caller_crashes={len(caller_crashes)} {dict(statuses)}", flush=True)
-    result = {
-        "benchmark": "fuzz_bounds", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(), "seed": seed, "evaluations": n,
-        "wall_s": round(time.perf_counter() - started, 1), "caller_cpu_s": round(time.process_time() - cpu0, 1),
-        "unflagged_violations": len(unflagged), "caller_crashes": len(caller_crashes),
-        "statuses": dict(statuses), "refused": dict(refused),
-        "per_codec_mode": {k: dict(v) for k, v in sorted(per_codec.items())},
-        "unflagged_examples": unflagged[:50], "caller_crash_examples": caller_crashes[:20],
-        "codec_crash_examples": crashed_examples,
-    }
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1, allow_nan=False))
+            save(summary(i + 1))
+    result = summary(n)
+    save(result)
     return result
+
+
+def merge(parts: list[Path]) -> dict:
+    """One campaign from several runs (different seeds, e.g. one per core)."""
+    docs = [json.loads(p.read_text()) for p in parts]
+
+    def add(key: str) -> dict:
+        total: Counter = Counter()
+        for d in docs:
+            total.update(d[key])
+        return dict(total)
+
+    per: dict[str, Counter] = {}
+    for d in docs:
+        for k, v in d["per_codec_mode"].items():
+            per.setdefault(k, Counter()).update(v)
+    return {
+        "benchmark": "fuzz_bounds", "when": max(d["when"] for d in docs), "machine": docs[0]["machine"],
+        "runs": [{k: d[k] for k in ("seed", "evaluations", "planned", "wall_s", "caller_cpu_s", "when")} for d in docs],
+        "evaluations": sum(d["evaluations"] for d in docs),
+        "unflagged_violations": sum(d["unflagged_violations"] for d in docs),
+        "caller_crashes": sum(d["caller_crashes"] for d in docs),
+        "statuses": add("statuses"), "refused": add("refused"),
+        "per_codec_mode": {k: dict(v) for k, v in sorted(per.items())},
+        "unflagged_examples": [e for d in docs for e in d["unflagged_examples"]][:50],
+        "caller_crash_examples": [e for d in docs for e in d["caller_crash_examples"]][:20],
+        "codec_crash_examples": [e for d in docs for e in d["codec_crash_examples"]][:20],
+    }
 
 
 def main() -> int:
@@ -246,9 +289,15 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, help="combine these result files into --out")
     args = ap.parse_args()
-    r = run(args.n, args.seed, args.out)
-    print(json.dumps({k: r[k] for k in ("evaluations", "wall_s", "unflagged_violations", "caller_crashes",
+    if args.merge:
+        r = merge(args.merge)
+        if args.out is not None:
+            args.out.write_text(json.dumps(r, indent=1, allow_nan=False))
+    else:
+        r = run(args.n, args.seed, args.out)
+    print(json.dumps({k: r.get(k) for k in ("evaluations", "wall_s", "unflagged_violations", "caller_crashes",
                                          "statuses")}, indent=1))
     return 0 if r["unflagged_violations"] == 0 and r["caller_crashes"] == 0 else 1
 
