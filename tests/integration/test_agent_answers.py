@@ -94,3 +94,26 @@ def test_a_profile_file_outside_the_working_directory_that_the_request_did_not_n
     monkeypatch.chdir(tmp_path)
     reply = diagnose_file.invoke({"path": str(ROOT / "tests/fixtures/ncu/h200_transpose_raw.csv")})
     assert reply.startswith("refused") and "outside" in reply
+
+
+def test_a_netcdf_variable_named_in_words_is_evaluated_with_its_bound_verified(perfscout_home, tmp_path):
+    import netCDF4
+    import numpy as np
+
+    path = tmp_path / "era5.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("lat", 32)
+        nc.createDimension("lon", 64)
+        z = nc.createVariable("z", "i2", ("lat", "lon"))
+        z.long_name, z.standard_name = "Geopotential", "geopotential"
+        z.scale_factor, z.add_offset = np.float32(0.5), np.float32(5000.0)
+        z[:] = 5000.0 + np.cumsum(np.random.default_rng(3).standard_normal((32, 64)), axis=1) * 40
+        t = nc.createVariable("t", "f4", ("lat", "lon"))
+        t[:] = 280.0
+    out = agent.run(f"compare sz3 and zfp at rel 1e-3 on the geopotential z in {path}, 1 repeat", thread_id="nc",
+                    context=_ctx(perfscout_home))
+    assert out.status == "done", out.question
+    recs = _records(out)
+    assert {r["codec"] for r in recs} == {"sz3", "zfp"} and all(r["bound_ok"] for r in recs)
+    assert all(r["shape"] == "32,64" for r in recs)
+    assert "held their bound" in _answer(out.report)

@@ -59,11 +59,11 @@ def test_dev_server_runs_interrupts_and_resumes_the_graph(server):
     tid = thread["thread_id"]
     first = client.runs.wait(tid, "perfscout", input={"request": "evaluate sz3 at abs 1e-2 on /missing/field.raw"})
     question = first["__interrupt__"][0]["value"]
-    assert "path" in question["needs"] and "field.raw" in question["question"]
+    assert "data" in question["needs"] and "field.raw" in question["question"]
     state = client.threads.get_state(tid)
-    assert state["next"] == ["reflect"] and state["interrupts"]
+    assert state["next"] == ["clarify"] and state["interrupts"]  # asked before anything ran
 
-    final = client.runs.wait(tid, "perfscout", command={"resume": {"path": "synthetic:grf:16,16"}})
+    final = client.runs.wait(tid, "perfscout", command={"resume": "synthetic:grf:16,16"})
     assert final["status"] == "done"
     report = Path(final["report_path"]).read_text()
     assert "synthetic:grf:16,16" in report and "| sz3 |" in report
@@ -77,4 +77,4 @@ def test_dev_server_runs_interrupts_and_resumes_the_graph(server):
         t2, "perfscout", input={"request": {"datasets": ["synthetic:grf:8,8"], "codecs": ["zfp"],
                                             "mode": "abs", "bounds": [1e-2], "repeats": 1}},
         stream_mode="updates") if chunk.event == "updates"]
-    assert nodes == ["snapshot", "plan", "act", "observe", "reflect", "report"]
+    assert nodes == ["snapshot", "understand", "plan", "act", "observe", "reflect", "report"]
