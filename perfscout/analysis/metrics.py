@@ -3,9 +3,10 @@
 Notation: ``x`` is the original, ``y`` the reconstruction, ``e = y - x`` the error,
 ``n`` the number of elements, ``R = max(x) - min(x)`` the value range of the original,
 ``MSE = mean(e**2)``. Every metric is computed in float64 whatever the input dtype,
-with whole-array operations (no Python loop over elements), through the array
-namespace of the inputs (:mod:`perfscout.analysis.xp`), so CuPy arrays stay on the
-device until the final scalars.
+with array operations over chunks (no Python loop over elements; the full record is
+streamed, :mod:`perfscout.analysis.streaming`), through the array namespace of the
+inputs (:mod:`perfscout.analysis.xp`), so CuPy arrays stay on the device until the
+final scalars.
 
 Non-finite originals: a codec may pass NaN/Inf through losslessly. Such an element
 counts as exact when the reconstruction holds the same value (NaN for NaN, the same
@@ -328,52 +329,6 @@ def ssim(a: Any, b: Any, *, window: int = SSIM_WINDOW, data_range: float | None 
 # -- the full set --------------------------------------------------------------------
 
 
-def _error_summary(xp: ModuleType, e: Any, exp2: int = 0) -> dict[str, Any]:
-    """Quantiles, moments and a coarse symmetric histogram of the signed error ``e`` (1-D).
-
-    ``e`` holds the error times 2**exp2; the reported figures are in the data's units.
-    """
-    q = xp.quantile(e, xp.asarray(ERR_QUANTILES, dtype=xp.float64))
-    peak = to_float(xp.max(xp.abs(e)))
-    if peak > 0:
-        # Bin on the error scaled so that its peak is in [0.5, 1): exact (a power of
-        # two), and numpy cannot form 16 bins over a range of a few subnormals.
-        j = -math.frexp(peak)[1]
-        top = math.ldexp(peak, j)
-        counts, edges = xp.histogram(xp.ldexp(e, j), bins=ERR_HIST_BINS, range=(-top, top))
-        counts_l = [int(c) for c in counts.tolist()]
-        edges_l = [_unscale(float(v), exp2 + j) for v in edges.tolist()]
-    else:  # exact reconstruction: one degenerate bin holding everything
-        counts_l = [int(e.size)]
-        edges_l = [0.0, 0.0]
-    return {
-        "n": int(e.size),
-        "mean": _unscale(to_float(xp.mean(e)), exp2),
-        "std": _unscale(to_float(xp.std(e)), exp2),
-        "zero_fraction": to_float(xp.count_nonzero(e == 0)) / int(e.size),
-        "quantiles": {f"{p:g}": _unscale(float(v), exp2) for p, v in zip(ERR_QUANTILES, q.tolist())},
-        "edges": edges_l,
-        "counts": counts_l,
-    }
-
-
-def _lag1_autocorr(xp: ModuleType, e: Any) -> float:
-    """Lag-1 autocorrelation of the error in flattened C order (Z-checker's definition).
-
-    r1 = sum_i (e_i - m)(e_{i+1} - m) / sum_i (e_i - m)^2 with m = mean(e). An error
-    with zero variance (exact, or a pure constant bias) has no structure to correlate
-    and is reported as 0.
-    """
-    flat = e.reshape(-1)
-    if flat.size < 2:
-        return 0.0
-    d = flat - xp.mean(flat)
-    den = to_float(xp.sum(d * d))
-    if den == 0:
-        return 0.0
-    return to_float(xp.sum(d[:-1] * d[1:])) / den
-
-
 def _log10_mse(mse: float, max_abs: float, n: int) -> float:
     """log10(MSE), or a lower bound of it when the squares of tiny errors underflowed."""
     if mse > 0:
@@ -392,15 +347,12 @@ def psnr(original: Any, reconstructed: Any) -> float:
     """PSNR in dB, exactly as :func:`quality_metrics` reports it, without the rest.
 
     For a search that evaluates PSNR many times (``psnr`` mode): the same definition
-    and the same handling of non-finite elements and extreme magnitudes as the record.
+    and the same handling of non-finite elements and extreme magnitudes as the record,
+    in two streaming passes (no full-size temporaries).
     """
-    p = _prepare(original, reconstructed)
-    xv = p.flat_valid(p.x)
-    ev = p.flat_valid(p.y) - xv
-    R = to_float(p.xp.max(xv)) - to_float(p.xp.min(xv))
-    max_abs, _ = _max_abs_scaled(p)
-    mse = to_float(p.xp.sum(ev * ev)) / p.n_valid
-    return _psnr_db(R, _log10_mse(mse, max_abs, p.n_valid), max_abs == 0)
+    from perfscout.analysis.streaming import stream_psnr
+
+    return stream_psnr(original, reconstructed)
 
 
 def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -> dict[str, Any]:
@@ -426,76 +378,11 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -
     - ``err_autocorr_lag1``: lag-1 autocorrelation of e in flattened C order
     - ``err_hist``: error quantiles, mean/std, zero fraction and a 16-bin histogram
     - ``value_range`` (R), ``nonfinite_count`` (non-finite elements of x)
+
+    Computed in streaming passes over chunks (:mod:`perfscout.analysis.streaming`):
+    memory is the two inputs plus a few MiB; the error quantiles come from a fine
+    histogram and are within one of its bins (2 max|e| / 65536) of ``numpy.quantile``.
     """
-    if isinstance(compressed_nbytes, bool) or int(compressed_nbytes) != compressed_nbytes:
-        raise InputError(f"compressed size must be an integer byte count, got {compressed_nbytes!r}")
-    if compressed_nbytes <= 0:
-        raise InputError(f"compressed size must be > 0 bytes, got {compressed_nbytes}")
-    p = _prepare(original, reconstructed)
-    xp = p.xp
-    orig_nbytes = int(xp.asarray(original).nbytes)
-    n_total = int(p.x.size)
+    from perfscout.analysis.streaming import stream_quality_metrics  # imports this module
 
-    # Everything below is in scaled units (inputs times 2**k, k = p.exp2, usually 0);
-    # dimensional results go through _unscale on the way out.
-    k = p.exp2
-    xv = p.flat_valid(p.x)
-    yv = p.flat_valid(p.y)
-    ev = yv - xv
-    n = p.n_valid
-
-    R = to_float(xp.max(xv)) - to_float(xp.min(xv))
-    max_abs, max_idx = _max_abs_scaled(p)
-    mse = to_float(xp.sum(ev * ev)) / n
-    log_mse = _log10_mse(mse, max_abs, n)
-
-    # Point-wise ratios on the unscaled values: scaling a field spanning more than
-    # float64's exponent range could flush its smallest elements to zero.
-    # Overflow here is honest: |y - x| or |e| / |x| beyond float64 is reported as inf.
-    with np.errstate(over="ignore"):
-        xr = p.flat_valid(p.x_raw)
-        er = p.flat_valid(p.y_raw) - xr
-        nonzero = xr != 0
-        if bool(xp.any(nonzero)):
-            max_pw = to_float(xp.max(xp.abs(er[nonzero]) / xp.abs(xr[nonzero])))
-        else:
-            max_pw = 0.0
-    zero_changed = int(xp.count_nonzero(~nonzero & (er != 0)))
-    del xr, er
-
-    mean_x = to_float(xp.mean(xv))
-    mean_y = to_float(xp.mean(yv))
-    dx = xv - mean_x
-    dy = yv - mean_y
-    var_x = to_float(xp.sum(dx * dx)) / n
-    var_y = to_float(xp.sum(dy * dy)) / n
-    cov = to_float(xp.sum(dx * dy)) / n
-    exact = max_abs == 0
-    if exact:
-        pearson = 1.0
-    elif var_x > 0 and var_y > 0:
-        pearson = cov / (math.sqrt(var_x) * math.sqrt(var_y))
-    else:
-        pearson = math.nan
-
-    rmse = math.sqrt(mse)
-    return {
-        "ratio": orig_nbytes / int(compressed_nbytes),
-        "bitrate": 8.0 * int(compressed_nbytes) / n_total,
-        "max_abs_err": _unscale(max_abs, k),
-        "max_abs_err_index": max_idx,
-        "max_rel_err": _ratio_or_limit(max_abs, R),
-        "max_pw_rel_err": max_pw,
-        "zero_changed_count": zero_changed,
-        "mse": _unscale(_unscale(mse, k), k),
-        "rmse": _unscale(rmse, k),
-        "nrmse": _ratio_or_limit(rmse if mse > 0 or exact else 10.0 ** min(log_mse / 2, 300.0), R),
-        "psnr": _psnr_db(R, log_mse, exact),
-        "snr": math.inf if exact else 10 * _log10(var_x) - 10 * log_mse,
-        "pearson": pearson,
-        "ssim": 1.0 if exact else _ssim_prepared(xp, p.x, p.y, SSIM_WINDOW, R if R > 0 else None),
-        "err_autocorr_lag1": _lag1_autocorr(xp, p.y - p.x),
-        "err_hist": _error_summary(xp, ev, k),
-        "value_range": _unscale(R, k),
-        "nonfinite_count": p.nonfinite_count,
-    }
+    return stream_quality_metrics(original, reconstructed, compressed_nbytes)
