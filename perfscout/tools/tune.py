@@ -407,6 +407,22 @@ def _suggest(trial: Any, name: str, p: Param) -> Any:
     return trial.suggest_float(name, float(p.low), float(p.high), log=p.log)  # type: ignore[arg-type]
 
 
+def _programs(spec: TuneSpec, space: dict[str, Param]) -> list[str]:
+    """Every program a trial may start (each is registered with the sandbox up front).
+
+    The program itself may be a parameter (``{build}/app`` over two builds) only through a
+    categorical one: a numeric range of programs is not a thing one runs.
+    """
+    names = _PLACEHOLDER.findall(spec.command[0])
+    combos: list[dict[str, Any]] = [dict(spec.baseline)]
+    for name in dict.fromkeys(names):
+        p = space[name]
+        if p.type != "categorical":
+            raise InputError(f"the program {spec.command[0]!r} depends on {name!r}, which is not categorical")
+        combos = [{**c, name: v} for c in combos for v in p.choices or []]
+    return sorted({_render([spec.command[0]], c)[0] for c in combos})
+
+
 def _params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_text(v)}" for k, v in params.items())
 
@@ -422,9 +438,8 @@ def run_tune(spec: TuneSpec, out: str | Path, *, findings: list[FindingRef] = ()
     space, narrowing = narrowed_space(spec, findings)
     baseline_params = dict(spec.baseline)
     (out / "tune.spec.json").write_text(spec.model_dump_json(indent=1, by_alias=True), encoding="utf-8")
-    probe_argv, _ = configure(spec, {**{k: (p.choices[0] if p.choices else p.low) for k, p in space.items()},
-                                     **baseline_params})
-    box = B.make_sandbox(out, [probe_argv], inputs=spec.inputs, cwd=cwd, timeout_s=spec.timeout_s)
+    box = B.make_sandbox(out, [[exe] for exe in _programs(spec, space)], inputs=spec.inputs, cwd=cwd,
+                         timeout_s=spec.timeout_s)
     fig = spec.figure
     metric = fig.name if not fig.from_wall_time else "wall_s"
 

@@ -231,3 +231,25 @@ confirm_repeats: 5
     assert doc["verdict"] == "improved" and doc["space"] == {"block": "{8, 16}"}
     assert doc["confirmation"]["verdict"] == "improved"
     assert (tmp_path / "t" / "report.html").is_file()
+
+
+def test_the_program_itself_can_be_a_categorical_parameter(tmp_path: Path) -> None:
+    """Two 'builds' of one benchmark, chosen by a placeholder in the program's path."""
+    for build, block in (("build-a", 8), ("build-b", 32)):
+        (tmp_path / build).mkdir()
+        exe = tmp_path / build / "app"
+        exe.write_text(f"#!{PY}\n" + BLOCKER.replace('int(args["--block"])', str(block)))
+        exe.chmod(0o755)
+    spec = T.parse_tune_spec({
+        "command": [str(tmp_path / "{build}" / "app"), "--block", "0", "--unroll", "1"],
+        "figure": {"json": "result.gbps", "better": "higher"},
+        "space": {"build": {"type": "categorical", "choices": ["build-a", "build-b"]}},
+        "baseline": {"build": "build-a"}, "trials": 2, "repeats": 1, "confirm_repeats": 5})
+    out = T.run_tune(spec, tmp_path / "run", cwd=tmp_path)
+    assert out.best_params == {"build": "build-b"} and out.verdict == "improved"
+    bad = T.parse_tune_spec({"command": ["{n}/app"], "space": {"n": {"type": "int", "low": 1, "high": 2}},
+                             "baseline": {"n": 1}})
+    from perfscout.errors import InputError
+
+    with pytest.raises(InputError, match="not categorical"):
+        T.run_tune(bad, tmp_path / "run2", cwd=tmp_path)
