@@ -234,36 +234,24 @@ def verify_bound(
         # An infinite (or NaN) bound would pass every error, inf included: never "ok".
         if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
             raise InputError(f"cannot verify against {name} = {value!r}: a bound must be finite and >= 0")
-    x = original.astype(np.float64, copy=False)
-    y = reconstructed.astype(np.float64, copy=False)
-    with np.errstate(over="ignore", invalid="ignore"):
-        err = np.abs(x - y)
-    err = np.where(np.isnan(err), np.inf, err)  # a NaN out of a codec is an unbounded error
-    flat_max = int(np.argmax(err))
-    index = tuple(int(i) for i in np.unravel_index(flat_max, err.shape))
-    max_err = float(err.flat[flat_max])
+    if original.size == 0:
+        raise InputError("cannot verify an empty array: there is no element to check")
     if abs_bound is None and pw_rel_bound is None:
-        return BoundCheck("ok", None, max_err, index)
-    if pw_rel_bound is not None:
-        allowed = pw_rel_bound * np.abs(x)
+        what = ""
+    elif pw_rel_bound is not None:
         # Each element's own bound: the field's largest one would excuse a 100% error on
         # a small element as "rounding" (float32: 4 eps of 10 is ~5e-6).
-        slack = rounding_slack(original, reconstructed, allowed)
         what = f"point-wise relative bound {pw_rel_bound:g}"
     else:
-        allowed = np.float64(abs_bound)
-        slack = rounding_slack(original, reconstructed, float(abs_bound))
         what = f"abs bound {abs_bound:.6g}"
-    with np.errstate(invalid="ignore"):
-        excess = err - allowed
-    beyond = excess > 0
-    n_beyond = int(np.count_nonzero(beyond))
-    if n_beyond == 0:
-        return BoundCheck("ok", True, max_err, index)
-    n_viol = int(np.count_nonzero(excess > slack))
-    worst_flat = int(np.argmax(excess))
-    worst_index = tuple(int(i) for i in np.unravel_index(worst_flat, err.shape))
-    worst = float(excess.flat[worst_flat])
+    scan = _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
+    index = tuple(int(i) for i in np.unravel_index(scan.max_flat, original.shape))
+    if not what:
+        return BoundCheck("ok", None, scan.max_err, index)
+    if scan.n_beyond == 0:
+        return BoundCheck("ok", True, scan.max_err, index)
+    worst_index = tuple(int(i) for i in np.unravel_index(scan.worst_flat, original.shape))
+    n_viol, n_beyond, worst = scan.n_violations, scan.n_beyond, scan.worst_excess
     status = "bound_violated" if n_viol else "bound_overshoot"
     detail = (
         f"{n_viol} of them beyond float rounding" if n_viol
@@ -271,10 +259,70 @@ def verify_bound(
     )
     message = (
         f"{status}: {n_beyond} element(s) exceed the {what}, {detail}; worst excess "
-        f"{worst:.3g} at index {worst_index} (error {float(err.flat[worst_flat]):.6g}, value "
-        f"{float(x.flat[worst_flat]):.6g}); max error {max_err:.6g} at {index}"
+        f"{worst:.3g} at index {worst_index} (error {scan.worst_err:.6g}, value "
+        f"{scan.worst_value:.6g}); max error {scan.max_err:.6g} at {index}"
     )
-    return BoundCheck(status, False, max_err, index, n_beyond, n_viol, worst, worst_index, message)
+    return BoundCheck(status, False, scan.max_err, index, n_beyond, n_viol, worst, worst_index, message)
+
+
+#: The check reads both arrays in flat chunks of this many elements: float64
+#: temporaries of a few MiB instead of several copies of the whole field.
+BOUND_CHECK_CHUNK = 1 << 18
+
+
+@dataclass
+class _BoundScan:
+    max_err: float = -1.0
+    max_flat: int = 0
+    n_beyond: int = 0
+    n_violations: int = 0
+    worst_excess: float = -math.inf
+    worst_flat: int = 0
+    worst_err: float = 0.0
+    worst_value: float = 0.0
+    worst_is_nan: bool = False
+
+
+def _scan_bound(original: np.ndarray, reconstructed: np.ndarray, abs_bound: float | None,
+                pw_rel_bound: float | None) -> _BoundScan:
+    """One pass in chunks: the largest error (first occurrence), and for the elements beyond
+    the bound (only for them: the rounding slack costs several operations per element)
+    their count, how many exceed it by more than the slack, and the worst excess (first
+    NaN, else first largest, as numpy.argmax over the whole excess array would pick)."""
+    xf = np.ascontiguousarray(original).reshape(-1)
+    yf = np.ascontiguousarray(reconstructed).reshape(-1)
+    out = _BoundScan()
+    for i0 in range(0, xf.size, BOUND_CHECK_CHUNK):
+        xc, yc = xf[i0 : i0 + BOUND_CHECK_CHUNK], yf[i0 : i0 + BOUND_CHECK_CHUNK]
+        x = xc.astype(np.float64, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            err = np.abs(x - yc.astype(np.float64, copy=False))
+        err[np.isnan(err)] = np.inf  # a NaN out of a codec is an unbounded error
+        j = int(np.argmax(err))
+        if float(err[j]) > out.max_err:
+            out.max_err, out.max_flat = float(err[j]), i0 + j
+        if abs_bound is None and pw_rel_bound is None:
+            continue
+        if pw_rel_bound is None and float(err[j]) <= abs_bound:
+            continue  # nothing in this chunk is beyond the bound
+        allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
+        with np.errstate(invalid="ignore"):
+            excess = err - allowed
+        w = int(np.argmax(excess))
+        v = float(excess[w])
+        if not out.worst_is_nan and (math.isnan(v) or v > out.worst_excess):
+            out.worst_excess, out.worst_flat, out.worst_is_nan = v, i0 + w, math.isnan(v)
+            out.worst_err, out.worst_value = float(err[w]), float(x[w])
+        beyond = excess > 0
+        nb = int(np.count_nonzero(beyond))
+        if nb == 0:
+            continue
+        out.n_beyond += nb
+        cand = np.flatnonzero(beyond)
+        sub_allowed = allowed[cand] if pw_rel_bound is not None else float(abs_bound)
+        slack = rounding_slack(xc[cand], yc[cand], sub_allowed)
+        out.n_violations += int(np.count_nonzero(excess[cand] > slack))
+    return out
 
 
 # -- non-finite pass-through ---------------------------------------------------------------
