@@ -121,6 +121,19 @@ def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[
             body = diagnosis_markdown(o["data"]).splitlines()
             lines += ["#" + ln if ln.startswith("#") else ln for ln in body] + [""]
         others = [o for o in others if o not in diagnoses]
+    regressions = [o for o in finals if o["tool"] == "compare_runs" and o["kind"] == "result"
+                   and isinstance(o.get("data"), dict)]
+    if regressions:
+        from perfscout.tools.regress import RegressionResult, regression_markdown
+
+        lines += ["## Regression check", ""]
+        for o in regressions:
+            try:
+                lines += regression_markdown(RegressionResult.model_validate(o["data"]), level=3).splitlines()
+            except Exception as exc:  # noqa: BLE001 - a section that fails must not cost the report
+                lines.append(f"- {o['task_key']}: {md_text(o.get('summary'))} (table not drawn: {type(exc).__name__})")
+            lines.append("")
+        others = [o for o in others if o not in regressions]
     sweeps = [o for o in finals if o["tool"] == "run_sweep" and o["kind"] == "result"
               and isinstance(o.get("data"), dict)]
     if sweeps:

@@ -214,7 +214,7 @@ _SYNTH_KIND = {"grf": "grf", "gaussian random field": "grf", "smooth": "smooth",
 _CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
 _PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`)]+|(?:[\w.+-]+/)+[\w.+-]*"
                    r"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:%s)(?![\w.]))")
-_RUN_ID = re.compile(r"\bruns?\s+([0-9a-f]{6,32}|[\w.-]*\d[\w.-]*)\b")
+_RUN_ID = re.compile(r"(?:\b(?:runs?|baseline|candidate)|运行)\s*(?:id\s+)?([A-Za-z0-9][\w.-]*)(?:\s+(?:and|vs\.?|versus|against|和|与)\s+([\w.-]+))?")
 _VAR = re.compile(r"\b(?:variable|var|field)\s+(?!(?:of|in|from|the|a|an)\b)[`'\"]?([A-Za-z_][\w.]*)[`'\"]?"
                   r"|\b(?!(?:on|in|of|the|a|an|this|that|my|its|variable|var)\b)([A-Za-z_]\w*)\s+(?:variable|field)\b"
                   r"|变量\s*[`'\"]?([A-Za-z_][\w.]*)")
@@ -530,8 +530,30 @@ def _read_runs(t: _Text, intent: Intent) -> None:
     cue = any(p.search(t.low) for m, p in _table("questions") if m == "compare_runs")
     if not cue:
         return
-    for m in t.finditer(_RUN_ID):
-        intent.runs.append(t.original(m, 1))
+    found: list[tuple[int, str]] = []
+    baseline = ""
+    for m in t.finditer(_RUN_ID, take=False):
+        ids = [(m.start(g), t.original(m, g)) for g in (1, 2) if m.group(g)]
+        ids = [(p, i) for p, i in ids if i.lower() not in _filler() and not _table_hit("questions", i)]
+        if ids:
+            t.take(m.start(), m.end())
+            found += ids
+            if t.low[m.start():m.start() + 8].startswith("baseline"):
+                baseline = ids[0][1]
+    runs = list(dict.fromkeys(i for _, i in sorted(found)))
+    if len(runs) >= 2:
+        first_end = sorted(found)[0][0]
+        second = next(p for p, i in sorted(found) if i == runs[1])
+        between = t.low[first_end:second]
+        # "B faster than A", "B against A", "B vs A": the first named is the candidate
+        if baseline == runs[1] or (baseline != runs[0] and re.search(
+                r"\bthan\b|\bagainst\b|\bvs\.?\b|\bversus\b|relative\s+to|compared\s+(?:to|with)|相比|比", between)):
+            runs[0], runs[1] = runs[1], runs[0]
+    intent.runs += [r for r in runs if r not in intent.runs]
+
+
+def _table_hit(section: str, word: str) -> bool:
+    return any(rx.fullmatch(word.lower()) for _, rx in _table(section))
 
 
 def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:

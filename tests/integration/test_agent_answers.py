@@ -117,3 +117,19 @@ def test_a_netcdf_variable_named_in_words_is_evaluated_with_its_bound_verified(p
     assert {r["codec"] for r in recs} == {"sz3", "zfp"} and all(r["bound_ok"] for r in recs)
     assert all(r["shape"] == "32,64" for r in recs)
     assert "held their bound" in _answer(out.report)
+
+
+def test_is_run_b_faster_than_run_a_compares_two_agent_runs(perfscout_home):
+    ctx = _ctx(perfscout_home)
+    for tid in ("runa", "runb"):
+        out = agent.run("evaluate sz3 at abs 1e-2 on synthetic:grf:32,32 with 5 repeats", thread_id=tid, context=ctx)
+        assert out.status == "done"
+    out = agent.run("is run runb faster than run runa?", thread_id="cmp", context=ctx)
+    assert out.status == "done", out.question
+    task = out.values["plan"]["tasks"][0]
+    assert task["tool"] == "compare_runs"
+    assert task["args"]["baseline"].endswith("runa") and task["args"]["candidate"].endswith("runb")
+    obs = out.values["observations"][0]
+    assert obs["kind"] == "result", obs
+    assert "regressed" not in obs["summary"].lower().replace("not regressed", "")  # same configuration
+    assert "## Regression check" in out.report and obs["summary"][:60] in out.report

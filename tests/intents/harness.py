@@ -122,6 +122,7 @@ def check(case: dict[str, Any], seen: dict[str, Any], tmp: Path) -> list[str]:
         "dtype": lambda: (intent.get("data") or [{}])[0].get("dtype"),
         "endian": lambda: (intent.get("data") or [{}])[0].get("endian"),
         "var": lambda: (intent.get("data") or [{}])[0].get("var"),
+        "runs": lambda: intent.get("runs"),
     }
     for key, got in checks.items():
         if key not in exp:
