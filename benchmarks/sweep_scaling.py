@@ -11,8 +11,8 @@ reported beside it.
     .venv/bin/python benchmarks/sweep_scaling.py [--spec examples/sweep_quick.yaml] [--rounds 3]
         [--out benchmarks/results/sweep_scaling_cpu.json]
 
-The GPU variant (one Dask worker per GPU, ``CUDA_VISIBLE_DEVICES`` pinned) is the same
-command with a spec that has ``devices: [cuda:0, cuda:1]`` and ``--config dask-gpus=2``.
+The GPU variant (one Dask worker per GPU, ``CUDA_VISIBLE_DEVICES`` pinned) is
+``benchmarks/sweep_dask_gpu.py``.
 """
 
 from __future__ import annotations

@@ -280,3 +280,32 @@ def test_a_killed_dask_driver_resumes_without_repeating_a_stored_task(tmp_path: 
     check_complete(after, reference)
     second = set(att.loc[att["session"] == 2, "task_key"])
     assert not second & set(before["task_key"])  # no stored task ran again
+
+
+def test_dask_options_errors_are_clear(tmp_path: Path, quick_reference) -> None:
+    spec, _ = quick_reference
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH="/usr/bin:/bin")  # no sbatch/qsub on this PATH
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
+                               "--out", str(tmp_path / "run"), *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    bad_key = tmp_path / "bad.yaml"
+    bad_key.write_text("cores: 4\nmemroy: 8GiB\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("cores: 1\nmemory: 1GiB\n")
+    cases = [
+        (["--cluster", "slurm"], "--cluster needs --cluster-config"),
+        (["--executor", "local", "--scheduler", "tcp://127.0.0.1:1"], "drop --executor local"),
+        (["--executor", "spark"], "--executor must be local or dask"),
+        (["--cluster", "slurm", "--cluster-config", str(bad_key)], "invalid cluster config: memroy"),
+        (["--cluster", "pbs", "--cluster-config", str(good)], "submits jobs with qsub, which is not on PATH"),
+        (["--scheduler", str(tmp_path / "nope.json")], "cannot reach the Dask scheduler"),
+    ]
+    for args, message in cases:
+        res = cli(*args)
+        text = " ".join(res.stderr.split())
+        assert res.returncode == 2 and message in text and "Traceback" not in res.stderr, (args, res.stderr)
+        if "scheduler" not in message:  # refused before anything was written
+            assert not (tmp_path / "run").exists(), args

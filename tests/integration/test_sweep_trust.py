@@ -211,16 +211,16 @@ def test_plugins_run_only_with_allow_plugins(tmp_path: Path) -> None:
 
 def test_the_agent_paths_refuse_plugins_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`perfscout run --spec` hands the spec to the planner and then to the run_sweep tool:
-    both load it with the default, which is refusal."""
-    from perfscout.graph.planner import PlanningError, plan_from_sweep_spec
+    planning never imports a plug-in, and the tool, by default, refuses to."""
+    from perfscout.graph.planner import plan_from_sweep_spec
     from perfscout.tools.agent_tools import run_sweep
 
-    spec, marker = _plugin_dir(tmp_path)
+    _, marker = _plugin_dir(tmp_path)
     monkeypatch.chdir(tmp_path)
     doc = {"name": "plug", "plugins": [str(tmp_path / "evil.py")], "datasets": [{"synthetic": "grf:8,8"}],
            "codecs": ["zfp"], "bounds": [0.1]}
-    with pytest.raises(PlanningError, match="--allow-plugins"):
-        plan_from_sweep_spec(doc)
+    plan = plan_from_sweep_spec(doc)
+    assert [t.tool for t in plan.tasks] == ["run_sweep"] and not marker.exists()
     reply = run_sweep.invoke({"spec": "plug.yaml", "out": "run"})
     assert reply.startswith("refused:") and "--allow-plugins" in reply
     reply = run_sweep.invoke({"spec_doc": doc, "out": "run2"})

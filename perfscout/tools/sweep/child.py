@@ -238,7 +238,7 @@ def log_tail(path: Path, limit: int = 400) -> str:
 def promote(work_dir: Path, tag: str) -> None:
     """Make a stored attempt's files the task's canonical ``task.json``, ``result.json``,
     ``log.txt`` (renames, by the attempt's owner only, after its row is committed)."""
-    for kind, path in attempt_paths(work_dir, tag).items():
+    for path in attempt_paths(work_dir, tag).values():
         final = work_dir / (path.name.replace(f".{tag}", ""))
         if path.is_file():
             os.replace(path, final)

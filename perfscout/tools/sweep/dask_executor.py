@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import socket
 import tempfile
 import time
@@ -112,6 +113,21 @@ class DaskOptions:
     #: Seconds to wait for the first worker (jobs can sit in a batch queue).
     start_timeout_s: float = 600.0
 
+    def check(self) -> None:
+        """Refuse what is wrong before the run directory is touched: Dask missing, a bad
+        cluster config, no ``sbatch``/``qsub`` here (InputError / DaskUnavailable)."""
+        _import_distributed()
+        if self.scheduler and self.cluster:
+            raise InputError("give a running scheduler or a cluster to start, not both")
+        if self.cluster:
+            if self.cluster_config is None:
+                raise InputError("--cluster needs --cluster-config FILE (cores, memory, walltime, account, ...)")
+            load_cluster_config(self.cluster_config)
+            submit = {"slurm": "sbatch", "pbs": "qsub"}[self.cluster]
+            if shutil.which(submit) is None:  # else jobs fail in the background and we wait for nothing
+                raise DaskUnavailable(f"--cluster {self.cluster} submits jobs with {submit}, which is not on "
+                                      "PATH here (run the sweep on a login node of the cluster)")
+
 
 def _import_distributed() -> Any:
     try:
@@ -191,8 +207,6 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
     without the thread that watches its timeout). Nothing is written to the run directory
     here: the record, the log and the task go back to the driver.
     """
-    import shutil
-
     from distributed import get_worker
 
     task = Task.model_validate_json(task_json)
@@ -246,6 +260,7 @@ class _Cluster:
         elif opts.cluster:
             if opts.cluster_config is None:
                 raise InputError("--cluster needs --cluster-config FILE (cores, memory, walltime, account, ...)")
+            opts.check()
             cfg = load_cluster_config(opts.cluster_config)
             self.kind = opts.cluster
             try:
@@ -286,8 +301,8 @@ class _Cluster:
     def _connect(distributed: Any, target: Any, stack: ExitStack) -> Any:
         try:
             return stack.enter_context(distributed.Client(target, timeout="30s"))
-        except (OSError, TimeoutError) as exc:
-            raise DaskUnavailable(f"cannot reach the Dask scheduler {target}: {exc}") from None
+        except Exception as exc:  # refused, timed out, not an address: the user's to fix, no traceback
+            raise DaskUnavailable(f"cannot reach the Dask scheduler {target}: {type(exc).__name__}: {exc}") from None
 
     def _wait_for_workers(self, timeout_s: float, needs_gpu: bool) -> None:
         deadline = time.monotonic() + timeout_s
@@ -359,7 +374,7 @@ def run_on_dask(runner: SweepRunner, pending: list[Task], store: ResultStore, se
     """Submit ``pending`` to Dask and store each record as it lands (the driver's loop)."""
     opts = runner.dask
     assert opts is not None
-    distributed = _import_distributed()
+    _import_distributed()  # a clear error when Dask is missing
     events: queue.Queue = queue.Queue()
     with ExitStack() as stack:
         cluster = _Cluster(opts, runner, pending, stack)
@@ -405,10 +420,10 @@ def _drain(events: queue.Queue, attempts: _Attempts, view: _WorkerProgress) -> N
             msg = events.get_nowait()
         except queue.Empty:
             return
-        if isinstance(msg, dict) and msg.get("event") == "start" and msg.get("task_key"):
-            if msg.get("tag") not in attempts.by_tag:
-                attempts.started(msg)
-                view.started(str(msg.get("worker", "?")))
+        new_start = isinstance(msg, dict) and msg.get("event") == "start" and msg.get("task_key")
+        if new_start and msg.get("tag") not in attempts.by_tag:
+            attempts.started(msg)
+            view.started(str(msg.get("worker", "?")))
 
 
 def _finish(runner: SweepRunner, store: ResultStore, attempts: _Attempts, cluster: _Cluster, view: _WorkerProgress,

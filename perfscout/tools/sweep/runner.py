@@ -48,8 +48,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.tools.sweep.child import (TaskChild, child_env, is_disk_full, log_tail, promote,  # noqa: F401
-                                         write_atomic)
+from perfscout.tools.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
 from perfscout.tools.sweep.lock import RunDirLock
 from perfscout.tools.sweep.spec import SweepSpec, Task, expand, load_spec
 from perfscout.tools.sweep.store import STORE_NAME, ResultStore
@@ -188,6 +187,8 @@ class SweepRunner:
 
     # -- main loop ---------------------------------------------------------------
     def run(self) -> SweepOutcome:
+        if self.dask is not None:
+            self.dask.check()  # a bad cluster config leaves no run directory behind
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash
