@@ -53,6 +53,8 @@ def bench_command(
     inputs: list[str] = typer.Option([], "--input", help="A path outside the working directory the command may name."),
     out: Path = typer.Option(None, "--out", help="Output directory (default $PERFSCOUT_HOME/runs/bench-<time>)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    unconfined: bool = typer.Option(False, "--unconfined", help="Run WITHOUT the bubblewrap sandbox (where it "
+                                                                "is missing); recorded in samples.json."),
 ) -> None:
     """Measure a benchmark command N times through the sandbox and store every repeat's figure."""
     from perfscout.errors import PerfscoutError
@@ -83,7 +85,9 @@ def bench_command(
             stderr.print(f"{what} repeat {rep.index + 1}/{bspec.repeats}: {val}", highlight=False, markup=False)
 
         target = out or _default_out()
-        runs = B.run_bench(bspec, target, progress=None if as_json else progress)
+        if unconfined:
+            stderr.print(f"[bold red]warning:[/] {B.UNCONFINED_NOTE}", highlight=False)
+        runs = B.run_bench(bspec, target, progress=None if as_json else progress, unconfined=unconfined)
         comparisons = []
         names = list(runs)
         if len(names) > 1:

@@ -26,6 +26,8 @@ def tune_command(
                                                             "(with evidence and expected gain) narrow the space."),
     trials: int = typer.Option(None, "--trials", help="Override the spec's number of trials."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    unconfined: bool = typer.Option(False, "--unconfined", help="Run WITHOUT the bubblewrap sandbox (where it "
+                                                                "is missing); recorded in the report."),
 ) -> None:
     """Tune a benchmark command's parameters (environment variables, flags, codec options)."""
     from perfscout.errors import InputError, PerfscoutError
@@ -45,7 +47,11 @@ def tune_command(
                 raise InputError(f"cannot read findings {findings}: {exc}") from None
             refs += T.findings_from_diagnosis(doc)
         target = out or T.default_out(tspec.name)
-        outcome = T.run_tune(tspec, target, findings=refs,
+        if unconfined:
+            from perfscout.tools.bench import UNCONFINED_NOTE
+
+            stderr.print(f"[bold red]warning:[/] {UNCONFINED_NOTE}", highlight=False)
+        outcome = T.run_tune(tspec, target, findings=refs, unconfined=unconfined,
                              progress=None if as_json else (lambda m: stderr.print(m, highlight=False, markup=False)))
     except PerfscoutError as exc:
         fail(str(exc))

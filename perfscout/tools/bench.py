@@ -247,13 +247,20 @@ class Repeat(BaseModel):
     reason: str = ""
 
 
+#: Said in every samples file (and on stderr by the CLI) of a run made without bubblewrap.
+UNCONFINED_NOTE = "ran WITHOUT the bubblewrap confinement (--unconfined): only the argv rules and limits applied"
+
+
 def make_sandbox(run_dir: Path, commands: list[list[str]], *, inputs: list[str] = (),
-                 cwd: Path | None = None, timeout_s: float = 120.0) -> Sandbox:
-    """The sandbox for the user's commands: their executables registered, cwd declared."""
+                 cwd: Path | None = None, timeout_s: float = 120.0, unconfined: bool = False) -> Sandbox:
+    """The sandbox for the user's commands: their executables registered, cwd declared.
+
+    ``unconfined=True`` runs them without bubblewrap where it is missing (the caller says so
+    in what it writes: :data:`UNCONFINED_NOTE`)."""
     cwd = (cwd or Path.cwd()).resolve()
     roots = [cwd] if cwd != Path(cwd.anchor) else []  # "/" as an input would allow everything
     box = Sandbox(run_dir, inputs=[*roots, *inputs], cwd=cwd if roots else run_dir,
-                  limits=SandboxLimits(timeout_s=timeout_s))
+                  limits=SandboxLimits(timeout_s=timeout_s), unconfined=unconfined)
     for exe in {c[0] for c in commands}:
         try:
             box.register(exe)
@@ -309,7 +316,7 @@ def _variant_of(bench: Benchmark, variant: Variant | None) -> tuple[list[str], d
 
 
 def run_bench(spec: BenchSpec, out: str | Path, *, cwd: Path | None = None,
-              progress: Any = None) -> dict[str, RunSamples]:
+              progress: Any = None, unconfined: bool = False) -> dict[str, RunSamples]:
     """Run every benchmark (x every variant) ``repeats`` times, interleaved; write samples.
 
     Returns variant name -> its samples (``""`` when the spec has no variants). Each
@@ -321,7 +328,7 @@ def run_bench(spec: BenchSpec, out: str | Path, *, cwd: Path | None = None,
     variants: list[tuple[str, Variant | None]] = list(spec.variants.items()) or [("", None)]
     jobs = [(vname, b, *_variant_of(b, v)) for vname, v in variants for b in spec.benchmarks]
     box = make_sandbox(out, [argv for _, _, argv, _ in jobs], inputs=spec.inputs, cwd=cwd,
-                       timeout_s=spec.timeout_s)
+                       timeout_s=spec.timeout_s, unconfined=unconfined)
     (out / "bench.spec.json").write_text(spec.model_dump_json(indent=1, by_alias=True), encoding="utf-8")
     results: dict[tuple[str, str], list[Repeat]] = {(v, b.name): [] for v, b, _, _ in jobs}
     for w in range(spec.warmup):  # untimed: first-run costs (page cache, JIT, CPU clocks)
@@ -337,7 +344,8 @@ def run_bench(spec: BenchSpec, out: str | Path, *, cwd: Path | None = None,
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for vname, _ in variants:
         run = RunSamples(kind="bench", source=str(out / vname) if vname else str(out), created_at=stamp,
-                         run_id=out.name + (f"/{vname}" if vname else ""))
+                         run_id=out.name + (f"/{vname}" if vname else ""),
+                         notes=[UNCONFINED_NOTE] if unconfined else [])
         for v, b, argv, env in jobs:
             if v == vname:
                 run.tasks.append(task_from_repeats(b.name, b, argv, env, results[(v, b.name)],

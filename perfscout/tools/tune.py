@@ -428,7 +428,7 @@ def _params_text(params: dict[str, Any]) -> str:
 
 
 def run_tune(spec: TuneSpec, out: str | Path, *, findings: list[FindingRef] = (), cwd: Path | None = None,
-             progress: Any = None) -> TuneOutcome:
+             progress: Any = None, unconfined: bool = False) -> TuneOutcome:
     """Tune ``spec`` (see the module docstring); everything lands in ``out``."""
     import optuna
 
@@ -439,7 +439,9 @@ def run_tune(spec: TuneSpec, out: str | Path, *, findings: list[FindingRef] = ()
     baseline_params = dict(spec.baseline)
     (out / "tune.spec.json").write_text(spec.model_dump_json(indent=1, by_alias=True), encoding="utf-8")
     box = B.make_sandbox(out, [[exe] for exe in _programs(spec, space)], inputs=spec.inputs, cwd=cwd,
-                         timeout_s=spec.timeout_s)
+                         timeout_s=spec.timeout_s, unconfined=unconfined)
+    if unconfined:
+        narrowing = [B.UNCONFINED_NOTE, *narrowing]
     fig = spec.figure
     metric = fig.name if not fig.from_wall_time else "wall_s"
 

@@ -195,3 +195,17 @@ def test_regress_two_agent_runs(work: Path) -> None:
     by = {m["metric"]: m for m in doc["tasks"][0]["metrics"]}
     assert by["compress_s"]["n_baseline"] == 5 and by["ratio"]["verdict"] == "unchanged"
     assert doc["verdict"] != "regressed"
+
+
+def test_an_unconfined_bench_says_so_in_its_samples_and_the_comparison(work: Path) -> None:
+    from perfscout.tools.bench import UNCONFINED_NOTE, parse_bench_spec, run_bench
+    from perfscout.tools.regress import compare_runs
+
+    spec = parse_bench_spec({"benchmarks": [{"name": "sleep", "command": [PY, "prog.py"],
+                                             "env": {"OMP_NUM_THREADS": "4"}}], "repeats": 2, "warmup": 0})
+    free = run_bench(spec, work / "free", cwd=work, unconfined=True)[""]
+    boxed = run_bench(spec, work / "boxed", cwd=work)[""]
+    assert free.notes == [UNCONFINED_NOTE] and boxed.notes == []
+    assert "wall_s" in free.tasks[0].measured  # no figure given: the wall time is the figure
+    res = compare_runs(work / "boxed", work / "free")
+    assert f"candidate: {UNCONFINED_NOTE}" in res.notes
