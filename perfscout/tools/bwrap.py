@@ -74,9 +74,14 @@ PROC_MASKED: tuple[str, ...] = ("/proc/sysrq-trigger", "/proc/kcore", "/proc/key
 #: GPU device nodes (globs): CUDA, UVM, MIG capabilities.
 GPU_DEVICES: tuple[str, ...] = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
 
-#: Paths that may never be declared readable or writable: the view would include them all.
-_SYSTEM_ROOTS = {Path(p) for p in ("/", "/usr", "/etc", "/proc", "/sys", "/dev", "/var", "/run",
-                                    "/boot", "/root", "/home", "/tmp", "/opt", "/srv", "/mnt")}
+#: Top-level directories never bound as a readable root of their own, even when they are the
+#: working directory or an input: the view would hold all of them (``/etc``: ``shadow``).
+_NEVER_ROOTS = {Path(p) for p in ("/", "/usr", "/etc", "/proc", "/sys", "/dev", "/var", "/run",
+                                   "/boot", "/lib", "/lib64", "/bin", "/sbin")}
+#: Directories an installation prefix is never widened to (see :func:`install_root`).
+_NOT_A_PREFIX = _NEVER_ROOTS | {Path(p) for p in ("/root", "/home", "/tmp", "/opt", "/srv", "/mnt")}
+#: A private empty $HOME is mounted unless $HOME is one of these.
+_NO_PRIVATE_HOME = _NEVER_ROOTS | {Path(p) for p in ("/tmp", "/opt", "/srv", "/mnt")}
 
 
 class Confinement(BaseModel):
@@ -87,7 +92,7 @@ class Confinement(BaseModel):
     writable: list[str] = Field(default_factory=list)
     readable: list[str] = Field(default_factory=list)  # besides the system view
     masked: list[str] = Field(default_factory=list)
-    network: bool = True
+    network: bool = False
     pid_namespace: bool = False
     limits: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
@@ -255,8 +260,7 @@ def build_argv(
     # caches there works, and nothing reaches the real home.
     private = ["/tmp", "/var/tmp"]
     home = env.get("HOME", "")
-    if home and os.path.isabs(home) and Path(home).resolve() not in _SYSTEM_ROOTS - {Path("/root"), Path("/home")} \
-            and Path(home).resolve() != Path("/"):
+    if home and os.path.isabs(home) and Path(home).resolve() not in _NO_PRIVATE_HOME:
         private.append(str(Path(home).resolve()))
     for p in private:
         args += ["--tmpfs", p]
@@ -275,7 +279,7 @@ def build_argv(
         ro.append(cwd)
     system = [Path(d) for d in SYSTEM_DIRS]
     ro_roots: list[Path] = []
-    for p in sorted({r for r in ro if r.exists() and r not in _SYSTEM_ROOTS}, key=lambda q: len(q.parts)):
+    for p in sorted({r for r in ro if r.exists() and r not in _NEVER_ROOTS}, key=lambda q: len(q.parts)):
         if not _covered(p, system) and not _covered(p, ro_roots):
             ro_roots.append(p)
     masked: list[Path] = []
@@ -334,14 +338,6 @@ def install_root(exe: Path) -> Path:
     home = Path(os.path.expanduser("~")).resolve()
     parent = exe.parent
     for cand in (parent.parent, parent):
-        if cand not in _SYSTEM_ROOTS and cand != home and len(cand.parts) > 1:
+        if cand not in _NOT_A_PREFIX and cand != home and len(cand.parts) > 1:
             return cand
     return exe
-
-
-def checked_root(path: str | os.PathLike[str]) -> Path:
-    """A path that may be bound as an extra readable root (never a system root)."""
-    p = Path(path).expanduser().resolve()
-    if p in _SYSTEM_ROOTS:
-        raise ValueError(f"{p} cannot be made readable: it would expose the whole {p} tree")
-    return p
