@@ -386,7 +386,6 @@ def parse(text: str) -> Intent:
     if not norm:
         return assess(intent)
     # 1. quoted spans: the program to profile (exactly as written), or names
-    quotes: list[str] = []
     profile_cue = bool(_PROFILE_CUE.search(norm.lower()))
 
     def unquote(m: re.Match[str]) -> str:
@@ -396,7 +395,6 @@ def parse(text: str) -> Intent:
                                          norm[:m.start()], re.IGNORECASE))
         if profile_cue and not intent.command and not looks_like_path and (m.group(1) or right_after_cue):
             intent.command = _split_argv(inner)
-            quotes.append(inner)
             return " \u2063 "  # a placeholder the grammar never matches
         if profile_cue and m.group(0)[0] in "'\"":
             return m.group(0)  # an argument of an unquoted program: shlex reads it below
@@ -622,10 +620,6 @@ def _looks_like_bound(written: str, low: str, start: int, end: int) -> bool:
     return bool(re.match(r"\s*(?:db)\b", after))
 
 
-def _bound_context(low: str, start: int) -> bool:
-    return bool(re.search(r"(?:bound|tolerance|eb|error|误差|容限)\s*(?:of|is|=|:|at|为)?\s*$", low[max(0, start - 24):start]))
-
-
 def _nearest_mode(hits: list[tuple[int, int, str]], start: int, end: int, low: str) -> str | None:
     best, dist = None, 10 ** 9
     for s, e, mode in hits:
@@ -832,7 +826,6 @@ def _account(t: _Text, intent: Intent) -> None:
     bounds = [0] + [e for _, e in clauses] + [len(left)]
     starts = [0] + [s for s, _ in clauses] + [len(left)]
     spans = list(zip(bounds[:-1], starts[1:]))
-    names = [a for a, _ in _dataset_aliases()] + [p.pattern for _, p in _table("codecs")]
     codec_words = sorted({c for c, _ in _table("codecs")} | set(codec_catalogue()))
     unknown_all: list[str] = []
     for start, end in spans:
@@ -864,7 +857,6 @@ def _account(t: _Text, intent: Intent) -> None:
             intent.missing.append(Pending(slot="clause", detail=piece_full.strip(" ,;，；。"), question=""))
         elif unknown:
             unknown_all += unknown
-    del names
     if unknown_all:
         intent.ignored.append(", ".join(dict.fromkeys(unknown_all)))
 
@@ -980,7 +972,7 @@ def _guess_shapes(path: Path, size: int, dtype: str | None) -> list[str]:
 
 def assess(intent: Intent) -> Intent:
     """Fill ``intent.missing`` with what must be asked (unknown words already found stay)."""
-    if intent.refusal or getattr(intent, "_cancelled", False):
+    if intent.refusal:
         intent.missing = []
         return intent
     keep = [p for p in intent.missing if p.slot in ("clause", "codecs", "data") and p.detail]
@@ -1022,13 +1014,11 @@ def assess(intent: Intent) -> Intent:
 
 def _codec_question_gaps(intent: Intent) -> list[Pending]:
     gaps: list[Pending] = []
-    named_data = {d.name for d in intent.data}
     asked = any(p.slot == "data" for p in intent.missing)
     if not intent.data and not asked:
         known = [d["name"] for d in dataset_catalogue() if d.get("available") and d["kind"] != "synthetic"]
         gaps.append(Pending(slot="data", question=_say(intent, "data", known=", ".join(known) or "none"),
                             candidates=known))
-    del named_data
     for ref in intent.data:
         if ref.kind not in ("raw", "file"):
             continue
@@ -1135,10 +1125,6 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     text, doc = _normal_answer(answer)
     low = text.lower().strip(" .!。！")
     if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
-        new.refusal = ""
-        new.notes.append("cancelled at the user's request")
-        new.missing = []
-        new.question = None
         new.ignored.append(f"the run was cancelled when asked: {pending.question}")
         return _cancelled(new), ""
     new.missing = [p for p in new.missing if p != pending]
@@ -1188,8 +1174,8 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
 
 
 def _cancelled(intent: Intent) -> Intent:
-    intent.question = None
-    intent.notes.append("nothing was run")
+    """A run the user stopped at a question ends like a refusal: a report, nothing run."""
+    intent.question, intent.missing = None, []
     intent.refusal = "cancelled at the user's request"
     return intent
 
