@@ -213,8 +213,14 @@ def _print_version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                  help="Print perfscout's version and exit."),
+    verbose: bool = typer.Option(False, "--verbose",
+                                 help="Log progress and diagnostics on stderr (give it before the command)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Log only errors on stderr (give it before the command)."),
 ) -> None:
     """Evidence-first performance scout: measure, verify, then advise."""
+    from perfscout.cli.logs import configure_logging  # logging set-up: perfscout/cli/logs.py
+
+    configure_logging(verbose=verbose, quiet=quiet)
 
 
 def main(argv: list[str] | None = None) -> None:

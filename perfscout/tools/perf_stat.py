@@ -11,6 +11,7 @@ locked-down kernels) the profile says so, keeps the software events perf could c
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_
 __all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
            "event_base", "load_perf_file", "parse_perf_csv", "parse_perf_json", "perf_supports_json",
            "run_perf_stat"]
+
+log = logging.getLogger(__name__)
 
 #: perf's time units -> the project's normalised unit ("second", as for ncu metrics)
 _UNIT_SCALE = {"msec": ("second", 1e-3), "usec": ("second", 1e-6), "nsec": ("second", 1e-9),
@@ -189,6 +192,7 @@ def run_perf_stat(
     except ToolRefused:
         have_perf = False
     if not have_perf:
+        log.info("perf not found: running %s without counters (getrusage of the child only)", cmd[:1])
         res = sandbox.run(cmd, limits=limits)
         prof = PerfProfile(command=cmd, hardware_counters=False,
                            fallback="perf not installed: getrusage of the child only")
@@ -202,6 +206,7 @@ def run_perf_stat(
     if repeats > 1:
         wrap += ["-r", str(repeats)]
     wrap.append("--")
+    log.debug("perf stat: %s -- %s", " ".join(wrap[:-1]), " ".join(cmd))
     res = sandbox.run(cmd, wrap=wrap, limits=limits)
     if res.status == "refused" or not out_file.exists():
         prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")

@@ -9,6 +9,7 @@ sweep's SQLite store for it is this layer's job, so analysis never imports the s
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ from perfscout.tools.sweep.store import STORE_NAME, ResultStore, StoreError, ope
 if TYPE_CHECKING:
     from perfscout.analysis.report.render import SweepData
     from perfscout.tools.sweep.dask_executor import DaskOptions
+
+log = logging.getLogger(__name__)
 
 
 def default_run_dir(spec: SweepSpec) -> Path:
@@ -49,6 +52,7 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, re
     model = load_spec(spec, allow_plugins=allow_plugins)
     run_dir = Path(out) if out is not None else default_run_dir(model)
     source = spec if isinstance(spec, (str, Path)) else model
+    log.info("sweep %s into %s%s", model.name, run_dir, " (resuming)" if resume else "")
     outcome = run_sweep(source, run_dir, resume=resume, jobs=jobs, progress=progress, allow_plugins=allow_plugins,
                         wait=wait, dask=dask)
     df = open_results(outcome.run_dir)
@@ -84,4 +88,8 @@ def report(run_dir: str | Path) -> Path:
     """Write ``report.md`` and a self-contained ``report.html`` into the run directory; return the HTML path."""
     from perfscout.analysis.report import render
 
-    return render.write_report(run_dir, read_sweep_data(run_dir))
+    data = read_sweep_data(run_dir)
+    log.info("report of %s: %d of %d task(s) stored", run_dir, len(data.results), data.n_tasks)
+    html = render.write_report(run_dir, data)
+    log.info("wrote %s and %s", html, html.with_name("report.md"))
+    return html

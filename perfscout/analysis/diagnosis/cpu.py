@@ -9,12 +9,15 @@ branch, scheduling and paging rules size the causes. The JSON mirrors the GPU sh
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from perfscout.analysis.diagnosis.cpu_context import CpuContext
 from perfscout.analysis.diagnosis.engine import rank
 from perfscout.analysis.diagnosis.rules import CPU_RULES
 from perfscout.state.profiles import PerfProfile
+
+log = logging.getLogger(__name__)
 
 
 def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[str, Any]:
@@ -26,6 +29,9 @@ def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[st
         ordered = [primary] + [f for f in findings if f is not primary] if primary else []
     else:
         primary, ordered = rank(findings, kind)
+    log.debug("perf profile of %r: %s; primary %s; fired %s", " ".join(profile.command)[:80] or "program",
+              "hardware counters" if profile.hardware_counters else (profile.fallback or "no hardware counters"),
+              primary.id if primary else "none", ", ".join(f.id for f in ordered) or "nothing")
     cited: dict[str, dict[str, Any]] = {}
     for f in ordered:
         for e in f.evidence:

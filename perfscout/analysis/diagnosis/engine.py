@@ -19,6 +19,7 @@ pipe's headroom, since only the tensor pipe's idle time can be won back.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from perfscout.analysis.diagnosis.classify import classify
@@ -27,6 +28,8 @@ from perfscout.analysis.diagnosis.ncu_rules import ncu_says
 from perfscout.analysis.diagnosis.rules import GPU_RULES
 from perfscout.state.profiles import KernelProfile
 from perfscout.state.records import Finding
+
+log = logging.getLogger(__name__)
 
 #: A cause that could save less than 5 % of the time is reported, but never primary.
 PRIMARY_MIN_GAIN = 0.05
@@ -99,6 +102,8 @@ def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
     findings = [f for f in (rule.check(ctx) for rule in GPU_RULES) if f is not None]
     cap_to_tensor_roof(findings, ctx.cls)
     primary, ordered = rank(findings, ctx.cls.kind)
+    log.debug("%s: %s-limited; primary %s; fired %s", kernel.name[:80], ctx.cls.kind,
+              primary.id if primary else "none", ", ".join(f.id for f in ordered) or "nothing")
     if primary is not None and kernel.ncu_rules:
         said = ncu_says(kernel.ncu_rules, primary.id)
         if said is not None:
@@ -119,6 +124,8 @@ def diagnose(kernels: list[KernelProfile], platform: dict | None = None,
     ``{"host_per_launch_us": 5.8}``): the only way to confirm launch overhead.
     """
     host_timing = host_timing or {}
+    if kernels:
+        log.info("diagnosing %d kernel launch(es)", len(kernels))
     out_platform: dict[str, Any] = dict(platform or {})
     if kernels:
         out_platform.setdefault("device", kernels[0].device)
