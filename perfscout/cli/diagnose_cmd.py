@@ -1,10 +1,11 @@
-"""`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json [--indent N]] [--verbose]`.
+"""`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json [--indent N] [--all-metrics]] [--verbose]`.
 
 Loads the profile (:func:`perfscout.tools.profile.load_profiles`), runs the diagnosis
 engine (:mod:`perfscout.analysis.diagnosis`) and prints the JSON shape of DESIGN.md
 (``{"kernels": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``) or its
-Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), every
-parsed metric under ``metrics``, the subset its findings rest on under ``cited_metrics``,
+Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), under
+``metrics`` the metrics its findings rest on (every parsed metric with ``--all-metrics``;
+``metrics_scope`` says which), the cited subset also under ``cited_metrics``,
 and Nsight Compute's own rule messages under ``ncu_says``; ``summary`` aggregates the
 launches per kernel (count, total time, share), ordered by total time. The JSON is compact
 unless ``--indent`` is given. The Markdown report puts the time digest first, then one
@@ -51,6 +52,9 @@ def register(app: typer.Typer) -> None:
         perf_csv: Path = typer.Option(None, "--perf-csv", help="perf stat -x, (or -j) output."),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (compact)."),
         indent: int = typer.Option(None, "--indent", min=0, max=8, help="With --json: indent by N spaces."),
+        all_metrics: bool = typer.Option(
+            False, "--all-metrics", help="With --json: every parsed metric per kernel (default: the ones findings cite)."
+        ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="All findings with all their evidence."),
         top: int = typer.Option(10, "--top", help="Kernels detailed (and in the JSON digest); 0: all."),
         host_timing: Path = typer.Option(
@@ -62,12 +66,17 @@ def register(app: typer.Typer) -> None:
         result = run_diagnosis(loaded.kernels, platform=loaded.platform, host_timing=_host_timing(host_timing))
         kernels = []
         for k, diag in zip(loaded.kernels, result["kernels"], strict=True):
-            entry = kernel_json(k, metrics=True)
+            # Every metric of a 1,000-launch profile is ~2 million values (200 MB of JSON):
+            # by default a kernel carries only what its findings rest on.
+            entry = kernel_json(k, metrics=all_metrics)
+            if not all_metrics:
+                entry["metrics"] = diag["metrics"]
             entry.update(primary=diag["primary"], findings=diag["findings"], cited_metrics=diag["metrics"],
                          duration_s=kernel_duration_s(k))
             kernels.append(entry)
         summary = aggregate(kernels)
         doc = {
+            "metrics_scope": "all" if all_metrics else "cited",
             "kernels": kernels,
             "platform": result["platform"],
             "digest": loaded.digest(top),

@@ -282,6 +282,7 @@ def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
         process=cell("Process Name"),
         stream=cell("Stream"),
         metrics=metrics,
+        ncu_rules=[],  # given, not defaulted: model_construct inspects a default_factory per call
     )
 
 

@@ -140,12 +140,12 @@ def test_cuda_program_detection(workdir: Path) -> None:
 
 
 def test_diagnose_ncu_csv_json_shape(tmp_path: Path, perfscout_home: Path) -> None:
-    r = perfscout("diagnose", "--json", "--ncu-csv", str(FX / "ncu" / "h200_cupy_kernels_import_raw.csv"),
+    r = perfscout("diagnose", "--json", "--all-metrics", "--ncu-csv", str(FX / "ncu" / "h200_cupy_kernels_import_raw.csv"),
                   "--ncu-details", str(FX / "ncu" / "h200_cupy_kernels_details.csv"),
                   cwd=tmp_path, home=perfscout_home)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert len(doc["kernels"]) == 18
+    assert len(doc["kernels"]) == 18 and doc["metrics_scope"] == "all"
     k = next(k for k in doc["kernels"] if k["name"] == "strided_gather")
     # The diagnosis engine names the planted stride as the primary bottleneck, citing
     # only metrics present in the profile.
@@ -158,6 +158,28 @@ def test_diagnose_ncu_csv_json_shape(tmp_path: Path, perfscout_home: Path) -> No
     assert dev["name"] == "NVIDIA H200" and dev["spec"] == "nvidia_h200"
     assert dev["spec_figures"]["peak_mem_bw_GBps"]["source"]
     assert doc["digest"][0]["name"] == "strided_gather"
+
+
+def test_diagnose_json_carries_only_cited_metrics_unless_asked(tmp_path: Path, perfscout_home: Path) -> None:
+    csv_path = str(FX / "ncu" / "h200_cupy_kernels_import_raw.csv")
+    r = perfscout("diagnose", "--json", "--ncu-csv", csv_path, cwd=tmp_path, home=perfscout_home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("\n") == 1  # compact: one line
+    doc = json.loads(r.stdout)
+    assert doc["metrics_scope"] == "cited"
+    full = json.loads(perfscout("diagnose", "--json", "--all-metrics", "--ncu-csv", csv_path,
+                                cwd=tmp_path, home=perfscout_home).stdout)
+    assert len(r.stdout) * 5 < len(json.dumps(full))
+    for k, kf in zip(doc["kernels"], full["kernels"], strict=True):
+        assert k["metrics"] == k["cited_metrics"]
+        assert k["primary"] == kf["primary"] and k["findings"] == kf["findings"]
+        assert set(k["metrics"]) <= set(kf["metrics"]) and len(kf["metrics"]) > 100
+        for name, m in k["metrics"].items():
+            assert kf["metrics"][name] == m
+    assert any(k["metrics"] for k in doc["kernels"])  # findings do cite something
+    indented = perfscout("diagnose", "--json", "--indent", "2", "--ncu-csv", csv_path, cwd=tmp_path,
+                         home=perfscout_home).stdout
+    assert json.loads(indented) == doc and indented.count("\n") > 100
 
 
 def test_diagnose_perf_csv(tmp_path: Path, perfscout_home: Path) -> None:
