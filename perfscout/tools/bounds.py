@@ -194,7 +194,7 @@ def codec_abs_bound(abs_bound: float, dtype: np.dtype) -> float:
 class BoundCheck:
     """Verdict of the element-wise check."""
 
-    status: str  # "ok" | "bound_overshoot" | "bound_violated"
+    status: str  # "ok" | "bound_overshoot" | "bound_violated" | "error" (no bound, non-finite error)
     bound_ok: bool | None
     max_abs_err: float
     max_abs_err_index: tuple[int, ...]
@@ -226,7 +226,8 @@ def verify_bound(
 ) -> BoundCheck:
     """Check every element against ``abs_bound`` or ``bound * |x|`` (``pw_rel_bound``).
 
-    With neither bound (fixed_rate) only the error is measured and ``bound_ok`` is None.
+    With neither bound (fixed_rate) only the error is measured and ``bound_ok`` is None;
+    a non-finite error there (inf/NaN out of finite input) is status ``error``, never ``ok``.
     """
     if original.shape != reconstructed.shape:
         raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
@@ -247,6 +248,10 @@ def verify_bound(
     scan = _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
     index = tuple(int(i) for i in np.unravel_index(scan.max_flat, original.shape))
     if not what:
+        if not math.isfinite(scan.max_err):  # no bound to hold, but inf/NaN out of finite input is broken
+            return BoundCheck("error", None, scan.max_err, index, message=(
+                f"error: the reconstruction is not finite at index {index} (value "
+                f"{float(original.flat[scan.max_flat]):.6g} came back as {float(reconstructed.flat[scan.max_flat])!r})"))
         return BoundCheck("ok", None, scan.max_err, index)
     if scan.n_beyond == 0:
         return BoundCheck("ok", True, scan.max_err, index)
