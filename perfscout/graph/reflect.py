@@ -288,8 +288,11 @@ def decide(state: dict[str, Any], ctx: Context) -> Decision:
         _on_needs_input(t)
     elif obs.kind == "error" and obs.transient:
         _retry_transient(t, obs.error)
-    elif obs.kind in ("error", "refused"):
-        t.note("codec_crashed" if obs.kind == "error" else "refused", obs.error or obs.summary)
+    elif obs.kind == "refused":
+        t.note("refused", f"not run: {obs.error or obs.summary}")
+    elif obs.kind == "error":
+        t.note("codec_crashed" if t.task.tool == "evaluate_codec" else f"{t.task.tool}_failed",
+               obs.error or obs.summary)
     elif obs.kind == "result" and t.task.tool == "run_sweep" and isinstance(obs.data, dict):
         t.notes += sweep_notes(t.task, obs.data)
     elif obs.kind == "result" and t.task.tool == "evaluate_codec" and isinstance(obs.data, dict):

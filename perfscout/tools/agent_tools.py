@@ -7,7 +7,8 @@ the agent reads at run time (tool output, a model's reply, a spec) can add a too
 :data:`TOOLS` is fixed when this module is imported.
 
 Tools never raise for a failed measurement: they return ``(summary, artifact)`` where
-the artifact is a dict with ``kind`` (result | error | needs_input), ``data``, ``error``,
+the artifact is a dict with ``kind`` (result | error | refused | needs_input: refused means
+the call was not run, e.g. a program the sandbox will not start), ``data``, ``error``,
 ``transient`` and ``needs``, which the observe node turns into an
 :class:`~perfscout.state.agent.Observation`.
 """
@@ -155,7 +156,7 @@ def evaluate_codec(
         ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats,
                            dataset=dataset, options=options, **info)
     except (CodecUnavailable, InputError) as exc:
-        return f"refused: {exc}", _artifact("error", error=str(exc))
+        return f"refused: {exc}", _artifact("refused", error=str(exc))
     except PerfscoutError as exc:
         return f"failed: {exc}", _artifact("error", error=str(exc))
     except Exception as exc:  # a tool reports failures; reflect decides what they mean
@@ -218,13 +219,16 @@ def profile_program(
 
         outcome = profile_command(command, timeout_s=timeout_s)
     except PerfscoutError as exc:
-        return f"refused: {exc}", _artifact("error", error=str(exc))
+        return f"refused: {exc}", _artifact("refused", error=str(exc))
     except Exception as exc:
         return _failure(exc)
     data = outcome.model_dump(mode="json")
     finding_ids = ", ".join(f["id"] for f in data.get("findings", [])) or "none"
     summary = (f"{outcome.tool} on {' '.join(command)[:200]}: status={outcome.status} "
                f"({outcome.reason}); findings: {finding_ids}; raw output in {outcome.run_dir}")
+    if outcome.status == "refused":  # the sandbox would not start it: nothing ran
+        return summary, _artifact("refused", data=data, error=f"profiled command refused: "
+                                  f"{outcome.exit.get('reason', '') or outcome.reason}")
     if outcome.status not in ("ok", "exit_nonzero"):
         return summary, _artifact("error", data=data, error=f"profiled command {outcome.status}: "
                                   f"{outcome.exit.get('reason', '')}",
@@ -252,7 +256,7 @@ def diagnose_profile(
     outcome = _profiled_outcome(state, profile_task)
     if outcome is None:
         return (f"refused: no successful profile_command task {profile_task!r} in this run",
-                _artifact("error", error=f"no successful profile_command task {profile_task!r} in this run"))
+                _artifact("refused", error=f"no successful profile_command task {profile_task!r} in this run"))
     try:
         from perfscout.analysis.diagnosis import diagnose, diagnose_perf
         from perfscout.state.profiles import PerfProfile
@@ -309,7 +313,7 @@ def diagnose_file(
             doc = diagnose(loaded.kernels, loaded.platform)
             items = doc.get("kernels", [])
     except PerfscoutError as exc:
-        return f"refused: {exc}", _artifact("error", error=str(exc))
+        return f"refused: {exc}", _artifact("refused", error=str(exc))
     except Exception as exc:
         return _failure(exc)
     primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]

@@ -176,7 +176,7 @@ def test_diagnose_refuses_a_task_that_is_not_a_finished_profile(perfscout_home):
     out = agent.run({"tasks": [{"tool": "diagnose_profile", "args": {"profile_task": "t99-nothing"}}]},
                     thread_id="diag-bad", context=_ctx(perfscout_home))
     obs = out.values["observations"][0]
-    assert obs["kind"] == "error" and "no successful profile_command task 't99-nothing'" in obs["error"]
+    assert obs["kind"] == "refused" and "no successful profile_command task 't99-nothing'" in obs["error"]
 
 
 class OnceTimingOutCodec(Codec):
@@ -230,3 +230,15 @@ def test_stream_yields_node_updates_in_graph_order_then_the_outcome(perfscout_ho
     assert events[-1][1].status == "done"
     act_update = events[3][1]
     assert act_update["messages"][0].tool_call_id == "t01-sz3-cpu-abs-0.01.a1"
+
+
+def test_a_program_the_sandbox_refuses_is_labelled_refused_not_a_codec_crash(perfscout_home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # a shell metacharacter in the program's name: the sandbox's argv rules refuse it
+    out = agent.run({"tasks": [{"tool": "profile_command", "args": {"command": ["./app;id"]}}]},
+                    thread_id="sb-ref", context=_ctx(perfscout_home))
+    obs = out.values["observations"][0]
+    notes = out.values["notes"]
+    assert obs["kind"] == "refused", obs
+    assert [n["kind"] for n in notes] == ["refused"] and "codec" not in notes[0]["message"]
+    assert "refused, not run" in out.report
