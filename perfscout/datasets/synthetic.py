@@ -72,18 +72,38 @@ def _grf(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     return (field - field.mean()) / std if std > 0 else field
 
 
+#: The smooth field is built and noised in slabs of about this many elements along its
+#: first axis: one float64 copy of the field plus slab temporaries, instead of the ~5
+#: whole-field temporaries of building it in one expression.
+SMOOTH_SLAB_ELEMENTS = 1 << 18
+
+
 def _smooth(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    coords = np.meshgrid(*[np.arange(n) / n for n in shape], indexing="ij", sparse=True)
-    field = np.zeros(shape)
+    # Every random number is drawn in the order of the one-expression build (modes, then
+    # the noise, which NumPy's Generator gives identically in pieces or at once), and each
+    # element sees the same arithmetic: the field is bit-identical to that build.
+    modes = []
     for m in range(SMOOTH_MODES):
         cycles = rng.integers(0, SMOOTH_MAX_CYCLES + 1, size=len(shape))
         if not cycles.any():
             cycles[rng.integers(len(shape))] = 1
         phase = rng.uniform(0, 2 * np.pi)
         amp = rng.uniform(0.5, 1.0) / (m + 1)
-        arg = sum(2 * np.pi * int(c) * x for c, x in zip(cycles, coords))
-        field = field + amp * np.cos(arg + phase)
-    field = field + SMOOTH_NOISE * field.std() * rng.standard_normal(shape)
+        modes.append((cycles, phase, amp))
+    field = np.empty(shape)
+    rows = max(1, SMOOTH_SLAB_ELEMENTS // max(1, math.prod(shape[1:])))
+    axes = [np.arange(n) / n for n in shape]
+    for r0 in range(0, shape[0], rows):
+        coords = np.meshgrid(axes[0][r0 : r0 + rows], *axes[1:], indexing="ij", sparse=True)
+        slab = np.zeros(coords[0].shape[:1] + tuple(shape[1:]))
+        for cycles, phase, amp in modes:
+            arg = sum(2 * np.pi * int(c) * x for c, x in zip(cycles, coords))
+            slab = slab + amp * np.cos(arg + phase)
+        field[r0 : r0 + rows] = slab
+    scale = SMOOTH_NOISE * field.std()
+    for r0 in range(0, shape[0], rows):
+        block = field[r0 : r0 + rows]
+        block += scale * rng.standard_normal(block.shape)
     return field
 
 
@@ -130,8 +150,10 @@ def describe_kind(kind: str) -> str:
 
 
 #: float64 temporaries a generator holds at once, per element (grf: noise, its spectrum
-#: and the inverse transform; grayscott: u, v and their Laplacians).
+#: and the inverse transform; grayscott: u, v and their Laplacians; smooth: the field and
+#: numpy's std temporary, the rest in slabs), plus the output in its dtype.
 GENERATOR_BYTES_PER_ELEMENT = 8 * 6
+GENERATOR_BYTES = {"grf": GENERATOR_BYTES_PER_ELEMENT, "grayscott": GENERATOR_BYTES_PER_ELEMENT, "smooth": 8 * 2}
 
 
 def _available_bytes() -> int:
@@ -154,10 +176,10 @@ def _available_bytes() -> int:
     return min(avail, soft) if soft != resource.RLIM_INFINITY else avail
 
 
-def _refuse_oversized(kind: str, dims: tuple[int, ...]) -> None:
+def _refuse_oversized(kind: str, dims: tuple[int, ...], itemsize: int = 8) -> None:
     """InputError before allocating anything when the field cannot be generated here."""
     n = math.prod(dims)
-    need = n * GENERATOR_BYTES_PER_ELEMENT
+    need = n * (GENERATOR_BYTES.get(kind, GENERATOR_BYTES_PER_ELEMENT) + itemsize)
     have = _available_bytes()
     if need > have:
         raise InputError(
@@ -176,10 +198,11 @@ def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: i
     dt = parse_dtype(dtype)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
-    _refuse_oversized(kind, dims)
+    _refuse_oversized(kind, dims, dt.itemsize)
     make, description = _GENERATORS[kind]
     values = make(dims, np.random.default_rng(int(seed)))
-    arr = validate_array(values.astype(dt), what=f"synthetic {kind}")
+    arr = validate_array(values.astype(dt, copy=False), what=f"synthetic {kind}")  # f64: no copy
+    del values
     tag = "f32" if dt.itemsize == 4 else "f64"
     return Field(
         name=f"{kind}:{shape_str(dims)}:{tag}" + (f":seed={seed}" if seed else ""),
