@@ -5,26 +5,28 @@ learnt from outside: bwrap folds "killed by signal N" into exit code 128 + N, an
 program's own resource usage is lost when bwrap's init exits before being reaped. So this
 launcher forks, execs the program, waits for it with ``wait4`` and writes one JSON line
 (``{"perfscout-wait": {...}}``) to FD, a pipe perfscout reads; the program never sees FD.
-Standard library only, no ``site``: it must start in milliseconds and import nothing
-from the project.
+Standard library only, no ``site``, not even ``json`` or ``ctypes``: it must start in
+milliseconds and import nothing from the project. (The program could ptrace it, as the same
+uid, and change the report: it would only lie about its own exit, which it controls anyway.)
 """
 
-import json
 import os
 import resource
 import signal
 import sys
 
 
-def _not_dumpable() -> None:
-    """PR_SET_DUMPABLE 0: the program (same uid, no capabilities) cannot ptrace the
-    launcher to forge its report. exec resets it, so the program itself is unaffected."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass  # no prctl here: the report is then as trustworthy as the program
+def _json(v) -> str:
+    """JSON for the report's few types (bool before int: bool is an int)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f'"{k}": {_json(x)}' for k, x in v.items()) + "}"
+    raise TypeError(type(v))
 
 
 def main() -> None:
@@ -34,7 +36,6 @@ def main() -> None:
         os._exit(125)
     argv = sys.argv[3:]
     os.set_inheritable(fd, False)
-    _not_dumpable()
     pid = os.fork()
     if pid == 0:
         # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
@@ -65,7 +66,7 @@ def main() -> None:
                    "voluntary_ctx_switches": float(ru.ru_nvcsw),
                    "involuntary_ctx_switches": float(ru.ru_nivcsw)},
     }
-    os.write(fd, (json.dumps({"perfscout-wait": report}) + "\n").encode())
+    os.write(fd, ("{\"perfscout-wait\": " + _json(report) + "}\n").encode())
     os.close(fd)
     if report["signal"] is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the program's crash, not ours

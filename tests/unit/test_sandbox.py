@@ -461,3 +461,35 @@ def test_memory_cap_stops_a_hog(tmp_path: Path) -> None:
     res = run_sandboxed([PY, "-c", "b = bytearray(2 * 1024**3); b[::4096] = b'x' * len(b[::4096])"],
                         tmp_path / "r", timeout_s=60, memory_mb=256)
     assert res.status == "killed_by_limit" and "memory" in res.reason, (res.reason, res.stderr[-300:])
+
+
+# ---- any argv: passed verbatim or refused for a named reason; never touches the outside -------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from(["/", "..", ".", "~", ";", "$(", "`", "'", '"', "|", "&", ">", "@", "=",
+                           ":", ",", "-o", "--out=", " ", "\n", "etc", "passwd", "x", "*", "{", "}"])
+_ARG = st.one_of(st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30),
+                 st.lists(_PIECES, max_size=8).map("".join))
+
+
+@settings(max_examples=40, deadline=None)
+@given(args=st.lists(_ARG, min_size=1, max_size=4))
+def test_any_argv_is_verbatim_or_refused_with_a_reason(tmp_path_factory, args) -> None:
+    base = tmp_path_factory.mktemp("argv")
+    run = base / "run"
+    run.mkdir()
+    outside = base / "outside.txt"
+    outside.write_text("intact")
+    (run / "echo.py").write_text("import json, sys; open('got.json', 'w').write(json.dumps(sys.argv[1:]))\n")
+    res = Sandbox(run, limits=SandboxLimits(timeout_s=20)).run([PY, "echo.py", *args])
+    if res.status == "refused":
+        assert "outside the run directory" in res.reason or "NUL" in res.reason, res.reason
+        assert not (run / "got.json").exists()
+    else:
+        assert res.status == "ok", (res.reason, res.stderr[-300:])
+        import json
+
+        assert json.loads((run / "got.json").read_text()) == args  # one element each, unchanged
+    assert outside.read_text() == "intact"
