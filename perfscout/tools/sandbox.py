@@ -421,13 +421,13 @@ def run_sandboxed(
     lim = (limits or SandboxLimits()).model_copy(update={"timeout_s": timeout_s})
     if memory_mb is not None:
         lim = lim.model_copy(update={"memory_bytes": int(memory_mb) * 2**20})
-    sb = Sandbox(run_dir, inputs=readable, cwd=cwd, limits=lim, unconfined=unconfined)
     if isinstance(argv, (str, bytes)) or not argv:
         return SandboxResult(status="refused", argv=[str(argv)],
                              reason="a command must be a non-empty list of arguments (no shell strings)")
     try:
+        sb = Sandbox(run_dir, inputs=readable, cwd=cwd, limits=lim, unconfined=unconfined)
         sb.register(str(argv[0]))
-    except ToolRefused as exc:
+    except ToolRefused as exc:  # "/" as readable, an unknown program
         return SandboxResult(status="refused", argv=[str(a) for a in argv], reason=str(exc))
     res = sb.run(argv)
     if res.status != "refused" or res.confinement.mode != "none":

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from perfscout.tools.bwrap import probe_bwrap
 from perfscout.tools.profile import looks_like_cuda_program
 
 ROOT = Path(__file__).resolve().parents[2]
 FX = ROOT / "tests" / "fixtures"
+_BWRAP = probe_bwrap()
+#: profiling runs the program in the bubblewrap sandbox, which refuses where bwrap cannot run
+needs_bwrap = pytest.mark.skipif(not _BWRAP.usable, reason=f"bubblewrap cannot run here: {_BWRAP.reason}")
 
 
 def perfscout(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
@@ -40,6 +44,7 @@ def workdir(tmp_path: Path) -> Path:
     return d
 
 
+@needs_bwrap
 def test_profile_cpu_program_json(workdir: Path, perfscout_home: Path) -> None:
     r = perfscout("profile", "--json", "--", sys.executable, "busy.py", cwd=workdir, home=perfscout_home)
     assert r.returncode == 0, r.stderr
@@ -74,6 +79,7 @@ def test_profile_cpu_program_json(workdir: Path, perfscout_home: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("perf") is None,
                     reason="perf is not installed (Debian: apt-get install linux-perf)")
+@needs_bwrap
 def test_profile_and_diagnose_of_its_saved_output_agree(workdir: Path, perfscout_home: Path) -> None:
     r = perfscout("profile", "--json", "--", sys.executable, "busy.py", cwd=workdir, home=perfscout_home)
     assert r.returncode == 0, r.stderr
@@ -93,6 +99,7 @@ def test_profile_and_diagnose_of_its_saved_output_agree(workdir: Path, perfscout
     assert {"cycles", "instructions", "task-clock"} <= {m.split(":")[0] for m, _ in cited}
 
 
+@needs_bwrap
 def test_profile_refuses_paths_outside_cwd_with_a_hint(workdir: Path, perfscout_home: Path,
                                                        tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.py"
@@ -216,6 +223,7 @@ def test_snapshot_json_and_save(tmp_path: Path, perfscout_home: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@needs_bwrap
 def test_profile_a_compiled_program_by_relative_path(workdir: Path, perfscout_home: Path) -> None:
     (workdir / "loop.c").write_text(textwrap.dedent("""
         #include <stdio.h>
@@ -236,6 +244,7 @@ def test_profile_a_compiled_program_by_relative_path(workdir: Path, perfscout_ho
     assert out == "99999995000000"  # 0.5 * sum(range(2e7)), exact in double
 
 
+@needs_bwrap
 def test_profile_started_from_the_root_directory_confines_to_the_run_dir(
         perfscout_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server running in / must not turn "the current directory" into every path."""
@@ -251,6 +260,7 @@ def test_profile_started_from_the_root_directory_confines_to_the_run_dir(
 
 # ---- the OS sandbox around profiled programs ------------------------------------------------
 
+@needs_bwrap
 def test_semicolons_in_python_code_are_profiled(workdir: Path, perfscout_home: Path) -> None:
     """Issue 12: ``;`` inside one ``python3 -c`` element is code, not shell."""
     r = perfscout("profile", "--json", "--", sys.executable, "-c", "import sys; print(6 * 7); sys.exit(0)",

@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 
 from perfscout.errors import ToolRefused
+from perfscout.tools.bwrap import probe_bwrap
 from perfscout.tools.sandbox import Sandbox, SandboxLimits
 
 PY = sys.executable
+_BWRAP = probe_bwrap()
+#: Tests of the confinement itself; the argv rules and limits are tested everywhere.
+needs_bwrap = pytest.mark.skipif(not _BWRAP.usable, reason=f"bubblewrap cannot run here: {_BWRAP.reason}")
 
 
 @pytest.fixture()
@@ -35,7 +39,8 @@ def sentinel(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def sb(run_dir: Path) -> Sandbox:
-    return Sandbox(run_dir, limits=SandboxLimits(timeout_s=20))
+    # Where bubblewrap cannot run, the argv rules and the limits are still tested, unconfined.
+    return Sandbox(run_dir, limits=SandboxLimits(timeout_s=20), unconfined=not _BWRAP.usable)
 
 
 def script(run_dir: Path, name: str, body: str) -> str:
@@ -391,6 +396,7 @@ def test_signal_names_in_results(sb: Sandbox, run_dir: Path) -> None:
 
 # ---- the confinement's view ------------------------------------------------------------------
 
+@needs_bwrap
 def test_a_registered_program_brings_its_installation(tmp_path: Path, run_dir: Path) -> None:
     """A tool installed outside the system (pyenv, conda, a build prefix) needs its own
     prefix readable, e.g. ``~/.pyenv/shims/python3`` runs ``~/.pyenv/libexec/pyenv``."""
@@ -409,6 +415,7 @@ def test_a_registered_program_brings_its_installation(tmp_path: Path, run_dir: P
     assert str(prefix) in res.confinement.readable
 
 
+@needs_bwrap
 def test_a_program_in_the_working_directory_exposes_nothing_more(tmp_path: Path) -> None:
     work, run = tmp_path / "work", tmp_path / "run"
     work.mkdir()
@@ -441,6 +448,7 @@ def test_refusal_without_bwrap_names_the_fix(run_dir: Path, monkeypatch: pytest.
     assert res.ok and res.confinement.mode == "unconfined" and "bubblewrap" in res.confinement.warning
 
 
+@needs_bwrap
 def test_run_sandboxed_api(tmp_path: Path) -> None:
     from perfscout.tools.sandbox import run_sandboxed
 
@@ -453,8 +461,11 @@ def test_run_sandboxed_api(tmp_path: Path) -> None:
     res = run_sandboxed([PY, "-c", "import time; time.sleep(30)"], run, timeout_s=1)
     assert res.timed_out and res.signal == "SIGKILL"
     assert run_sandboxed("true; id", run).status == "refused"
+    assert run_sandboxed(["true"], run, readable=["/"]).status == "refused"
+    assert run_sandboxed(["no-such-program-xyz"], run).status == "refused"
 
 
+@needs_bwrap
 def test_memory_cap_stops_a_hog(tmp_path: Path) -> None:
     from perfscout.tools.sandbox import run_sandboxed
 
@@ -474,6 +485,7 @@ _ARG = st.one_of(st.text(st.characters(blacklist_characters="\x00", blacklist_ca
                  st.lists(_PIECES, max_size=8).map("".join))
 
 
+@needs_bwrap
 @settings(max_examples=40, deadline=None)
 @given(args=st.lists(_ARG, min_size=1, max_size=4))
 def test_any_argv_is_verbatim_or_refused_with_a_reason(tmp_path_factory, args) -> None:
