@@ -9,11 +9,12 @@ SIGKILL when the caller dies) and hands back its value or its exception. When th
 dies (a signal, an exit without a reply) or overruns its time, :class:`CodecCrashed` says
 so with the signal, the limit and a summary of the input; the caller lives on.
 
-Start method. CPU work is **forked** from the caller: nothing is pickled on the way in
-(the child sees the caller's arrays, registered plug-in codecs and all), which keeps the
-per-call overhead to a fork and a reply (``benchmarks/isolation_overhead.py``). Results
-larger than ``SHARED_RESULT_BYTES`` come back through an anonymous shared mapping, not
-the pipe. CUDA work starts from a clean **forkserver** process instead: a CUDA context
+Start method. CPU work is **forked** from the caller (``os.fork`` itself: it also works
+inside daemonic Dask or pool workers, where multiprocessing refuses to start children):
+nothing is pickled on the way in (the child sees the caller's arrays, registered plug-in
+codecs and all), which keeps the per-call overhead to a fork and a reply
+(``benchmarks/isolation_overhead.py``). Results larger than ``SHARED_RESULT_BYTES`` come
+back through an anonymous shared mapping, not the pipe. CUDA work starts from a clean **forkserver** process instead: a CUDA context
 does not survive ``fork``, and a caller that once touched the GPU would otherwise hand
 its children a dead one. The forkserver's children get the caller's registry of codecs
 (by import path) before they run.
@@ -27,7 +28,11 @@ from __future__ import annotations
 import mmap
 import multiprocessing as mp
 import os
+import pickle
+import select
 import signal
+import struct
+import ctypes  # noqa: F401 - imported once by the caller, not by every forked child (die_with_parent)
 import time
 import traceback
 from collections.abc import Callable
@@ -118,7 +123,11 @@ class _SharedArray:
 
 
 def _pack_arrays(value: Any, shared: mmap.mmap | None) -> Any:
-    """Move large NumPy arrays of an Evaluation-like reply into the shared mapping."""
+    """Move large NumPy arrays of an Evaluation-like reply into the shared mapping (and a
+    device array, which would need CUDA in the caller to unpickle, to the host)."""
+    recon = getattr(value, "reconstructed", None)
+    if recon is not None and not isinstance(recon, np.ndarray) and hasattr(recon, "get"):
+        value.reconstructed = recon.get()
     if shared is None:
         return value
     offset = 0
@@ -244,6 +253,149 @@ def _died(proc: Any) -> tuple[str, str]:
     return "", f"exited with code {code} without a reply"
 
 
+class _PipeWriter:
+    """The child's end of a forked call: length-prefixed pickles on a pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, obj: Any) -> None:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(struct.pack("<Q", len(data)) + data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int, device: str,
+                shared: mmap.mmap | None, timeout: float) -> tuple[Any, int | None, bool]:
+    """(reply or None, wait status or None, timed out) of ``fn`` in a forked child.
+
+    ``os.fork`` directly, not multiprocessing: no pickling on the way in, no "daemonic
+    processes may not have children" inside Dask or pool workers, a few ms less. The reply
+    is length-prefixed, so a pipe end inherited by a sibling child (another thread forking
+    at the same moment) cannot keep us waiting for an EOF."""
+    base = _address_space_bytes()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(read_fd)
+            _child_main(_PipeWriter(write_fd), fn, args, kwargs, limit_mb, device, base, shared, None)  # type: ignore[arg-type]
+        except BaseException:  # noqa: BLE001 - nothing may unwind into the caller's stack
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    buf = bytearray()
+    need: int | None = None
+    status: int | None = None
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if need is None and len(buf) >= 8:
+                need = 8 + struct.unpack_from("<Q", buf)[0]
+            if need is not None and len(buf) >= need:
+                break
+            if status is not None:  # exited and the pipe is drained
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None, None, True
+            ready, _, _ = select.select([read_fd], [], [], min(left, 0.05))
+            if ready:
+                chunk = os.read(read_fd, 1 << 20)
+                if chunk:
+                    buf += chunk
+                    continue
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+                while select.select([read_fd], [], [], 0)[0]:
+                    chunk = os.read(read_fd, 1 << 20)
+                    if not chunk:
+                        break
+                    buf += chunk
+    finally:
+        os.close(read_fd)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    reply = None
+    if need is not None and len(buf) >= need:
+        try:
+            reply = pickle.loads(bytes(buf[8:need]))
+        except Exception:  # noqa: BLE001 - a torn reply is a crash
+            reply = None
+    return reply, status, False
+
+
+def _run_forkserver(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int, device: str,
+                    what: str, timeout: float) -> tuple[Any, int | None, bool]:
+    """The same from a forkserver (CUDA work), through multiprocessing."""
+    from perfscout.codecs import registry as reg
+
+    ctx = _context(device)
+    recv_end, send_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, name=f"{_CHILD_PREFIX}{what}",
+                       args=(send_end, fn, args, kwargs, limit_mb, device, 0, None, dict(reg._KNOWN)), daemon=False)
+    try:
+        proc.start()
+        send_end.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                proc.kill()
+                proc.join()
+                return None, None, True
+            ready = wait([recv_end, proc.sentinel], timeout=left)
+            if recv_end in ready:
+                try:
+                    reply = recv_end.recv()
+                except (EOFError, OSError):
+                    reply = None
+                proc.join()
+                return reply, _exit_status(proc.exitcode), False
+            if proc.sentinel in ready and not recv_end.poll(0):
+                proc.join()
+                return None, _exit_status(proc.exitcode), False
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        recv_end.close()
+
+
+def _exit_status(exitcode: int | None) -> int | None:
+    """multiprocessing's exitcode (-signal or code) as an os.wait status."""
+    if exitcode is None:
+        return None
+    return -exitcode if exitcode < 0 else exitcode << 8
+
+
+def _died(status: int | None) -> tuple[str, str]:
+    if status is not None and os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        return name, f"died from {name} (-{num})"
+    code = os.WEXITSTATUS(status) if status is not None else None
+    return "", f"exited with code {code} without a reply"
+
+
+def _default_timeout_s(nbytes: int) -> float:
+    """DEFAULT_TIMEOUT_S, longer for large inputs (2 s per MiB: a searched mode on a
+    slow machine); a timeout must catch a hang, never a legitimately slow evaluation."""
+    return DEFAULT_TIMEOUT_S + 2.0 * nbytes / 2**20
+
+
 def run_isolated(
     fn: Callable[..., Any],
     args: tuple = (),
@@ -260,13 +412,13 @@ def run_isolated(
 
     ``what`` names the work in a crash report (``"sz3-h5 abs 0.001"``), ``input_array``
     is summarised there. ``result_nbytes`` sizes the shared mapping for a large array in
-    the reply (CPU only). A child that dies or overruns ``timeout_s`` raises
-    :class:`CodecCrashed`; one that ran out of its memory limit raises CodecError.
+    the reply (CPU only). A child that dies or overruns ``timeout_s`` (default: 900 s plus
+    2 s per MiB of input) raises :class:`CodecCrashed`; one that ran out of its memory
+    limit raises CodecError.
     """
-    timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
     nbytes = int(getattr(input_array, "nbytes", 0) or 0)
+    timeout = _default_timeout_s(max(nbytes, result_nbytes)) if timeout_s is None else float(timeout_s)
     limit_mb = default_memory_limit_mb(nbytes) if memory_limit_mb is None else int(memory_limit_mb)
-    ctx = _context(device)
     forked = device != "cuda"
     shared = None
     if forked and result_nbytes >= SHARED_RESULT_BYTES:
@@ -274,46 +426,18 @@ def run_isolated(
             shared = mmap.mmap(-1, result_nbytes + 4096)
         except (OSError, ValueError, OverflowError):  # too large to map: the pipe carries it
             shared = None
-    registry = None
-    if not forked:
-        from perfscout.codecs import registry as reg
-
-        registry = dict(reg._KNOWN)
-    recv_end, send_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_child_main, name=f"{_CHILD_PREFIX}{what}",
-        args=(send_end, fn, tuple(args), dict(kwargs or {}), limit_mb, device, _address_space_bytes() if forked else 0, shared, registry),
-        daemon=True,
-    )
     try:
-        proc.start()
-        send_end.close()
-        deadline = time.monotonic() + timeout
-        reply = None
-        while reply is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                proc.kill()
-                proc.join()
-                raise CodecCrashed(
-                    f"{what} did not finish within {timeout:g} s (timeout); its process was killed "
-                    f"(input: {input_summary(input_array)})", status="codec_timeout")
-            ready = wait([recv_end, proc.sentinel], timeout=left)
-            if recv_end in ready:
-                try:
-                    reply = recv_end.recv()
-                except (EOFError, OSError):
-                    proc.join()
-                    break
-            elif proc.sentinel in ready:
-                # Exited: a reply may still sit in the pipe (sent just before exit).
-                if recv_end.poll(0):
-                    continue
-                proc.join()
-                break
-        proc.join()
+        if forked:
+            reply, status, timed_out = _run_forked(fn, tuple(args), dict(kwargs or {}), limit_mb, device, shared, timeout)
+        else:
+            reply, status, timed_out = _run_forkserver(fn, tuple(args), dict(kwargs or {}), limit_mb, device, what,
+                                                       timeout)
+        if timed_out:
+            raise CodecCrashed(
+                f"{what} did not finish within {timeout:g} s (timeout); its process was killed "
+                f"(input: {input_summary(input_array)})", status="codec_timeout")
         if reply is None:
-            sig, how = _died(proc)
+            sig, how = _died(status)
             limit = f"; its address space was limited to {limit_mb} MiB above the caller's" if forked else ""
             raise CodecCrashed(f"{what}: the codec process {how}{limit} (input: {input_summary(input_array)}); "
                                "the caller is unaffected", signal_name=sig)
@@ -327,10 +451,5 @@ def run_isolated(
             raise CodecError(f"{what}: {text} (input: {input_summary(input_array)})")
         raise RuntimeError(f"{what} failed in its child process with {name}:\n{text}")
     finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-        recv_end.close()
         if shared is not None:
             shared.close()
-

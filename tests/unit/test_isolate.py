@@ -138,3 +138,19 @@ def test_sz2_pw_rel_crash_without_the_refusal_is_contained(monkeypatch: pytest.M
     x = np.random.default_rng(0).standard_normal(500).astype(np.float32)
     r = evaluate(x, "sz2", "pw_rel", 16, repeats=1, memory_limit_mb=1024)
     assert r.status in ("codec_crashed", "error") and r.bound_ok is None, r.error
+
+
+def _status_in_a_pool_worker(x: np.ndarray) -> str:
+    return evaluate(x, "fake-crash", "abs", 1e-3, repeats=1, options={"behaviour": "segfault"}).status
+
+
+def test_isolation_works_from_threads_and_inside_daemonic_workers(grf: np.ndarray) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:  # the agent's tools may run in threads
+        records = list(pool.map(lambda b: evaluate(grf, "sz3", "abs", b, repeats=1), [1e-1, 1e-2, 1e-3, 1e-4]))
+    assert [r.status for r in records] == ["ok"] * 4 and len({r.ratio for r in records}) == 4
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # daemonic, like Dask's and Pool's workers
+        assert pool.apply(_status_in_a_pool_worker, (grf,)) == "codec_crashed"
