@@ -217,10 +217,41 @@ def parse_raw_csv(text: str, source: str = "") -> NcuReport:
 def _parse_rows(body: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
                 metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]],
                 out: list[KernelProfile]) -> None:
-    for row in body:
-        if len(row) < len(header) // 2 or not row[0].strip() or row[0] == "ID":
-            continue  # truncated, a units row, or the header again (outputs appended): not a launch
-        out.append(_kernel_from_row(row, col, name_i, metric_cols))
+    rows = [row for row in body
+            if not (len(row) < len(header) // 2 or not row[0].strip() or row[0] == "ID")]
+    # (truncated rows, a units row, the header again when outputs were appended: not launches)
+    names = [name for _, name, *_ in metric_cols]
+    if len(set(names)) != len(names):  # a repeated column name: its last non-empty cell wins, per row
+        out.extend(_kernel_from_row(row, col, name_i, metric_cols) for row in rows)
+        return
+    out.extend(_kernels_by_column(rows, header, col, name_i, metric_cols, names))
+
+
+def _kernels_by_column(rows: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
+                       metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]],
+                       names: list[str]) -> list[KernelProfile]:
+    """The launches of ``rows``, parsed a column at a time.
+
+    A 1,000-launch profile has ~2 million cells but far fewer distinct texts per column:
+    each distinct text becomes one Metric, and the per-cell work (a dictionary lookup, the
+    transposes, building each launch's dict) runs inside C loops (map, zip, dict)."""
+    width = len(header)
+    padded = [row if len(row) >= width else row + [""] * (width - len(row)) for row in rows]
+    columns = list(zip(*padded))
+    per_column = []
+    holes: list[tuple[int, str]] = []  # empty cells: not collected for that launch, absent
+    for i, name, scale, norm_unit, raw_unit, seen in metric_cols:
+        cells = columns[i]
+        for raw in set(cells).difference(seen):
+            if raw:
+                seen[raw] = _metric(name, raw, scale, norm_unit, raw_unit)
+        per_column.append(list(map(seen.get, cells)))
+        if "" in cells:
+            holes.extend((r, name) for r, c in enumerate(cells) if c == "")
+    metric_dicts = [dict(zip(names, cells)) for cells in zip(*per_column)] if per_column else [{} for _ in padded]
+    for r, name in holes:
+        del metric_dicts[r][name]
+    return [_kernel(row, col, name_i, metrics) for row, metrics in zip(padded, metric_dicts)]
 
 
 #: One set shared by every parsed Metric: it already holds every field name, so the
@@ -231,20 +262,31 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+def _metric(name: str, raw: str, scale: float, norm_unit: str, raw_unit: str) -> Metric:
+    """A Metric from one cell's text: the body of its constructor inlined (no validation:
+    every field is built with its declared type right here)."""
+    try:
+        value: float | str = float(raw.replace(",", "") if "," in raw else raw) * scale
+        unit = norm_unit
+    except ValueError:
+        value, unit = raw, raw_unit  # text metrics (names, enums) stay as printed
+    m = _new(Metric)
+    _set(m, "__dict__", {"name": name, "value": value, "unit": unit, "raw": raw, "raw_unit": raw_unit})
+    _set(m, "__pydantic_fields_set__", _METRIC_FIELDS)
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
 def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
                      metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]]
                      ) -> KernelProfile:
-    def cell(name: str) -> str:
-        i = col.get(name)
-        return row[i] if i is not None and i < len(row) else ""
-
+    """One launch, a cell at a time (the path for a header that repeats a column name)."""
     metrics: dict[str, Metric] = {}
     n = len(row)
-    # The body of a Metric constructor inlined: this loop runs once per cell (2 million
-    # times for a 1,000-kernel file). A cell whose text was already seen in the same
-    # column reuses that Metric: in real profiles most cells repeat between launches
-    # (device attributes, launch configuration, the many zero counters).
-    new, setattr_, fields_set = _new, _set, _METRIC_FIELDS
+    # A cell whose text was already seen in the same column reuses that Metric: in real
+    # profiles most cells repeat between launches (device attributes, launch
+    # configuration, the many zero counters).
     for i, name, scale, norm_unit, raw_unit, seen in metric_cols:
         if i >= n:
             continue
@@ -253,19 +295,16 @@ def _kernel_from_row(row: list[str], col: dict[str, int], name_i: int,
             continue  # not collected for this launch: absent, not zero
         m = seen.get(raw)
         if m is None:
-            try:
-                value: float | str = float(raw.replace(",", "") if "," in raw else raw) * scale
-                unit = norm_unit
-            except ValueError:
-                value, unit = raw, raw_unit  # text metrics (names, enums) stay as printed
-            m = new(Metric)
-            setattr_(m, "__dict__", {"name": name, "value": value, "unit": unit, "raw": raw,
-                                     "raw_unit": raw_unit})
-            setattr_(m, "__pydantic_fields_set__", fields_set)
-            setattr_(m, "__pydantic_extra__", None)
-            setattr_(m, "__pydantic_private__", None)
-            seen[raw] = m
+            m = seen[raw] = _metric(name, raw, scale, norm_unit, raw_unit)
         metrics[name] = m
+    return _kernel(row, col, name_i, metrics)
+
+
+def _kernel(row: list[str], col: dict[str, int], name_i: int, metrics: dict[str, Metric]) -> KernelProfile:
+    def cell(name: str) -> str:
+        i = col.get(name)
+        return row[i] if i is not None and i < len(row) else ""
+
     kid = parse_number(cell("ID"))
     dev_i = parse_number(cell("Device"))
     display = metrics.get("device__attribute_display_name")
