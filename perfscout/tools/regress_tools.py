@@ -26,10 +26,9 @@ TUNE_DIR = "tune"
 
 
 def _helpers() -> Any:
-    # agent_tools imports this module to build its whitelist: import it at call time
-    from perfscout.tools import agent_tools
+    from perfscout.tools import agent_common
 
-    return agent_tools
+    return agent_common
 
 
 def _agent_run_dir(runtime: ToolRuntime | None) -> str:

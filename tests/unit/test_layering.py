@@ -60,10 +60,6 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 #: Every entry names the modules of one cycle (a strongly connected set). A NEW cycle fails; an
 #: entry that no longer is a cycle fails too (strike it), so the list can only shrink.
 KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"perfscout.tools.agent_tools", "perfscout.tools.regress_tools"}):
-        "agent_tools puts regress_tools' compare_runs on the whitelist, and regress_tools borrows "
-        "agent_tools' path confinement and artifact helpers (at call time); those helpers want a "
-        "module of their own that both import (agent_tools is the lead's)",
     frozenset({"perfscout.tools.evaluate", "perfscout.tools.gpu_eval", "perfscout.tools.isolate",
                "perfscout.tools.sweep.worker"}):
         "evaluate calls gpu_eval and isolate; gpu_eval builds evaluate's Evaluation, isolate takes "
