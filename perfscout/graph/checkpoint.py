@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -41,6 +42,25 @@ def _sqlite_path(ctx: Context) -> Path:
     return ctx.home_path / "checkpoints.sqlite"
 
 
+#: Advisory lock key for creating the checkpoint tables ("perfscout" in ASCII, truncated).
+_SETUP_LOCK = 0x70657266736375
+
+
+def _take_setup_lock(conn: Any, timeout_s: float = 300.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+            row = cur.fetchone()
+        if row and (row[0] if not isinstance(row, dict) else next(iter(row.values()))):
+            return
+        if time.monotonic() > deadline:
+            raise InputError(f"the checkpoint tables are being created by another process for over {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
 @contextmanager
 def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
     """A ready checkpointer (tables created) for the duration of the block."""
@@ -59,7 +79,16 @@ def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
         except psycopg.OperationalError as exc:
             raise InputError(f"cannot connect to the checkpoint database {describe(ctx)}: {exc}") from exc
         try:
-            saver.setup()
+            # first uses from many processes at once: setup() creates tables and runs its
+            # migrations, so it runs under a session advisory lock (one at a time). The lock is
+            # polled, not waited for: a waiting statement is an open transaction, which the
+            # holder's CREATE INDEX CONCURRENTLY would wait on in turn (a deadlock).
+            _take_setup_lock(saver.conn)
+            try:
+                saver.setup()
+            finally:
+                with saver.conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
             yield saver
         finally:
             cm.__exit__(None, None, None)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from perfscout.errors import InputError, ToolRefused
 from perfscout.tools.regress import SAMPLES_NAME, RunSamples, TaskSamples, write_samples
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -275,8 +275,9 @@ def run_once(box: Sandbox, argv: list[str], env: dict[str, str], figure: Figure,
     rep = Repeat(index=index, status=res.status, wall_s=res.wall_s, returncode=res.returncode, reason=res.reason)
     if raw_dir is not None:
         raw_dir.mkdir(parents=True, exist_ok=True)
-        (raw_dir / f"{index:03d}.stdout").write_text(res.stdout, encoding="utf-8")
-        (raw_dir / f"{index:03d}.stderr").write_text(res.stderr, encoding="utf-8")
+        # the program ran in this folder and may have planted links: never follow them
+        write_run_file(raw_dir / f"{index:03d}.stdout", res.stdout)
+        write_run_file(raw_dir / f"{index:03d}.stderr", res.stderr)
     if res.status != "ok":
         rep.reason = res.reason or f"exit code {res.returncode}" + (f" ({res.signal})" if res.signal else "")
         tail = res.stderr.strip().splitlines()[-1:] if res.stderr.strip() else []

@@ -72,3 +72,17 @@ def test_run_spec_and_bad_requests(tmp_path):
     spec.write_text("datasets: [unclosed")
     broken = _cli(home, "run", "--spec", str(spec))
     assert broken.returncode == 2 and "not valid YAML" in _said(broken)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(8)),
+     "alias"),
+    ("x: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+])
+def test_hostile_agent_specs_are_refused_clearly(tmp_path, text, fragment):
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(text)
+    out = _cli(tmp_path / "home", "run", "--spec", str(spec))
+    assert out.returncode == 2 and fragment in _said(out).lower() and "Traceback" not in _said(out)

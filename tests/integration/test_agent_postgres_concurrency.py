@@ -123,9 +123,6 @@ def test_threads_share_one_postgres_checkpointer_through_kills_and_resumes(pg_ur
     assert not (home / "checkpoints.sqlite").exists()  # every checkpoint went to PostgreSQL
 
 
-@pytest.mark.xfail(strict=True, reason="open_checkpointer (perfscout/graph/checkpoint.py) calls PostgresSaver.setup() "
-                   "unguarded: on a fresh database, concurrent first uses race (UniqueViolation on "
-                   "checkpoint_migrations / pg_type); a PostgreSQL advisory lock around setup() fixes it")
 def test_first_use_from_many_threads_at_once_creates_the_tables_once(pg_url, tmp_path):  # noqa: F811
     pytest.importorskip("langgraph.checkpoint.postgres", reason="pip install 'perfscout[postgres]'")
     import threading
