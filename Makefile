@@ -1,6 +1,10 @@
 # Set-up and the two commands the README promises. Both work alone on a fresh machine:
 #   make demo   creates .venv, installs perfscout, runs the main job on the embedded default
 #   make test   creates .venv, installs with test extras + system test deps, runs every test
+# and the developer's loop:
+#   make test-fast  ruff, then unit + integration tests without the slow/llm/postgres/browser/gpu
+#                   markers and with short fuzz loops (no system packages installed)
+#   make lint       ruff alone (its rules: [tool.ruff] in pyproject.toml)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -10,8 +14,14 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # crashes in AMX code on these CPUs, so the SIMD set is pinned explicitly.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 PYTEST_ARGS ?=
+RUFF := $(VENV)/bin/ruff
+# What `make test-fast` leaves out, by marker (pyproject.toml lists the markers).
+FAST_MARKERS := not slow and not llm and not postgres and not browser and not gpu
+# The fuzz loops' sizes in `make test-fast`. `make test` sets none of these, so it runs the test
+# files' own full defaults (tests/unit/test_szp_fuzz.py: SZP_CPU_FUZZ_N=30000, SZP_OVERFLOW_FUZZ_N=1500).
+FAST_FUZZ := SZP_CPU_FUZZ_N=2000 SZP_OVERFLOW_FUZZ_N=300
 
-.PHONY: demo test install install-test system-deps bench clean
+.PHONY: demo test test-fast lint install install-test system-deps bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +46,18 @@ system-deps:
 demo: $(VENV)/.core-installed
 	$(VENV)/bin/perfscout demo
 
+lint: $(VENV)/.test-installed
+	$(RUFF) check perfscout tests
+
 test: $(VENV)/.test-installed system-deps
+	$(RUFF) check perfscout tests
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Integration before unit, the order `make test` collects them in (some tests leave
+# process-wide state behind: the same order keeps the fast loop's verdicts the full run's).
+test-fast: $(VENV)/.test-installed
+	$(RUFF) check perfscout tests
+	$(FAST_FUZZ) $(PY) -m pytest -q -m "$(FAST_MARKERS)" tests/integration tests/unit $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
