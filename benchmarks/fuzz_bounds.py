@@ -228,7 +228,7 @@ def run(n: int, seed: int, out: Path | None, progress_every: int = 500) -> dict:
         counter = per_codec.setdefault(f"{codec}/{mode}", Counter())
         try:
             ev = evaluate_full(x, codec, mode, bound, device=device, repeats=1, timeout_s=60)
-        except PerfscoutError as exc:
+        except PerfscoutError:
             refused[key] += 1
             counter["refused"] += 1
             statuses["refused"] += 1

@@ -197,7 +197,8 @@ class SZ3H5Codec(_H5FilterCodec):
     processes: every array holding |x| >= max/8 segfaults, at any bound, 1-D to 3-D,
     float32 and float64) overflow the filter's prediction arithmetic (a Lorenzo or
     interpolation prediction sums several values) and crash it; arrays holding
-    |x| > max / ``MAGNITUDE_HEADROOM`` are refused with a CodecError."""
+    |x| > max / ``MAGNITUDE_HEADROOM`` are refused with a CodecError, as are absolute
+    bounds below the dtype's smallest (subnormal) value."""
 
     codec_id = "sz3-h5"
     # Only ``absolute`` is offered: the filter itself warns that its other modes are not
@@ -210,6 +211,16 @@ class SZ3H5Codec(_H5FilterCodec):
 
     def _check_bound(self, data: np.ndarray) -> None:
         super()._check_bound(data)
+        resolution = float(np.finfo(data.dtype).smallest_subnormal)
+        if self.mode == "abs" and self.bound < resolution:
+            # Found by benchmarks/fuzz_bounds.py: abs 1e-53 on float32 data (subnormal
+            # values) segfaults the filter. Such a bound is below the dtype's resolution:
+            # it asks for the exact values, which a lossless codec gives.
+            raise CodecError(
+                f"sz3-h5: absolute bound {self.bound:.3g} is below the smallest {data.dtype} value "
+                f"({resolution:.3g}); the SZ3 filter crashes on such bounds; use a lossless codec or a "
+                "larger bound"
+            )
         limit = float(np.finfo(data.dtype).max) / self.MAGNITUDE_HEADROOM
         peak = float(np.max(np.abs(data)))  # validated input: finite
         if peak > limit:

@@ -485,7 +485,10 @@ def search_ratio(
     lo_v, hi_v = finite_extremes(array)
     # The bracket's top is R (capped at float64's largest value when R exceeds it).
     ref = min(range_times(1.0, lo_v, hi_v), FLOAT64_MAX) if hi_v > lo_v else rel_reference(array)[0]
-    lo, hi = ref * 1e-9, ref
+    # ... and its floor the dtype's resolution: a bound below its smallest value asks for
+    # the exact values (and crashes the SZ3 filter).
+    floor = float(np.finfo(array.dtype).smallest_subnormal) if np.issubdtype(array.dtype, np.floating) else 0.0
+    lo, hi = min(max(ref * 1e-9, floor), ref), ref
     trials: list[tuple[float, float]] = []
     # Only the closest stream so far is kept: up to max_iter streams of a large field
     # would otherwise sit in memory at once.

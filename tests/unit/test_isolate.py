@@ -154,3 +154,12 @@ def test_isolation_works_from_threads_and_inside_daemonic_workers(grf: np.ndarra
 
     with multiprocessing.get_context("fork").Pool(1) as pool:  # daemonic, like Dask's and Pool's workers
         assert pool.apply(_status_in_a_pool_worker, (grf,)) == "codec_crashed"
+
+
+def test_sz3_h5_bounds_below_the_dtypes_resolution_are_refused() -> None:
+    # The fuzz campaign's one codec_crashed: abs 1e-53 on subnormal float32 data.
+    sub = float(np.finfo(np.float32).smallest_subnormal)
+    x = (np.random.default_rng(0).integers(-50, 50, 972) * sub).astype(np.float32).reshape(12, 9, 9)
+    r = evaluate(x, "sz3-h5", "abs", 1e-53, repeats=1)
+    assert r.status == "error" and "below the smallest float32 value" in r.error
+    assert evaluate(x, "sz3-h5", "abs", 1e-40, repeats=1).status in ("ok", "bound_overshoot")
