@@ -50,13 +50,14 @@ from perfscout.errors import InputError
 #: Flat chunk of the point statistics: 256 Ki elements, 2 MiB per float64 temporary
 #: (a handful of them stay in a 4 MiB L2 cache).
 STREAM_CHUNK_ELEMENTS = 1 << 18
-#: On a GPU one kernel launch per operation per chunk is the cost: use big chunks.
-GPU_CHUNK_ELEMENTS = 1 << 26
+#: On a GPU one kernel launch per operation per chunk is the cost: use big chunks
+#: (16 Mi elements: about a dozen float64 temporaries of 128 MiB, ~1.5 GiB in all).
+GPU_CHUNK_ELEMENTS = 1 << 24
 #: SSIM tile (input elements, halo included): 40^3, about ten float64 window maps of
 #: this size at once (~5 MiB). Smaller tiles measured faster on 256^3 than larger ones
 #: with a smaller halo share: the maps stay in the L2 cache.
 SSIM_TILE_ELEMENTS = 1 << 16
-GPU_SSIM_TILE_ELEMENTS = 1 << 25
+GPU_SSIM_TILE_ELEMENTS = 1 << 24
 #: Fine error histogram behind the quantiles: a multiple of ERR_HIST_BINS (the coarse
 #: histogram is its exact aggregate) and a power of two (edges nest exactly).
 FINE_HIST_BINS = M.ERR_HIST_BINS * 4096
