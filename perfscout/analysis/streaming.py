@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from perfscout.analysis import metrics as M
+from perfscout.analysis import metric_defs as M
 from perfscout.analysis.xp import get_namespace, to_float
 from perfscout.errors import InputError
 

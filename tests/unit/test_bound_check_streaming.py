@@ -122,9 +122,13 @@ def test_nan_and_inf_reconstructions_are_unbounded_in_both(monkeypatch) -> None:
     x = np.linspace(0, 1, 20)
     y = x.copy()
     y[4], y[13], y[17] = np.nan, np.inf, x[17] + 1.0
-    for kw in ({"abs_bound": 0.1}, {"pw_rel_bound": 0.1}, {}):
+    for kw in ({"abs_bound": 0.1}, {"pw_rel_bound": 0.1}):
         got, ref = B.verify_bound(x, y, **kw), reference_verify_bound(x, y, **kw)
         _same(got, ref)
+    # Without a bound the oracle said "ok"; since #12 a non-finite error there is "error".
+    got, ref = B.verify_bound(x, y), reference_verify_bound(x, y)
+    assert (got.status, got.bound_ok) == ("error", None) and ref.status == "ok"
+    assert (got.max_abs_err, got.max_abs_err_index) == (ref.max_abs_err, ref.max_abs_err_index)
     assert B.verify_bound(x, y, abs_bound=0.1).max_abs_err_index == (4,)  # first unbounded
 
 
