@@ -9,14 +9,14 @@
 #   1. install the wheels into /tmp/site; 2. build libcuSZp.so for this GPU (scripts/build_cuszp.sh);
 #   3. the GPU tests of the peers; 4. the benchmark (benchmarks/gpu_peers.py, one process, JSON);
 #   5. the GPU sweep end to end through the CLI (examples/sweep_gpu.yaml) and its report.
-# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] bash benchmarks/gpu_peers_device.sh [TAG]
+# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] [TESTS_S=150] bash benchmarks/gpu_peers_device.sh [TAG]
+# (stages run in the order given)
 # (files go to $OUT, named *_TAG.*; TAG default h200). The sweep's run directory comes back as
 # sweep_gpu_run_TAG.tar.gz; put it at .device/gpu_peers/sweep_run.tar.gz and the next call
 # resumes it (task keys hash the data's content, so the re-made tiled files match).
 set -u
 T=${1:-h200}
 STAGES=${STAGES:-tests bench sweep}
-has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 O=${OUT:-/tmp/o}; mkdir -p "$O"
 G=.device/gpu_peers
 export PYTHONUNBUFFERED=1 PERFSCOUT_SHARED_DATA=$PWD/$G/data PERFSCOUT_HOME=/tmp/ps_home
@@ -41,22 +41,22 @@ for c in list_codecs():
     print(f"{c.id:16} {c.device:5} available={c.available} {c.version} {c.reason}")
 EOF
 
-if has tests; then
+do_tests() {
 step "GPU tests"
-timeout 150 python3 -m pytest -q -m gpu tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py tests/gpu/test_szp_gpu.py \
+timeout ${TESTS_S:-150} python3 -m pytest -q -m gpu tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py \
   -p no:cacheprovider -q > "$O/gpu_peers_tests_$T.log" 2>&1
 tail -4 "$O/gpu_peers_tests_$T.log" | tee -a "$LOG"
-fi
+}
 
-if has bench; then
+do_bench() {
 step "benchmark"
 timeout 210 python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
   --repeats 5 > "$O/gpu_peers_bench_$T.log" 2>&1
 echo "bench exit $?" | tee -a "$LOG"
 tail -3 "$O/gpu_peers_bench_$T.log"
-fi
+}
 
-if has sweep; then
+do_sweep() {
 step "sweep"
 timeout 60 python3 benchmarks/gpu_peers.py tile --data $G/data --out runs/gpu_data >>"$LOG" 2>&1
 rm -rf runs/gpu; RESUME=""
@@ -69,7 +69,9 @@ echo "report exit $?" | tee -a "$LOG"
 cp runs/gpu/report.md "$O/sweep_gpu_report_$T.md" 2>/dev/null
 cp runs/gpu/results.csv "$O/sweep_gpu_results_$T.csv" 2>/dev/null
 tar -czf "$O/sweep_gpu_run_$T.tar.gz" -C runs gpu 2>/dev/null
-fi
+}
+
+for stage in $STAGES; do "do_$stage"; done  # in the order given
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu \
   --format=csv >> "$LOG" 2>&1
 step "done"

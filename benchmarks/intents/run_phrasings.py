@@ -107,6 +107,8 @@ def table(results: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm", nargs=2, metavar=("URL", "MODEL"), help="an OpenAI-compatible endpoint and model")
+    ap.add_argument("--raw-only", action="store_true", help="with --llm: only the model's own replies "
+                    "(skip the full LLM-planner pass, which is slow on a small CPU)")
     args = ap.parse_args()
     os.chdir(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="phrasings-"))
@@ -114,9 +116,10 @@ def main() -> None:
     results = [run({"planner": "deterministic"}, tmp, "offline parser")]
     if args.llm:
         url, model = args.llm
-        results.append(run({"planner": "llm", "llm_base_url": url, "llm_model": model, "llm_api_key": "local",
-                            "llm_timeout_s": 120, "llm_max_tokens": 256, "llm_review": False}, tmp,
-                           f"LLM planner ({model})"))
+        if not args.raw_only:
+            results.append(run({"planner": "llm", "llm_base_url": url, "llm_model": model, "llm_api_key": "local",
+                                "llm_timeout_s": 120, "llm_max_tokens": 256, "llm_review": False}, tmp,
+                               f"LLM planner ({model})"))
         raw = raw_model_fill(url, model, tmp)
     machine = f"{platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     out = Path(__file__).parent
@@ -128,7 +131,7 @@ def main() -> None:
           f"graph up to its first tool call and must give exactly its expected intent, question or refusal "
           f"(tests/intents/phrasings.yaml).\n\n{table(results)}\n")
     if args.llm:
-        md += (f"\nThe model's own reply, before perfscout validates and merges it ({raw['parsed_replies']} replies "
+        md += (f"\n{model}'s own reply, before perfscout validates and merges it ({raw['parsed_replies']} replies "
                f"parsed): whole intent right on {raw['whole'][0]}/{raw['whole'][1]} actionable requests; by slot: "
                + ", ".join(f"{s} {ok}/{n}" for s, (ok, n) in raw["per_slot"].items()) + ".\n")
     for r in results:

@@ -71,7 +71,7 @@ def test_run_spec_and_bad_requests(tmp_path):
     assert missing.returncode == 2 and "no run with thread id" in _said(missing)
     spec.write_text("datasets: [unclosed")
     broken = _cli(home, "run", "--spec", str(spec))
-    assert broken.returncode == 2 and "not valid YAML" in _said(broken)
+    assert broken.returncode == 2 and "YAML syntax error" in _said(broken)
 
 
 @pytest.mark.parametrize("text, fragment", [
