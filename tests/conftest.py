@@ -107,3 +107,14 @@ def _codec_registry_isolated():
     yield
     registry._KNOWN.clear()
     registry._KNOWN.update(known)
+
+
+@pytest.fixture()
+def builtin_codecs_only(monkeypatch):
+    """Only perfscout's own codecs registered: test plug-ins (``tests.fakes``) registered when
+    their modules were imported at collection are hidden for this test (e.g. from the demo,
+    which runs every installed CPU codec)."""
+    from perfscout.codecs import registry
+
+    own = {k: v for k, v in registry._KNOWN.items() if not v.startswith("tests.")}
+    monkeypatch.setattr(registry, "_KNOWN", own)

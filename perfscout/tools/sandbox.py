@@ -289,7 +289,10 @@ class Sandbox:
             self._check_path(arg, arg, cwd)  # a link in the working directory is a path
 
     def _check_path(self, arg: str, piece: str, cwd: Path) -> None:
-        p = Path(piece).expanduser()
+        try:
+            p = Path(piece).expanduser()
+        except RuntimeError:  # "~someone" who has no home here
+            raise ToolRefused(f"path argument {arg!r} names the home of a user who does not exist here, outside the run directory") from None
         if not p.is_absolute():
             p = cwd / p
         p = p.resolve()  # follows symlinks: a link out of the run dir is an escape

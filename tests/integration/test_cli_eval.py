@@ -257,7 +257,8 @@ def test_messages_with_brackets_survive_rich(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "'[bold]'" in result.stderr
 
 
-def test_demo_falls_back_to_a_synthetic_field_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_falls_back_to_a_synthetic_field_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          builtin_codecs_only: None) -> None:
     monkeypatch.setenv("PERFSCOUT_SHARED_DATA", str(tmp_path))  # an empty directory
     monkeypatch.setenv("PERFSCOUT_HOME", str(tmp_path / "home"))
     result = invoke("demo", "--repeats", "1")  # through the agent

@@ -78,7 +78,7 @@ def test_registry_reads_the_shared_field_in_place(shared_fields: dict[str, np.nd
     assert np.array_equal(field.array, shared_fields["vorticity.512_512"])
 
 
-def test_demo_on_the_real_field(shared_data: object) -> None:
+def test_demo_on_the_real_field(shared_data: object, builtin_codecs_only: None) -> None:
     from perfscout.tools.demo import DEMO_BOUNDS, demo_codecs, demo_field, run_demo
 
     field, origin = demo_field()
