@@ -340,8 +340,9 @@ def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
 
 # ---- asking ----------------------------------------------------------------------
 
-def _ask(model: Any, messages: list[Any], schema: type[LLMPlan] = LLMPlan) -> tuple[LLMPlan | None, str]:
-    """(plan, "") or (None, why there is none). Never raises for a model's failure."""
+def _ask(model: Any, messages: list[Any], schema: type[Any] = LLMPlan) -> tuple[Any, str]:
+    """(reply, "") or (None, why there is none), for the Plan or the Intent function. Never
+    raises for a model's failure."""
     try:
         structured = model.with_structured_output(schema, method="function_calling", include_raw=True)
         out = structured.invoke(messages)
@@ -355,12 +356,12 @@ def _ask(model: Any, messages: list[Any], schema: type[LLMPlan] = LLMPlan) -> tu
         bad = getattr(raw, "invalid_tool_calls", None) or []
         if bad:
             return None, f"the reply's function call was malformed: {str(bad[0].get('error') or bad[0].get('args'))[:300]}"
-        return None, "the reply had no Plan function call"
+        return None, f"the reply had no {schema.__name__} function call"
     if isinstance(parsed, dict):  # some parsers hand back a dict
         try:
             parsed = schema.model_validate(parsed)
         except ValidationError as exc:
-            return None, f"the reply did not match the Plan schema: {exc}"
+            return None, f"the reply did not match the {schema.__name__} schema: {exc}"
     return parsed, ""
 
 
@@ -451,26 +452,7 @@ def _intent_system_prompt() -> str:
 
 
 def _ask_intent(model: Any, messages: list[Any]) -> tuple[LLMIntent | None, str]:
-    try:
-        structured = model.with_structured_output(LLMIntent, method="function_calling", include_raw=True)
-        out = structured.invoke(messages)
-    except Exception as exc:  # unreachable endpoint, HTTP error, unsupported feature
-        return None, f"the model could not be asked: {type(exc).__name__}: {str(exc)[:300]}"
-    if out.get("parsing_error") is not None:
-        return None, f"the reply did not parse: {str(out['parsing_error'])[:300]}"
-    parsed = out.get("parsed")
-    if parsed is None:
-        raw = out.get("raw")
-        bad = getattr(raw, "invalid_tool_calls", None) or []
-        if bad:
-            return None, f"the reply's function call was malformed: {str(bad[0].get('error') or bad[0].get('args'))[:300]}"
-        return None, "the reply had no Intent function call"
-    if isinstance(parsed, dict):
-        try:
-            parsed = LLMIntent.model_validate(parsed)
-        except ValidationError as exc:
-            return None, f"the reply did not match the Intent schema: {exc}"
-    return parsed, ""
+    return _ask(model, messages, LLMIntent)  # type: ignore[arg-type]
 
 
 def merge_llm_intent(parsed: Intent, reply: LLMIntent, text: str) -> tuple[Intent, list[str]]:
