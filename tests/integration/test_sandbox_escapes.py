@@ -359,8 +359,8 @@ def test_tracing_its_parents_only_stalls_the_run_until_its_limit(host, token: st
     # limit then ends, taking every process with it.
     code = f"import ctypes, os, time\nctypes.CDLL(None).ptrace(16, {target}, 0, 0)\ntime.sleep(30)\n"
     res = host.run_prog([PY, "-c", code, token], timeout_s=3)
-    assert res.status in ("timed_out", "ok", "crashed"), res.reason
-    assert res.wall_s < 15
+    # the program sleeps 30 s under a 3 s limit: only the limit (or a crash) can have ended it
+    assert res.status in ("timed_out", "crashed"), res.reason
     assert_no_process_left(token)
     host.assert_untouched()
 
