@@ -21,7 +21,7 @@ _KNOWN: dict[str, str] = {
     "sz2": "perfscout.codecs.h5filters:SZ2Codec",
     "sz3-h5": "perfscout.codecs.h5filters:SZ3H5Codec",
     "zfp": "perfscout.codecs.zfp:ZFPCodec",
-    "szp-gpu": "perfscout.codecs.szp_gpu:SZPGpuCodec",
+    "szp-gpu": "perfscout.codecs.szp.codec:SZPGpuCodec",
     # the real GPU peers (perfscout/codecs/gpu_peers): cuSZp, and nvCOMP's lossless codecs
     "cuszp": "perfscout.codecs.gpu_peers.cuszp:CuSZpCodec",
     "cuszp-plain": "perfscout.codecs.gpu_peers.cuszp:CuSZpPlainCodec",

@@ -56,7 +56,7 @@ SHARED_RESULT_BYTES = 1 << 20
 
 #: Imported once by the forkserver, not by every child (missing ones are skipped).
 _FORKSERVER_PRELOAD = ["numpy", "perfscout.tools.evaluate", "perfscout.tools.isolate", "perfscout.analysis.metrics",
-                       "perfscout.analysis.timing", "perfscout.codecs.szp_gpu", "perfscout.tools.gpu_eval"]
+                       "perfscout.analysis.timing", "perfscout.codecs.szp.codec", "perfscout.tools.gpu_eval"]
 
 
 class CodecCrashed(CodecError):

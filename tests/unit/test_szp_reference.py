@@ -11,7 +11,7 @@ import pytest
 
 from perfscout.codecs.base import Compressed
 from perfscout.codecs.szp import format as F
-from perfscout.codecs.szp_gpu import SZPGpuCodec
+from perfscout.codecs.szp.codec import SZPGpuCodec
 from perfscout.errors import CodecError, InputError
 
 

@@ -3,5 +3,5 @@
 ``format`` is the versioned stream format and its NumPy reference encoder/decoder (the
 specification, described in FORMAT.md); ``gpu`` drives the CUDA kernels in
 ``szp_kernels.cu`` through CuPy and writes byte-identical streams. The codec class that
-the registry knows is :class:`perfscout.codecs.szp_gpu.SZPGpuCodec`.
+the registry knows is :class:`perfscout.codecs.szp.codec.SZPGpuCodec`.
 """
