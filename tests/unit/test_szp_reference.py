@@ -119,22 +119,33 @@ def test_bad_inputs_are_rejected() -> None:
 # -- the bit layout, pinned by an independent per-element encoder ----------------------
 
 
-def _slow_payload(d_blocks: np.ndarray) -> tuple[list[int], list[int]]:
-    """Per-element transcription of FORMAT.md (version 2): widths and payload words."""
-    widths, words = [], []
+def _slow_payload(d_blocks: np.ndarray, version: int = 3) -> tuple[list[int], list[int], list[int]]:
+    """Per-element transcription of FORMAT.md: widths, payload words and corner bytes."""
+    widths, words, corners = [], [], []
     for blk in d_blocks.tolist():
         w_all = max(abs(v) for v in blk).bit_length()
         w_rest = max(abs(v) for v in blk[1:]).bit_length()
         plain_words = w_all + 1 if w_all else 0
-        corner = w_rest + 2 < plain_words
+        ext0 = abs(blk[0]) << 1 | (blk[0] < 0)
+        nb = max(1, -(-ext0.bit_length() // 8))
+        if version == 2:
+            corner = w_rest + 2 < plain_words
+        else:
+            corner_words = w_rest + 1 if w_rest else 0
+            corner = 4 * corner_words + nb < 4 * plain_words
         w = w_rest if corner else w_all
-        widths.append(w | 0x80 if corner else w)
-        if not corner and w == 0:
+        if corner:
+            widths.append(w | 0x80 | ((nb - 1) << 5 if version == 3 else 0))
+        else:
+            widths.append(w)
+        if corner and version == 3:
+            corners += [(ext0 >> (8 * k)) & 0xFF for k in range(nb)]
+        if w == 0 and not (corner and version == 2):
             continue
         mags = [0 if (corner and e == 0) else abs(v) for e, v in enumerate(blk)]
         sign = 0
         for e, v in enumerate(blk):
-            if v < 0:
+            if v < 0 and not (corner and e == 0 and version == 3):
                 sign |= 1 << (8 * (e % 4) + e // 4)
         words.append(sign)
         for k in range(w):
@@ -143,9 +154,9 @@ def _slow_payload(d_blocks: np.ndarray) -> tuple[list[int], list[int]]:
                 if (m >> k) & 1:
                     word |= 1 << (8 * (e % 4) + e // 4)
             words.append(word)
-        if corner:
+        if corner and version == 2:
             words.append(abs(blk[0]))
-    return widths, words
+    return widths, words, corners
 
 
 def test_one_dimensional_block_layout_by_hand() -> None:
@@ -158,11 +169,15 @@ def test_one_dimensional_block_layout_by_hand() -> None:
 
 
 @pytest.mark.parametrize("block_ndim,shape", [(1, (100,)), (2, (9, 19)), (3, (5, 9, 7))])
-@pytest.mark.parametrize("offset", [0, 5000, -5000])  # with an offset, corner blocks win
-def test_payload_matches_the_slow_transcription(block_ndim, shape, offset) -> None:
+@pytest.mark.parametrize("offset", [0, 5000, -5000, 100, -3, 2**25])  # offsets: corner blocks
+@pytest.mark.parametrize("version", [2, 3])
+def test_payload_matches_the_slow_transcription(block_ndim, shape, offset, version) -> None:
     rng = np.random.default_rng(block_ndim)
     x = np.cumsum(rng.integers(-40, 40, size=shape), axis=-1).astype(np.float64) + offset
-    p = F.parse(F.encode(x, "abs", 0.5, block_ndim))  # integers: q == x exactly
+    if offset == 100:  # blocks whose only non-zero residual is the corner
+        x = np.full(shape, 100.0)
+        x.reshape(-1)[::97] = -77.0
+    p = F.parse(F.encode(x, "abs", 0.5, block_ndim, version=version))  # integers: q == x
     view = F.view_shape(shape, block_ndim)
     grid = F.block_grid(view, block_ndim)
     bshape = F.BLOCK_SHAPES[block_ndim]
@@ -170,28 +185,81 @@ def test_payload_matches_the_slow_transcription(block_ndim, shape, offset) -> No
                     mode="edge").astype(np.int64)
     blocks = F._to_blocks(padded, grid, bshape)
     d = F._lorenzo(blocks).reshape(len(blocks), 32)
-    widths, words = _slow_payload(d)
+    widths, words, corners = _slow_payload(d, version)
+    assert p.header.version == version
     assert p.widths.tolist() == widths
     assert p.payload.tolist() == words
-    if offset:
+    assert p.corners.tolist() == corners and p.header.corner_bytes == len(corners)
+    if abs(offset) >= 100:
         assert any(w & F.CORNER_FLAG for w in widths)
-    stream = F.encode(x, "abs", 0.5, block_ndim)
+    stream = F.encode(x, "abs", 0.5, block_ndim, version=version)
     _assert_within(x, F.decode(stream), stream)
 
 
 def test_corner_block_layout_by_hand() -> None:
     # q = 1000, 1001, ..., 1031: residuals 1000, 1, 1, ...: plain would be 10 + 1 words; as a
-    # corner block the planes hold the 31 ones (width 1: sign word + 1 plane) and a third
-    # word holds the corner's 1000.
+    # corner block the planes hold the 31 ones (width 1: sign word + 1 plane) and the
+    # corners section ext0 = 1000 << 1 = 2000 in 2 bytes (width byte 1 | (2-1) << 5 | 0x80).
     x = np.arange(1000, 1032, dtype=np.float32)
     p = F.parse(F.encode(x, "abs", 0.5))
-    assert p.widths.tolist() == [1 | F.CORNER_FLAG]
-    assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE, 1000]
+    assert p.header.version == 3 and p.header.header_len == 144
+    assert p.widths.tolist() == [1 | 1 << 5 | F.CORNER_FLAG]
+    assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE]
+    assert p.corners.tolist() == [2000 & 0xFF, 2000 >> 8] and p.header.corner_bytes == 2
     y = -x
-    p = F.parse(F.encode(y, "abs", 0.5))  # all negative: the sign word is full
-    assert p.payload.tolist() == [0xFFFFFFFF, 0xFFFFFFFE, 1000]
+    p = F.parse(F.encode(y, "abs", 0.5))  # all negative: the sign word has all but the corner
+    assert p.payload.tolist() == [0xFFFFFFFE, 0xFFFFFFFE]
+    assert p.corners.tolist() == [2001 & 0xFF, 2001 >> 8]
     stream = F.encode(y, "abs", 0.5)
     _assert_within(y, F.decode(stream), stream)
+    # version 2 of the same: sign word keeps the corner's sign, one more word its magnitude
+    p = F.parse(F.encode(x, "abs", 0.5, version=2))
+    assert p.widths.tolist() == [1 | F.CORNER_FLAG] and p.payload.tolist() == [0, 0xFFFFFFFE, 1000]
+
+
+def test_a_block_that_is_only_its_corner_has_no_payload() -> None:
+    # a constant block: residuals 7, 0, ..., 0. Plain: 4 words (w = 3); corner: 1 byte, 0 words
+    x = np.full(64, 7.0, np.float32)
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [0x80, 0x80] and p.header.payload_words == 0
+    assert p.corners.tolist() == [14, 14]
+    # 4-byte corners: q near 2**26 - 1 (ext0 needs 27 bits)
+    x = np.full(32, 2.0**26 - 3, np.float64)
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [0x80 | 3 << 5] and p.corners.tolist() == list(
+        int(2 * (2**26 - 3)).to_bytes(4, "little"))
+    stream = F.encode(x, "abs", 0.5)
+    _assert_within(x, F.decode(stream), stream)
+    # an all-zero block stays plain: no words, no corner byte
+    p = F.parse(F.encode(np.zeros(32, np.float32), "abs", 0.5))
+    assert p.widths.tolist() == [0] and p.header.corner_bytes == 0
+
+
+def test_auto_block_flag_is_recorded() -> None:
+    x = _smooth((20, 30), np.float32)
+    s = F.encode(x, "rel", 1e-3, 1, auto_block=True)
+    h = F.parse_header(s)
+    assert h.auto_block and h.flags == F.FLAG_AUTO_BLOCK and h.block_ndim == 1
+    assert not F.parse_header(F.encode(x, "rel", 1e-3, 1)).auto_block
+    # the flag does not change anything else in the stream
+    plain = F.encode(x, "rel", 1e-3, 1)
+    assert s[:136] == plain[:136] and s[144:-4] == plain[144:-4]
+    with pytest.raises(InputError, match="version 3"):
+        F.encode(x, "rel", 1e-3, 1, auto_block=True, version=2)
+    with pytest.raises(InputError, match="version 2 or 3"):
+        F.encode(x, "rel", 1e-3, 1, version=1)
+
+
+def test_version_3_is_smaller_than_version_2_on_smooth_fields() -> None:
+    for bnd in (1, 2, 3):
+        x = _smooth((16, 64, 64), np.float32)
+        for rel in (1e-2, 1e-3, 1e-4):
+            v2 = F.encode(x, "rel", rel, bnd, version=2)
+            v3 = F.encode(x, "rel", rel, bnd)
+            # the header grows by 16 bytes; the blocks never cost more
+            assert len(v3) <= len(v2) + 32, (bnd, rel)
+            assert np.array_equal(F.decode(v2), F.decode(v3))
+        assert len(F.encode(x, "rel", 1e-2, bnd)) < 0.95 * len(F.encode(x, "rel", 1e-2, bnd, version=2))
 
 
 @pytest.mark.parametrize("name", ["v1_f32_2d_rel1e-3", "v1_f64_1d_abs1e-4"])
@@ -210,6 +278,38 @@ def test_version_1_streams_still_decode(name: str) -> None:
     b[lay.widths] |= F.CORNER_FLAG
     with pytest.raises(CodecError, match="unknown flag bits"):
         F.decode(_recrc(b))
+
+
+@pytest.mark.parametrize("name", ["v2_f32_3d_rel1e-3", "v2_f64_1d_abs1e-2"])
+def test_version_2_streams_still_decode(name: str) -> None:
+    """Streams written by format version 2 (corner magnitude in a payload word), kept as
+    fixtures; ``encode(version=2)`` still writes them byte for byte."""
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "szp"
+    data = (fix / f"{name}.szp").read_bytes()
+    p = F.parse(data)
+    assert p.header.version == 2 and p.header.header_len == 128
+    assert np.any(p.widths & F.CORNER_FLAG)  # the fixtures do have corner blocks
+    expected = np.load(fix / f"{name}.decoded.npy")
+    assert np.array_equal(F.decode(data).view(np.uint8), expected.view(np.uint8))
+    # bits 5-6 are not a version 2 width
+    b = bytearray(data)
+    b[p.layout.widths + int(np.flatnonzero(p.widths & F.CORNER_FLAG)[0])] |= 0x20
+    with pytest.raises(CodecError, match="unknown flag bits"):
+        F.decode(_recrc(b))
+
+
+def test_version_2_encoder_writes_the_fixture_bytes() -> None:
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "szp"
+    rng = np.random.default_rng(7)
+    g = np.meshgrid(*[np.linspace(0, 3, n) for n in (6, 13, 21)], indexing="ij")
+    x = (sum(np.sin((k + 1) * a) for k, a in enumerate(g)) + 50
+         + 0.001 * rng.standard_normal((6, 13, 21))).astype(np.float32)
+    x[2, 3, 4] = np.nan
+    assert F.encode(x, "rel", 1e-3, 3, version=2) == (fix / "v2_f32_3d_rel1e-3.szp").read_bytes()
 
 
 # -- corrupt and truncated streams --------------------------------------------------------
@@ -318,3 +418,87 @@ def test_real_fields(shared_fields: dict[str, np.ndarray]) -> None:
         y = codec.decompress(c)
         _assert_within(x, y, c.data)
         assert c.meta["device"] == "cpu" and c.meta["reason"] == "cpu_requested", name
+
+
+# -- hostile version 3 streams ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corner_stream() -> bytes:
+    x = _smooth((40, 50), np.float32) + 100  # an offset: many corner blocks
+    x[3, 4] = np.nan
+    s = F.encode(x, "rel", 1e-3, 2)
+    assert F.parse_header(s).corner_bytes > 0
+    return s
+
+
+def test_v3_forged_fields_are_rejected(corner_stream: bytes) -> None:
+    p = F.parse(corner_stream)
+    lay = p.layout
+    ci = int(np.flatnonzero(p.widths & F.CORNER_FLAG)[0])
+    pi = int(np.flatnonzero((p.widths & F.CORNER_FLAG) == 0)[0])
+    cases = {
+        "unknown flag bits": (136, struct.pack("<Q", 2)),  # header flag 1 is not defined
+        "header length 128 != 144": (6, struct.pack("<H", 128)),
+        "corner bytes": (128, struct.pack("<Q", 4 * p.header.nblocks + 1)),  # beyond any blocks
+    }
+    for msg, (off, val) in cases.items():
+        b = bytearray(corner_stream)
+        b[off : off + len(val)] = val
+        with pytest.raises(CodecError, match=msg):
+            F.decode(_recrc(b))
+    # nb bits on a plain block
+    b = bytearray(corner_stream)
+    b[lay.widths + pi] |= 0x20
+    with pytest.raises(CodecError, match="unknown flag bits"):
+        F.decode(_recrc(b))
+    # a corner block's nb forged one larger: the corners section no longer adds up
+    b = bytearray(corner_stream)
+    nb = ((p.widths[ci] >> 5) & 3) + 1
+    if nb < 4:
+        b[lay.widths + ci] = (int(p.widths[ci]) & 0x9F) | (int(nb) << 5)
+        with pytest.raises(CodecError, match="corner bytes"):
+            F.decode(_recrc(b))
+    # the header's corner_bytes off by 16 (one pad more): the layout shifts, the sum differs
+    b = bytearray(corner_stream)
+    b[128:136] = struct.pack("<Q", p.header.corner_bytes + 16)
+    with pytest.raises(CodecError, match="truncated|corner bytes"):
+        F.decode(_recrc(b))
+    # a corner block forged into a plain block of the same width: sizes then differ
+    b = bytearray(corner_stream)
+    b[lay.widths + ci] = p.widths[ci] & F.WIDTH_BITS
+    with pytest.raises(CodecError, match="corner bytes|payload size"):
+        F.decode(_recrc(b))
+
+
+def test_v3_corner_not_in_its_fewest_bytes_is_rejected() -> None:
+    x = np.full(32, 7.0, np.float32)  # one corner-only block: ext0 = 14 in 1 byte
+    s = F.encode(x, "abs", 0.5)
+    p = F.parse(s)
+    h = p.header
+    # rebuild the stream with the corner in 2 bytes (14, 0)
+    widths = np.array([0x80 | 1 << 5], np.uint8)
+    h2 = F.Header(h.dtype, h.shape, h.mode, h.bound, h.abs_bound, h.step, h.block_ndim,
+                  h.nblocks, 0, 0, 3, 2, 0)
+    forged = F.assemble(h2, widths, np.zeros(0, "<u4"), np.zeros(0, "<u8"),
+                        np.zeros(0, np.float32), np.array([14, 0], np.uint8))
+    with pytest.raises(CodecError, match="fewest bytes"):
+        F.decode(forged)
+    # the canonical form of the same decodes
+    ok = F.assemble(F.Header(h.dtype, h.shape, h.mode, h.bound, h.abs_bound, h.step, h.block_ndim,
+                             h.nblocks, 0, 0, 3, 1, 0),
+                    np.array([0x80], np.uint8), np.zeros(0, "<u4"), np.zeros(0, "<u8"),
+                    np.zeros(0, np.float32), np.array([14], np.uint8))
+    assert ok == s
+
+
+@pytest.mark.parametrize("cut", [1, 4, 17, 40])
+def test_v3_truncated_inside_the_corners(corner_stream: bytes, cut: int) -> None:
+    with pytest.raises(CodecError, match="truncated"):
+        F.decode(corner_stream[:-cut])
+
+
+def test_v3_stream_too_short_for_its_longer_header() -> None:
+    s = F.encode(np.zeros(4, np.float32), "abs", 0.1)
+    with pytest.raises(CodecError, match="truncated"):
+        F.parse_header(s[:136])

@@ -1,4 +1,4 @@
-"""The szp stream format, version 2, and its NumPy reference encoder/decoder.
+"""The szp stream format, version 3, and its NumPy reference encoder/decoder.
 
 This module IS the specification (FORMAT.md describes it in prose): the CUDA kernels in
 ``gpu.py`` must produce byte-identical streams, and every stream either implementation
@@ -7,13 +7,15 @@ reshaping the array into blocks, never by per-element Python loops.
 
 Layout (little-endian, every section starts on a 16-byte boundary, pads are zero)::
 
-    header      128 bytes (HEADER_STRUCT + shape dims)
+    header      144 bytes (HEADER_STRUCT + shape dims + corner_bytes + flags; 128 in v1/v2)
     widths      nblocks x u8: bit width w of each block's residual magnitudes (0..MAX_WIDTH,
-                bits 0-4) and the corner flag (bit 7)
+                bits 0-4), a corner block's corner byte count - 1 (bits 5-6) and the
+                corner flag (bit 7)
     payload     per block, in block order, 0 words if w == 0 else (1 + w) u32 words:
                 the sign word, then bit planes 0 (LSB) .. w-1 of |residual|; a corner
-                block has (2 + w): its corner's magnitude is out of the planes and in
-                the last word (FORMAT.md, "Corner blocks")
+                block's planes leave its corner (element 0) out
+    corners     corner_bytes x u8: each corner block's corner residual, sign-magnitude,
+                byte-packed (1..4 bytes) in block order (FORMAT.md, "Plain and corner blocks")
     out_index   n_outliers x u64: flat C-order indices, strictly increasing
     out_value   n_outliers x dtype: the exact input values (bit patterns kept: NaN/Inf too)
     crc32       u32, zlib.crc32 of every byte before it
@@ -36,24 +38,31 @@ import numpy as np
 from perfscout.errors import CodecError, InputError
 
 MAGIC = b"SZPG"
-#: Version 2 adds corner blocks (below); version 1 streams are version 2 streams without
-#: any, and this reader decodes both.
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
-HEADER_LEN = 128
+#: Version 3 stores a corner block's corner byte-packed in its own section; version 2 kept
+#: it in a whole payload word, version 1 had no corner blocks. This reader decodes all three.
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: Header length of version 3; versions 1 and 2 have the first HEADER_LEN_V2 bytes only.
+HEADER_LEN = 144
+HEADER_LEN_V2 = 128
+#: Header flags (version 3). A reader rejects any other bit.
+FLAG_AUTO_BLOCK = 1  # the block shape was chosen automatically (block_ndim="auto")
+KNOWN_FLAGS = FLAG_AUTO_BLOCK
 MAX_NDIM = 7
 BLOCK_ELEMS = 32
 #: |q| must stay below this for the integer path; larger values are outliers. With
 #: 3-D Lorenzo a residual is at most 8 * (2**26 - 1) < 2**29, so widths are <= 29.
 QLIMIT = 2**26
 MAX_WIDTH = 29
-#: A block's width byte: bits 0-4 the width w, bits 5-6 zero, bit 7 the corner flag. A
-#: corner block keeps its first residual (the block corner, which Lorenzo predicts from
-#: nothing) out of the bit planes: the planes hold the other 31 residuals (width w) and
-#: the corner's sign, and one more word holds the corner's magnitude. The encoder picks
-#: it when that takes fewer words: a corner block is w + 2 words, a plain one w + 1 (0
-#: when w is 0).
+#: A block's width byte: bits 0-4 the width w, bits 5-6 (version 3) the corner's byte
+#: count - 1, bit 7 the corner flag. A corner block keeps its first residual (the block
+#: corner, which Lorenzo predicts from nothing) out of the bit planes: the planes hold the
+#: other 31 residuals (width w), and the corner's sign-magnitude value takes 1-4 bytes of
+#: the corners section. The encoder picks it when that takes fewer bytes (4 per word). In
+#: version 2 the planes kept the corner's sign and one more payload word its magnitude.
 WIDTH_BITS = 0x1F
+NB_SHIFT = 5
+NB_BITS = 0x60
 CORNER_FLAG = 0x80
 #: The check bound sits this many ulps below the enforced bound, so that an error which
 #: rounds down to the check bound in the data's own arithmetic is still <= the bound.
@@ -68,7 +77,7 @@ CODE_MODES = {v: k for k, v in MODE_CODES.items()}
 # magic, version, header_len, dtype, mode, ndim, block_ndim, bz, by, bx, pad,
 # nelem, bound, abs_bound, step, nblocks, payload_words, n_outliers
 HEADER_STRUCT = struct.Struct("<4sHHBBBBBBBBQdddQQQ")
-assert HEADER_STRUCT.size + 8 * MAX_NDIM == HEADER_LEN
+assert HEADER_STRUCT.size + 8 * MAX_NDIM == HEADER_LEN_V2 == HEADER_LEN - 16
 
 
 def pad16(n: int) -> int:
@@ -88,10 +97,20 @@ class Header:
     payload_words: int
     n_outliers: int
     version: int = VERSION
+    corner_bytes: int = 0  # version 3: length of the corners section
+    flags: int = 0  # version 3: FLAG_* bits
 
     @property
     def nelem(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def header_len(self) -> int:
+        return HEADER_LEN if self.version >= 3 else HEADER_LEN_V2
+
+    @property
+    def auto_block(self) -> bool:
+        return bool(self.flags & FLAG_AUTO_BLOCK)
 
     @property
     def block_shape(self) -> tuple[int, int, int]:
@@ -99,13 +118,20 @@ class Header:
 
     def pack(self) -> bytes:
         bz, by, bx = self.block_shape
+        if self.version not in READABLE_VERSIONS:
+            raise InputError(f"szp writes format versions {READABLE_VERSIONS}, not {self.version}")
+        if self.version < 3 and (self.corner_bytes or self.flags):
+            raise InputError(f"a version {self.version} header has no corner bytes or flags")
         head = HEADER_STRUCT.pack(
-            MAGIC, self.version, HEADER_LEN, DTYPE_CODES[self.dtype], MODE_CODES[self.mode],
+            MAGIC, self.version, self.header_len, DTYPE_CODES[self.dtype], MODE_CODES[self.mode],
             len(self.shape), self.block_ndim, bz, by, bx, 0, self.nelem, self.bound,
             self.abs_bound, self.step, self.nblocks, self.payload_words, self.n_outliers,
         )
         dims = list(self.shape) + [0] * (MAX_NDIM - len(self.shape))
-        return head + struct.pack(f"<{MAX_NDIM}Q", *dims)
+        head += struct.pack(f"<{MAX_NDIM}Q", *dims)
+        if self.version >= 3:
+            head += struct.pack("<QQ", self.corner_bytes, self.flags)
+        return head
 
 
 @dataclass(frozen=True)
@@ -114,6 +140,7 @@ class Layout:
 
     widths: int
     payload: int
+    corners: int  # == out_index before version 3 (no corners section)
     out_index: int
     out_value: int
     crc: int
@@ -124,12 +151,13 @@ class Layout:
 
 
 def layout(h: Header) -> Layout:
-    widths = HEADER_LEN
+    widths = h.header_len
     payload = widths + pad16(h.nblocks)
-    out_index = payload + pad16(4 * h.payload_words)
+    corners = payload + pad16(4 * h.payload_words)
+    out_index = corners + pad16(h.corner_bytes)
     out_value = out_index + pad16(8 * h.n_outliers)
     crc = out_value + pad16(h.dtype.itemsize * h.n_outliers)
-    return Layout(widths, payload, out_index, out_value, crc)
+    return Layout(widths, payload, corners, out_index, out_value, crc)
 
 
 # -- geometry -------------------------------------------------------------------------
@@ -298,17 +326,28 @@ def _bit_width(v: np.ndarray) -> np.ndarray:
     return w
 
 
-def block_words(widths: np.ndarray) -> np.ndarray:
-    """Payload words of each block from its width byte (int64)."""
+def block_words(widths: np.ndarray, version: int = VERSION) -> np.ndarray:
+    """Payload words of each block from its width byte (int64): w + 1, or 0 when w is 0;
+    a version 2 corner block has one more (its corner's magnitude)."""
     w = (widths & WIDTH_BITS).astype(np.int64)
     corner = (widths & CORNER_FLAG) != 0
-    return np.where(corner, w + 2, np.where(w > 0, w + 1, 0))
+    if version == 2:
+        return np.where(corner, w + 2, np.where(w > 0, w + 1, 0))
+    return np.where(w > 0, w + 1, 0)
 
 
-def _plane_words(widths: np.ndarray) -> np.ndarray:
+def corner_nbytes(widths: np.ndarray) -> np.ndarray:
+    """Corner-section bytes of each block (version 3): nb for a corner block, else 0."""
+    nb = ((widths & NB_BITS) >> NB_SHIFT).astype(np.int64) + 1
+    return np.where((widths & CORNER_FLAG) != 0, nb, 0)
+
+
+def _plane_words(widths: np.ndarray, version: int) -> np.ndarray:
     """Words of each block that are bit planes (the sign word and w magnitude planes)."""
     w = (widths & WIDTH_BITS).astype(np.int64)
-    return np.where(((widths & CORNER_FLAG) != 0) | (w > 0), w + 1, 0)
+    if version == 2:  # a version 2 corner block has its sign word even when w is 0
+        return np.where(((widths & CORNER_FLAG) != 0) | (w > 0), w + 1, 0)
+    return np.where(w > 0, w + 1, 0)
 
 
 def _to_blocks(a: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, int, int]) -> np.ndarray:
@@ -325,16 +364,26 @@ def _from_blocks(b: np.ndarray, grid: tuple[int, int, int], bshape: tuple[int, i
     )
 
 
-def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> None:
+def _ext(d: np.ndarray) -> np.ndarray:
+    """Sign-magnitude form |d| << 1 | (d < 0) as uint32 (|d| < 2**29 in a valid block)."""
+    return (np.abs(d).astype(np.uint32) << np.uint32(1)) | (d < 0).astype(np.uint32)
+
+
+def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths: np.ndarray,
+                   version: int) -> None:
     """Write each block's words into ``payload`` (u32): the sign word and the magnitude bit
-    planes, then, for a corner block, the corner's magnitude (left out of the planes)."""
+    planes, with a corner block's corner left out (version 3: entirely; version 2: its
+    magnitude, which then follows the planes in one more word)."""
     mag = np.abs(d).astype(np.uint32)
+    neg = d < 0
     corner = (widths & CORNER_FLAG) != 0
     corner_mag = mag[:, 0].copy()
     mag[corner, 0] = 0
+    if version >= 3:
+        neg[corner, 0] = False
     mag = mag[:, _FROM_BIT]  # column c holds the element of bit c
-    neg = (d < 0)[:, _FROM_BIT]
-    planes_n = _plane_words(widths)
+    neg = neg[:, _FROM_BIT]
+    planes_n = _plane_words(widths, version)
     for n in np.unique(planes_n):
         if n == 0:
             continue
@@ -343,13 +392,17 @@ def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths:
         bits = np.concatenate([neg[sel][:, None, :], planes.astype(bool)], axis=1)
         words = np.packbits(bits, axis=-1, bitorder="little").view("<u4")[..., 0]
         payload[offs[sel][:, None] + np.arange(n)] = words
-    sel = np.flatnonzero(corner)
-    payload[offs[sel] + planes_n[sel]] = corner_mag[sel]
+    if version == 2:
+        sel = np.flatnonzero(corner)
+        payload[offs[sel] + planes_n[sel]] = corner_mag[sel]
 
 
-def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) -> np.ndarray:
+def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray, version: int,
+                   corner_ext: np.ndarray | None = None) -> np.ndarray:
+    """Residuals of each block; ``corner_ext`` (version 3) holds each block's corner value
+    in sign-magnitude form (read for corner blocks only)."""
     d = np.zeros((len(widths), BLOCK_ELEMS), dtype=np.int64)
-    planes_n = _plane_words(widths)
+    planes_n = _plane_words(widths, version)
     for n in np.unique(planes_n):
         if n == 0:
             continue
@@ -361,31 +414,88 @@ def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray) ->
         val = np.where(bits[:, 0, :].astype(bool), -mag, mag)
         d[sel] = val[:, _TO_BIT]
     sel = np.flatnonzero((widths & CORNER_FLAG) != 0)
-    if sel.size:  # the corner: its sign from the sign word, its magnitude from the last word
+    if sel.size and version == 2:  # its sign from the sign word, its magnitude from the last word
         cm = payload[offs[sel] + planes_n[sel]].astype(np.int64)
         neg0 = ((payload[offs[sel]] >> np.uint32(_TO_BIT[0])) & 1).astype(bool)
         d[sel, 0] = np.where(neg0, -cm, cm)
+    elif sel.size:  # version 3: the corner replaces whatever the planes say of element 0
+        e = corner_ext[sel].astype(np.int64)
+        d[sel, 0] = np.where(e & 1, -(e >> 1), e >> 1)
     return d
 
 
-def _block_widths(d: np.ndarray) -> np.ndarray:
+def _bit_length(v: np.ndarray) -> np.ndarray:
+    return _bit_width(v.astype(np.uint32)).astype(np.int64)
+
+
+def _block_widths(d: np.ndarray, version: int) -> np.ndarray:
     """Width byte of each block: plain (bit width of all residual magnitudes) or corner
-    (bit width of the other 31, flag set) when that takes fewer payload words."""
-    mag = np.abs(d).astype(np.uint32)
+    (bit width of the other 31, flag set; version 3: the corner's byte count - 1 in bits
+    5-6) when that takes fewer payload bytes."""
     if not len(d):
         return np.zeros(0, np.uint8)
+    mag = np.abs(d).astype(np.uint32)
     w_all = _bit_width(np.bitwise_or.reduce(mag, axis=1))
     w_rest = _bit_width(np.bitwise_or.reduce(mag[:, 1:], axis=1))
     plain = np.where(w_all > 0, w_all.astype(np.int64) + 1, 0)
-    corner = w_rest.astype(np.int64) + 2 < plain
-    return np.where(corner, w_rest | CORNER_FLAG, w_all).astype(np.uint8)
+    if version == 2:
+        corner = w_rest.astype(np.int64) + 2 < plain
+        return np.where(corner, w_rest | CORNER_FLAG, w_all).astype(np.uint8)
+    cw = np.where(w_rest > 0, w_rest.astype(np.int64) + 1, 0)
+    nb = np.maximum(1, (_bit_length(_ext(d[:, 0])) + 7) // 8)
+    corner = 4 * cw + nb < 4 * plain
+    cbyte = w_rest.astype(np.int64) | ((nb - 1) << NB_SHIFT) | CORNER_FLAG
+    return np.where(corner, cbyte, w_all).astype(np.uint8)
+
+
+def _pack_corners(d: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """The corners section (version 3): each corner block's ext0 in its nb little-endian
+    bytes, in block order."""
+    sel = np.flatnonzero((widths & CORNER_FLAG) != 0)
+    ext0 = _ext(d[sel, 0])
+    nb = corner_nbytes(widths[sel])
+    by = (ext0[:, None] >> (8 * np.arange(4, dtype=np.uint32))[None, :]).astype(np.uint8)
+    return by[np.arange(4)[None, :] < nb[:, None]]
+
+
+def _unpack_corners(corners: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Each block's corner ext0 (u32; 0 for plain blocks) from the corners section;
+    raises CodecError unless the section is exactly the blocks' corner bytes, each corner
+    in its fewest bytes."""
+    nb = corner_nbytes(widths)
+    total = int(nb.sum())
+    if total != len(corners):
+        raise CodecError(f"corrupt szp stream: the corner blocks need {total} corner bytes, "
+                         f"the header says {len(corners)}")
+    ext = np.zeros(len(widths), np.uint32)
+    sel = np.flatnonzero(nb)
+    if not sel.size:
+        return ext
+    off = np.cumsum(nb[sel]) - nb[sel]
+    c = corners.astype(np.uint32)
+    for k in range(4):
+        has = nb[sel] > k
+        ext[sel[has]] |= c[off[has] + k] << np.uint32(8 * k)
+    last = c[off + nb[sel] - 1]
+    if np.any((nb[sel] > 1) & (last == 0)):
+        raise CodecError("corrupt szp stream: a corner is not stored in its fewest bytes")
+    return ext
 
 
 # -- encode / decode ------------------------------------------------------------------
 
 
-def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None) -> bytes:
-    """Reference encoder: a complete szp stream for ``x`` (float32 or float64)."""
+def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None, *,
+           auto_block: bool = False, version: int = VERSION) -> bytes:
+    """Reference encoder: a complete szp stream for ``x`` (float32 or float64).
+
+    ``auto_block`` records in the header (flag FLAG_AUTO_BLOCK) that ``block_ndim`` was
+    chosen automatically; it needs version 3. ``version`` 2 writes the previous format
+    (no corners section, no flags), which every reader still takes."""
+    if version not in (2, 3):
+        raise InputError(f"szp writes format version 2 or 3, not {version!r}")
+    if auto_block and version < 3:
+        raise InputError("the auto_block flag needs format version 3")
     x = np.asarray(x, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
     if x.dtype not in DTYPE_CODES:
         raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
@@ -411,29 +521,34 @@ def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None
         out_idx = np.zeros(0, "<u8")
         out_val = np.zeros(0, x.dtype)
         d = np.zeros((0, BLOCK_ELEMS), np.int32)
-    widths = _block_widths(d)
-    sizes = block_words(widths)
+    widths = _block_widths(d, version)
+    sizes = block_words(widths, version)
     offs = np.cumsum(sizes) - sizes
     payload = np.zeros(int(sizes.sum()), dtype="<u4")
     for start in range(0, nblocks, _BATCH):
         sl = slice(start, start + _BATCH)
-        _encode_blocks(d[sl], payload, offs[sl], widths[sl])
+        _encode_blocks(d[sl], payload, offs[sl], widths[sl], version)
+    corners = _pack_corners(d, widths) if version >= 3 else np.zeros(0, np.uint8)
     header = Header(
         dtype=x.dtype, shape=tuple(x.shape), mode=mode, bound=float(bound),
         abs_bound=qz.abs_bound, step=float(qz.step), block_ndim=bnd, nblocks=nblocks,
-        payload_words=len(payload), n_outliers=len(out_idx),
+        payload_words=len(payload), n_outliers=len(out_idx), version=version,
+        corner_bytes=len(corners), flags=FLAG_AUTO_BLOCK if auto_block else 0,
     )
-    return assemble(header, widths, payload, out_idx, out_val.astype(x.dtype.newbyteorder("<")))
+    return assemble(header, widths, payload, out_idx, out_val.astype(x.dtype.newbyteorder("<")),
+                    corners)
 
 
 def assemble(h: Header, widths: np.ndarray, payload: np.ndarray, out_idx: np.ndarray,
-             out_val: np.ndarray) -> bytes:
+             out_val: np.ndarray, corners: np.ndarray | None = None) -> bytes:
     """Lay the sections out at their offsets, zero the pads, append the CRC."""
     lay = layout(h)
     buf = np.zeros(lay.total, dtype=np.uint8)
-    buf[:HEADER_LEN] = np.frombuffer(h.pack(), np.uint8)
+    buf[: h.header_len] = np.frombuffer(h.pack(), np.uint8)
     buf[lay.widths : lay.widths + h.nblocks] = widths
     buf[lay.payload : lay.payload + 4 * h.payload_words] = payload.view(np.uint8)
+    if h.corner_bytes:
+        buf[lay.corners : lay.corners + h.corner_bytes] = corners
     buf[lay.out_index : lay.out_index + 8 * h.n_outliers] = out_idx.view(np.uint8)
     nv = h.dtype.itemsize * h.n_outliers
     buf[lay.out_value : lay.out_value + nv] = out_val.view(np.uint8)
@@ -454,11 +569,13 @@ class Parsed:
     payload: np.ndarray
     out_index: np.ndarray
     out_value: np.ndarray
+    corners: np.ndarray  # the corners section (empty before version 3)
+    corner_ext: np.ndarray  # each block's corner ext0 (u32, 0 for plain blocks); version 3
 
 
 def parse_header(data: bytes | memoryview) -> Header:
     """Read and validate the header alone (no checksum)."""
-    if len(data) < HEADER_LEN + 4:
+    if len(data) < HEADER_LEN_V2 + 4:
         raise CodecError(f"szp stream truncated: {len(data)} bytes, shorter than the header")
     f = HEADER_STRUCT.unpack_from(data, 0)
     (magic, version, hlen, dcode, mcode, ndim, bnd, bz, by, bx, _pad, nelem, bound,
@@ -468,8 +585,14 @@ def parse_header(data: bytes | memoryview) -> Header:
     if version not in READABLE_VERSIONS:
         raise CodecError(f"unsupported szp format version {version} (this reader knows "
                          f"{', '.join(map(str, READABLE_VERSIONS))})")
-    if hlen != HEADER_LEN:
-        raise CodecError(f"corrupt szp header: header length {hlen} != {HEADER_LEN}")
+    want = HEADER_LEN if version >= 3 else HEADER_LEN_V2
+    if hlen != want:
+        raise CodecError(f"corrupt szp header: header length {hlen} != {want} (version {version})")
+    if len(data) < want + 4:
+        raise CodecError(f"szp stream truncated: {len(data)} bytes, shorter than the header")
+    corner_bytes, flags = struct.unpack_from("<QQ", data, HEADER_LEN_V2) if version >= 3 else (0, 0)
+    if flags & ~KNOWN_FLAGS:
+        raise CodecError(f"corrupt szp header: unknown flag bits {flags & ~KNOWN_FLAGS:#x}")
     if dcode not in CODE_DTYPES or mcode not in CODE_MODES:
         raise CodecError(f"corrupt szp header: dtype code {dcode} / mode code {mcode} unknown")
     if ndim > MAX_NDIM or bnd not in BLOCK_SHAPES or (bz, by, bx) != BLOCK_SHAPES[bnd]:
@@ -488,8 +611,10 @@ def parse_header(data: bytes | memoryview) -> Header:
     T = dtype.type
     if T(step) != step or T(step) < np.finfo(dtype).smallest_normal:
         raise CodecError(f"corrupt szp header: step {step!r} is not a normal {dtype} value")
+    if corner_bytes > 4 * nblocks:
+        raise CodecError(f"corrupt szp header: {corner_bytes} corner bytes for {nblocks} blocks")
     return Header(dtype, shape, CODE_MODES[mcode], bound, abs_bound, step, bnd,
-                  nblocks, pwords, nout, version)
+                  nblocks, pwords, nout, version, corner_bytes, flags)
 
 
 def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
@@ -511,20 +636,25 @@ def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
     buf = np.frombuffer(data, dtype=np.uint8)
     widths = buf[lay.widths : lay.widths + h.nblocks]
     if h.nblocks:
-        flags = CORNER_FLAG if h.version >= 2 else 0
-        if int((widths & WIDTH_BITS).max()) > MAX_WIDTH or np.any(widths & ~np.uint8(WIDTH_BITS | flags)):
+        allowed = {1: WIDTH_BITS, 2: WIDTH_BITS | CORNER_FLAG}.get(h.version, 0xFF)
+        # bits 5-6 (a corner's byte count) only on corner blocks
+        stray_nb = h.version >= 3 and np.any((widths & NB_BITS != 0) & (widths & CORNER_FLAG == 0))
+        if int((widths & WIDTH_BITS).max()) > MAX_WIDTH or np.any(widths & ~np.uint8(allowed)) or stray_nb:
             raise CodecError(f"corrupt szp stream: a block width exceeds {MAX_WIDTH} or has "
                              f"unknown flag bits (format version {h.version})")
-    sizes = block_words(widths)
+    sizes = block_words(widths, h.version)
     if int(sizes.sum()) != h.payload_words:
         raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
     payload = buf[lay.payload : lay.payload + 4 * h.payload_words].view("<u4")
+    corners = buf[lay.corners : lay.corners + h.corner_bytes]
+    corner_ext = (_unpack_corners(corners, widths) if h.version >= 3
+                  else np.zeros(0, np.uint32))
     out_index = buf[lay.out_index : lay.out_index + 8 * h.n_outliers].view("<u8")
     out_value = buf[lay.out_value : lay.out_value + h.dtype.itemsize * h.n_outliers].view(
         h.dtype.newbyteorder("<"))
     if h.n_outliers and (int(out_index[-1]) >= h.nelem or np.any(np.diff(out_index.astype(np.int64)) <= 0)):
         raise CodecError("corrupt szp stream: outlier indices out of range or not increasing")
-    return Parsed(h, lay, widths, payload, out_index, out_value)
+    return Parsed(h, lay, widths, payload, out_index, out_value, corners, corner_ext)
 
 
 def decode(data: bytes | memoryview) -> np.ndarray:
@@ -534,13 +664,14 @@ def decode(data: bytes | memoryview) -> np.ndarray:
     view = view_shape(h.shape, h.block_ndim)
     grid = block_grid(view, h.block_ndim)
     bshape = h.block_shape
-    sizes = block_words(p.widths)
+    sizes = block_words(p.widths, h.version)
     offs = np.cumsum(sizes) - sizes
     T = h.dtype.type
     q = np.empty((h.nblocks, *bshape), dtype=np.int32)
     for start in range(0, h.nblocks, _BATCH):
         sl = slice(start, start + _BATCH)
-        d = _decode_blocks(p.payload, offs[sl], p.widths[sl])
+        cext = p.corner_ext[sl] if h.version >= 3 else None
+        d = _decode_blocks(p.payload, offs[sl], p.widths[sl], h.version, cext)
         q[sl] = _unlorenzo(d.reshape(-1, *bshape))
     with np.errstate(over="ignore"):  # such elements are outliers, overwritten below
         xr = q.astype(h.dtype) * T(h.step)
