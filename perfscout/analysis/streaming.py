@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from perfscout.analysis import metric_defs as M
+from perfscout.analysis.stream_fast import fast_point_stats
+from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
 from perfscout.analysis.xp import get_namespace, to_float
 from perfscout.errors import InputError
 
@@ -61,58 +62,6 @@ GPU_SSIM_TILE_ELEMENTS = 1 << 24
 #: Fine error histogram behind the quantiles: a multiple of ERR_HIST_BINS (the coarse
 #: histogram is its exact aggregate) and a power of two (edges nest exactly).
 FINE_HIST_BINS = M.ERR_HIST_BINS * 4096
-
-
-@dataclass
-class _Scan:
-    """What pass 1 learns (in the inputs' units)."""
-
-    shape: tuple[int, ...]
-    n_total: int
-    n_valid: int = 0
-    nonfinite_x: int = 0
-    any_invalid: bool = False  # some element is not finite in x or y
-    mismatch_flat: int | None = None  # first non-finite original not reproduced exactly
-    x_min: float = math.inf
-    x_max: float = -math.inf
-    y_min: float = math.inf
-    y_max: float = -math.inf
-    peak: float = 0.0  # max(|x|, |y|) over the valid elements
-    exp2: int = 0  # the rescale exponent (see metrics' notes)
-
-
-@dataclass
-class _Sums:
-    """Pass 2 (scaled units unless said otherwise)."""
-
-    sum_x: float = 0.0
-    sum_y: float = 0.0
-    sum_e: float = 0.0
-    sum_e2: float = 0.0
-    max_abs: float = 0.0
-    max_flat: int = 0
-    e_min: float = math.inf
-    e_max: float = -math.inf
-    zero_e: int = 0
-    max_pw: float = 0.0  # unscaled (ratios of the raw values)
-    any_nonzero_x: bool = False
-    zero_changed: int = 0
-
-
-@dataclass
-class _Spread:
-    """Pass 3."""
-
-    sxx: float = 0.0
-    syy: float = 0.0
-    sxy: float = 0.0
-    see: float = 0.0  # sum (e - mean e)^2 over the valid elements
-    ac_den: float = 0.0  # sum (a - mean a)^2, a = e over all elements (0 where invalid)
-    ac_num: float = 0.0  # sum (a_i - m)(a_{i+1} - m)
-    fine: Any = None  # fine histogram counts (xp array) or None when peak == 0
-    fine_j: int = 0
-    fine_top: float = 0.0
-    _prev: float | None = field(default=None, repr=False)
 
 
 def _inputs(original: Any, reconstructed: Any) -> tuple[ModuleType, Any, Any]:
@@ -467,9 +416,13 @@ def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes:
     xp, x, y = _inputs(original, reconstructed)
     shape = tuple(int(n) for n in xp.asarray(original).shape)
     orig_nbytes = int(xp.asarray(original).nbytes)
-    scan = _scan(xp, x, y, shape)
-    sums = _sums(xp, x, y, scan)
-    spread = _spread(xp, x, y, scan, sums)
+    fast = fast_point_stats(xp, x, y, shape, _step(xp), FINE_HIST_BINS)
+    if fast is not None:  # finite, no rescale: two fused passes
+        scan, sums, spread = fast
+    else:
+        scan = _scan(xp, x, y, shape)
+        sums = _sums(xp, x, y, scan)
+        spread = _spread(xp, x, y, scan, sums)
     k, n, n_total = scan.exp2, scan.n_valid, scan.n_total
 
     # Scaled units from here (inputs times 2**k, usually k = 0), unscaled on the way out.
