@@ -21,12 +21,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from perfscout.errors import CodecError
+from perfscout.state.modes import ALL_MODES, Mode
 
-#: Every error mode perfscout understands. ``rel`` is value-range (R = max - min)
-#: relative, as in SZ and qcat; ``pw_rel`` point-wise relative; ``fixed_rate`` is ZFP's
-#: bits per value (not an error bound: results carry bound_ok=None); ``lossless`` a lossless
-#: codec's only mode (the bound is not used; the check is bit-for-bit equality).
-ALL_MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate", "lossless")
+# ALL_MODES and Mode live in perfscout.state.modes (one list for every layer); they are
+# re-exported here because codecs check modes against them.
+__all__ = ["ALL_MODES", "Codec", "Compressed", "Mode", "TimedRun"]
 
 
 @dataclass

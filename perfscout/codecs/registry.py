@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from perfscout.codecs.base import ALL_MODES, Codec
+from perfscout.codecs.base import Codec
 from perfscout.errors import CodecError, CodecUnavailable
+from perfscout.state.modes import ALL_MODES, DERIVED_FROM_ABS
 
 #: codec_id -> "module:Class". Order is the listing order.
 _KNOWN: dict[str, str] = {
@@ -34,10 +35,6 @@ _KNOWN: dict[str, str] = {
     "nvcomp-bitcomp": "perfscout.codecs.gpu_peers.nvcomp:NvcompBitcompCodec",
     "nvcomp-ans": "perfscout.codecs.gpu_peers.nvcomp:NvcompANSCodec",
 }
-
-#: Modes the evaluation layer derives from a native ``abs`` mode (see tools/bounds.py).
-DERIVED_FROM_ABS = ("rel", "psnr", "ratio")
-
 
 class CodecInfo(BaseModel):
     """What the registry knows about one backend."""

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perfscout.graph.context import Context
 from perfscout.state.agent import Plan, Task
-from perfscout.state.intent import MODES, DataRef, Intent, Target
+from perfscout.state.intent import DataRef, Intent, Target
+from perfscout.state.modes import REQUEST_MODES, RequestMode
 from perfscout.tools.agent_tools import TOOLS, allowed_roots, tools_by_name
 
 MAX_TASKS = 48
@@ -429,7 +430,7 @@ class LLMIntent(BaseModel):
 
     question: QuestionName | None = None
     codecs: list[str] = Field(default_factory=list)
-    mode: Literal["abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"] | None = None
+    mode: RequestMode | None = None
     bounds: list[float] = Field(default_factory=list)
     datasets: list[str] = Field(default_factory=list)
     shape: list[int] | None = None
@@ -482,7 +483,7 @@ def merge_llm_intent(parsed: Intent, reply: LLMIntent, text: str) -> tuple[Inten
             else:
                 notes.append(f"the model named codec {c!r}, which does not exist here (ignored)")
         used.append("codecs")
-    if not out.mode and reply.mode in MODES:
+    if not out.mode and reply.mode in REQUEST_MODES:
         out.mode = reply.mode
         used.append("mode")
     if not out.bounds and reply.bounds:

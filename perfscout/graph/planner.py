@@ -24,8 +24,8 @@ from typing import Any
 from perfscout.errors import InputError
 from perfscout.state.agent import Plan, Task
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent
+from perfscout.state.modes import REQUEST_MODES
 
-MODES = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate")
 
 #: The embedded default request (``perfscout run --demo``, ``make demo``).
 DEMO_SPEC: dict[str, Any] = {
@@ -231,8 +231,8 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
                 checked.append(fallback)
         datasets = checked
     mode = str(spec.get("mode", "rel"))
-    if mode not in MODES:
-        raise PlanningError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode not in REQUEST_MODES:
+        raise PlanningError(f"mode must be one of {', '.join(REQUEST_MODES)}, got {mode!r}")
     bounds = spec.get("bounds", spec.get("bound", []))
     bounds = [_number(float, b, "a bound") for b in (bounds if isinstance(bounds, list) else [bounds])]
     devices = spec.get("devices") or ["cpu"]

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending, Target
+from perfscout.state.modes import POINTWISE_BOUND_MODES, REQUEST_MODES
 
 # ---------------------------------------------------------------------------- vocabulary
 
@@ -1081,7 +1082,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
             gaps.append(Pending(slot="bounds", question=_say(intent, "bounds")))
     elif intent.bounds and not intent.mode:
         gaps.append(Pending(slot="mode", question=_say(intent, "mode", bounds=", ".join(f"{b:g}" for b in intent.bounds)),
-                            candidates=["abs", "rel", "pw_rel"]))
+                            candidates=list(POINTWISE_BOUND_MODES)))
     elif intent.mode and not intent.bounds:
         gaps.append(Pending(slot="bounds", question=_say(intent, "bounds_mode", mode=intent.mode)))
     bad = [b for b in intent.bounds if not (b > 0 and math.isfinite(b))]
@@ -1233,7 +1234,7 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         if not sub.codecs and not sub.codec_groups and text.lower() in ("all", "全部", "所有", "every", "everything"):
             new.codec_groups.append("all")
     elif slot == "mode":
-        mode = sub.mode or (text.lower() if text.lower() in ("abs", "rel", "pw_rel") else None)
+        mode = sub.mode or (text.lower() if text.lower() in POINTWISE_BOUND_MODES else None)
         new.mode = mode  # type: ignore[assignment]
         if sub.bounds and not new.bounds:
             new.bounds = sub.bounds
@@ -1338,8 +1339,8 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
                 elif n not in new.codecs:
                     new.codecs.append(str(n))
         elif key == "mode":
-            if value not in ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"):
-                return f"mode must be abs, rel, pw_rel, psnr, ratio or fixed_rate, got {value!r}."
+            if value not in REQUEST_MODES:
+                return f"mode must be {', '.join(REQUEST_MODES[:-1])} or {REQUEST_MODES[-1]}, got {value!r}."
             new.mode = value
         elif key in ("bound", "bounds"):
             values = value if isinstance(value, list) else [value]

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfscout.state.modes import RequestMode
+
 #: The kinds of question perfscout answers.
 Question = Literal[
     "compare",  # two or more codecs side by side
@@ -34,8 +36,6 @@ Question = Literal[
 CODEC_QUESTIONS: frozenset[str] = frozenset(
     {"compare", "best_ratio", "fastest_compress", "fastest_decompress", "lowest_error", "evaluate"})
 
-Mode = Literal["abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"]
-MODES: tuple[str, ...] = ("abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate")
 
 #: Slots the clarify step can ask about, in the order it asks.
 Slot = Literal["clause", "question", "codecs", "mode", "bounds", "data", "shape", "dtype", "var",
@@ -111,7 +111,7 @@ class Intent(BaseModel):
     question: Question | None = None
     codecs: list[str] = Field(default_factory=list)  # registry ids
     codec_groups: list[Literal["all", "cpu", "gpu"]] = Field(default_factory=list)
-    mode: Mode | None = None
+    mode: RequestMode | None = None
     bounds: list[float] = Field(default_factory=list)
     targets: list[Target] = Field(default_factory=list)
     data: list[DataRef] = Field(default_factory=list)
