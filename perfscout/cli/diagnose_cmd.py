@@ -14,6 +14,7 @@ section per kernel with the primary's deciding evidence (``--verbose``: all find
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ import typer
 
 from perfscout.analysis.diagnosis import diagnose as run_diagnosis
 from perfscout.analysis.diagnosis import diagnose_perf
+from perfscout.analysis.diagnosis.reads import reads_metric
 from perfscout.analysis.diagnosis.render import aggregate, markdown, summary_markdown
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
@@ -40,6 +42,12 @@ def _host_timing(path: Path | None) -> dict | None:
     timing = doc.get("launch_overhead", doc) if isinstance(doc, dict) else None
     if not isinstance(timing, dict):
         raise InputError(f"{path}: expected a JSON object mapping kernel name -> host timing")
+    for name, entry in timing.items():
+        # Each kernel's entry is an object of numbers (e.g. {"host_per_launch_us": 5.8}).
+        if not isinstance(entry, dict) or not all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in entry.values()):
+            raise InputError(f"{path}: the entry for {name!r} must be an object of numbers, "
+                             'e.g. {"host_per_launch_us": 5.8}')
     return timing
 
 
@@ -62,7 +70,13 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Diagnose a saved profile: primary bottleneck and evidence-backed findings per kernel."""
-        loaded = load_profiles(ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv, ncu_details=ncu_details)
+        # Without --all-metrics only the columns the engine reads are parsed (the report
+        # carries only cited metrics); the diagnosis is the same either way (reads.py).
+        loaded = load_profiles(ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv, ncu_details=ncu_details,
+                               keep_metric=None if all_metrics else reads_metric)
+        # The parsed profile lives until exit and holds no reference cycles: keep the cyclic
+        # GC from re-scanning its objects at every collection the diagnosis triggers.
+        gc.freeze()
         result = run_diagnosis(loaded.kernels, platform=loaded.platform, host_timing=_host_timing(host_timing))
         kernels = []
         for k, diag in zip(loaded.kernels, result["kernels"], strict=True):

@@ -23,8 +23,10 @@ from __future__ import annotations
 import csv
 import gc
 import io
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from pydantic import BaseModel, Field
 
 from perfscout.errors import InputError
 from perfscout.state.profiles import KernelProfile, Metric
+
+log = logging.getLogger(__name__)
 
 #: Columns that describe a launch rather than measure it (raw and details pages).
 IDENTITY_COLUMNS = (
@@ -174,10 +178,17 @@ def _warnings(lines: Iterable[str]) -> list[str]:
     return [ln for ln in lines if ln.startswith(("==WARNING==", "==ERROR==", "==WARN=="))]
 
 
-def parse_raw_csv(text: str, source: str = "") -> NcuReport:
-    """Parse ``ncu --csv --page raw`` output (one row per kernel launch)."""
+def parse_raw_csv(text: str, source: str = "", keep: Callable[[str], bool] | None = None) -> NcuReport:
+    """Parse ``ncu --csv --page raw`` output (one row per kernel launch).
+
+    ``keep``: build values only for the metric columns it accepts (e.g. the diagnosis
+    engine's reads, ``perfscout.analysis.diagnosis.reads.reads_metric``); the others are
+    left out of every kernel's ``metrics``. None keeps every column."""
     banner, table, stray = _split_table(text)
-    rows = list(csv.reader(io.StringIO("\n".join(table))))
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(table))))
+    except csv.Error as exc:  # e.g. a NUL byte in a damaged file
+        raise InputError(f"{source or 'ncu CSV'}: not readable as CSV ({exc})") from exc
     header = rows[0]
     while header and header[-1] == "":
         header.pop()  # some versions end every line with a comma
@@ -193,33 +204,53 @@ def parse_raw_csv(text: str, source: str = "") -> NcuReport:
     # One entry per metric column; the last item maps a cell's text to its Metric, so
     # launches with identical cells share one object (see the module docstring).
     metric_cols = [(i, h, r.scale, r.unit, units[h], {}) for i, h in enumerate(header)
-                   if h not in ident for r in (normalise_unit(units[h]),)]
+                   if h not in ident and (keep is None or keep(h)) for r in (normalise_unit(units[h]),)]
     name_i = col.get("Kernel Name", col.get("Function Name"))
-    kernels = []
+    rows, truncated = _launch_rows(body, len(header))
+    warnings = _warnings(banner + stray)
+    for r, row in truncated:
+        warnings.append(f"launch row {r + 1} (ID {row[0] or '?'}) is truncated: {len(row)} of "
+                        f"{len(header)} cells; not diagnosed (was the file cut off?)")
+        log.warning("%s: %s", source or "ncu CSV", warnings[-1])
+    if not rows:
+        what = (f"its {len(truncated)} launch row(s) are all truncated" if truncated
+                else "no kernel rows (did the kernel filter match nothing?)")
+        raise InputError(f"{source or 'ncu CSV'}: header found but {what}")
+    kernels: list[KernelProfile] = []
     # Millions of small objects: generational GC passes over the growing heap would
     # dominate the parse time, and nothing here makes reference cycles.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _parse_rows(body, header, col, name_i, metric_cols, kernels)
+        _parse_rows(rows, header, col, name_i, metric_cols, kernels)
     finally:
         if gc_was_enabled:
             gc.enable()
-    report = NcuReport(source=source, kernels=kernels, banner=banner + stray,
-                       warnings=_warnings(banner + stray), columns=header,
-                       units={h: u for h, u in units.items() if u})
-    if not kernels:
-        raise InputError(f"{source or 'ncu CSV'}: header found but no kernel rows "
-                         "(did the kernel filter match nothing?)")
-    return report
+    return NcuReport(source=source, kernels=kernels, banner=banner + stray, warnings=warnings,
+                     columns=header, units={h: u for h, u in units.items() if u})
 
 
-def _parse_rows(body: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
+def _launch_rows(body: list[list[str]], width: int) -> tuple[list[list[str]], list[tuple[int, list[str]]]]:
+    """(complete launch rows, (index, row) of truncated ones).
+
+    A units row (empty ID) or the header again (outputs appended to one file) is no
+    launch. A row with fewer cells than the header was cut off (a partial copy, a full
+    disk): its last cell is suspect and the missing metrics would read as "not
+    collected", so it is reported, never diagnosed."""
+    rows, truncated = [], []
+    for r, row in enumerate(body):
+        if not row or not row[0].strip() or row[0] == "ID":
+            continue
+        if len(row) < width:
+            truncated.append((r, row))
+        else:
+            rows.append(row)
+    return rows, truncated
+
+
+def _parse_rows(rows: list[list[str]], header: list[str], col: dict[str, int], name_i: int,
                 metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]],
                 out: list[KernelProfile]) -> None:
-    rows = [row for row in body
-            if not (len(row) < len(header) // 2 or not row[0].strip() or row[0] == "ID")]
-    # (truncated rows, a units row, the header again when outputs were appended: not launches)
     names = [name for _, name, *_ in metric_cols]
     if len(set(names)) != len(names):  # a repeated column name: its last non-empty cell wins, per row
         out.extend(_kernel_from_row(row, col, name_i, metric_cols) for row in rows)
@@ -235,9 +266,10 @@ def _kernels_by_column(rows: list[list[str]], header: list[str], col: dict[str, 
     A 1,000-launch profile has ~2 million cells but far fewer distinct texts per column:
     each distinct text becomes one Metric, and the per-cell work (a dictionary lookup, the
     transposes, building each launch's dict) runs inside C loops (map, zip, dict)."""
-    width = len(header)
-    padded = [row if len(row) >= width else row + [""] * (width - len(row)) for row in rows]
-    columns = list(zip(*padded))
+    padded = rows  # every row has the header's width (_launch_rows)
+    # All columns: one transpose; a few (a keep filter): only those, a C loop each.
+    columns = (list(zip(*padded)) if len(metric_cols) > len(header) // 2
+               else {i: list(map(itemgetter(i), padded)) for i, *_ in metric_cols})
     per_column = []
     holes: list[tuple[int, str]] = []  # empty cells: not collected for that launch, absent
     for i, name, scale, norm_unit, raw_unit, seen in metric_cols:
@@ -328,12 +360,20 @@ def _kernel(row: list[str], col: dict[str, int], name_i: int, metrics: dict[str,
 def parse_details_csv(text: str, source: str = "") -> list[NcuRule]:
     """Rule messages from ``ncu --csv --page details`` (rows with a Rule Name)."""
     _, table, _ = _split_table(text)
-    rows = csv.DictReader(io.StringIO("\n".join(table)))
-    if rows.fieldnames is None or "Rule Name" not in rows.fieldnames:
+    reader = csv.DictReader(io.StringIO("\n".join(table)))
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise InputError(f"{source or 'ncu details CSV'}: not readable as CSV ({exc})") from exc
+    if reader.fieldnames is None or "Rule Name" not in reader.fieldnames:
         raise InputError(f"{source or 'ncu CSV'}: no 'Rule Name' column: not a details page "
                          "(use ncu --csv --page details)")
     rules = []
+    data_rows = 0
     for r in rows:
+        if (r.get("ID") or "").strip() in ("", "ID"):
+            continue  # a units row, or the header again
+        data_rows += 1
         name = (r.get("Rule Name") or "").strip()
         if not name:
             continue
@@ -351,6 +391,9 @@ def parse_details_csv(text: str, source: str = "") -> list[NcuRule]:
             low_value=bool(low),
             low_value_reason=low,
         ))
+    if not data_rows:
+        raise InputError(f"{source or 'ncu details CSV'}: header found but no rows (did the kernel "
+                         "filter match nothing?)")
     return rules
 
 
@@ -407,9 +450,9 @@ def _read(path: Path, what: str) -> str:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
 
 
-def load_raw_csv(path: str | Path) -> NcuReport:
+def load_raw_csv(path: str | Path, keep: Callable[[str], bool] | None = None) -> NcuReport:
     p = Path(path)
-    return parse_raw_csv(_read(p, "ncu CSV"), source=str(p))
+    return parse_raw_csv(_read(p, "ncu CSV"), source=str(p), keep=keep)
 
 
 def load_details_csv(path: str | Path) -> list[NcuRule]:

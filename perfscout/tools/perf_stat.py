@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,32 +49,58 @@ def _value(text: str, unit: str) -> tuple[float | None, str]:
     return v * scale, norm
 
 
+#: A counter line's value: a number perf printed (``-x`` prints no thousands separators)
+#: or its ``<not supported>`` / ``<not counted>`` marker.
+_COUNT = re.compile(r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|<not supported>|<not counted>)$")
+#: perf's units are short words (msec, %, K/sec) or empty.
+_UNIT = re.compile(r"^[A-Za-z%/]{0,12}$")
+#: An event name: a letter first, then perf's characters (``cycles:u``, ``cpu_core/cycles/``,
+#: ``L1-dcache-load-misses``, ``tma_backend_bound``); never spaces.
+_EVENT = re.compile(r"^[A-Za-z][\w.:/=@\-]*$")
+
+
+def _counter_fields(line: str) -> tuple[str, str, str, list[str]] | None:
+    """(value, unit, event, rest) of a perf stat -x, counter line, or None for any other line."""
+    f = line.split(",")
+    if len(f) < 3:
+        return None
+    raw, unit, event = f[0].strip(), f[1].strip(), _event_name(f[2])
+    if not (_COUNT.match(raw) and _UNIT.match(unit) and _EVENT.match(event)):
+        return None
+    return raw, unit, event, f[3:]
+
+
 def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
     """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit.
 
     ``runtime`` is how long the counter ran (ns); ``pct`` the share of the run it was
     scheduled on a hardware counter (below 100: multiplexed, perf scaled the count).
+    Only lines of that shape count (a number or perf's ``<not ...>`` marker, a unit, an
+    event name); a file with none is refused, and other lines (a program's stderr mixed
+    in) are counted in the profile's notes, never read as counters.
     """
     prof = PerfProfile(command=list(command))
     seen = False
+    ignored = 0
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        f = line.split(",")
-        if len(f) < 3:
+        fields = _counter_fields(line)
+        if fields is None:
+            ignored += 1
             continue
-        raw, unit, event = f[0].strip(), f[1].strip(), _event_name(f[2])
-        if not event:
-            continue
+        raw, unit, event, rest = fields
         seen = True
-        rest = f[3:]
         if rest and rest[0].endswith("%"):  # -r N adds the run-to-run variance here
             rest = rest[1:]
         pct = _float(rest[1]) if len(rest) > 1 else None
         runtime_ns = _float(rest[0]) if rest else None
         _record(prof, event, raw, unit, pct, runtime_ns)
     if not seen:
-        raise InputError("no perf stat counter lines found (expected the output of perf stat -x,)")
+        raise InputError("no perf stat counter lines found (expected the output of perf stat -x, : "
+                         "lines such as '1234567,,cycles,1000000,100.00,,')")
+    if ignored:
+        prof.notes.append(f"{ignored} line(s) that are not perf stat counter lines were ignored")
     _settle(prof)
     return prof
 
@@ -247,6 +274,14 @@ def load_perf_file(path: str | Path) -> PerfProfile:
         text = p.read_text(errors="replace")
     except OSError as exc:
         raise InputError(f"cannot read perf output {p}: {exc.strerror or exc}") from exc
+    if "\x00" in text:
+        raise InputError(f"{p}: binary data, not perf stat output (perf stat -x, or -j)")
     if any(ln.lstrip().startswith("{") for ln in text.splitlines()):
-        return parse_perf_json(text)
-    return parse_perf_csv(text)
+        try:
+            return parse_perf_json(text)
+        except InputError:
+            pass  # a CSV file with a stray '{' line: read it as CSV below
+    try:
+        return parse_perf_csv(text)
+    except InputError as exc:
+        raise InputError(f"{p}: {exc} (nor perf stat -j JSON objects)") from exc

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -234,13 +234,16 @@ def load_profiles(
     ncu_rep: str | os.PathLike[str] | None = None,
     perf_csv: str | os.PathLike[str] | None = None,
     ncu_details: str | os.PathLike[str] | None = None,
+    keep_metric: Callable[[str], bool] | None = None,
 ) -> LoadedProfiles:
     """Read saved profiler output into typed profiles (used by ``perfscout diagnose``).
 
     ``ncu_csv``: ``ncu --csv --page raw`` output. ``ncu_rep``: a report, converted with
     ``ncu --import`` (needs ncu here). ``ncu_details``: optional ``--page details`` CSV
     whose rule messages are attached to the matching launches. ``perf_csv``: ``perf stat
-    -x,`` or ``-j`` output. Bad files raise :class:`InputError` with a clear message.
+    -x,`` or ``-j`` output. ``keep_metric``: parse only the ncu CSV's metric columns it
+    accepts (the diagnosis engine's reads when the full metric set is not wanted). Bad
+    files raise :class:`InputError` with a clear message.
     """
     if not any((ncu_csv, ncu_rep, perf_csv)):
         raise InputError("give at least one of --ncu-csv, --ncu-rep or --perf-csv")
@@ -248,7 +251,7 @@ def load_profiles(
         raise InputError("give --ncu-csv or --ncu-rep, not both")
     out = LoadedProfiles()
     if ncu_csv:
-        report = load_raw_csv(ncu_csv)
+        report = load_raw_csv(ncu_csv, keep=keep_metric)
         out.kernels, out.warnings = report.kernels, report.warnings
         out.sources.append(str(ncu_csv))
     if ncu_rep:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from perfscout.analysis.diagnosis import names as N
@@ -142,22 +143,28 @@ class KernelContext:
                 f"--kernel {shlex.quote(self.kernel.name)}")
 
 
+#: The innermost template argument list: removed repeatedly, so nested ones go too.
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+_PARAMS = re.compile(r"\(.*$", re.DOTALL)
+
+
+@lru_cache(maxsize=4096)
 def kernel_stem(name: str) -> str:
     """The bare function name of a (demangled) kernel name: ``void at::foo<4, F>(int)`` ->
     ``foo``. ncu's ``-k regex:`` searches the function name, so the stem matches every
-    instantiation of that kernel without shell- or regex-hostile characters."""
+    instantiation of that kernel without shell- or regex-hostile characters.
+
+    Template arguments go first (they may hold ``::`` and ``(``), innermost list first
+    (a few regex passes instead of a per-character loop; a stray ``>`` is dropped), then
+    the parameter list."""
     text = name.strip().replace("(anonymous namespace)::", "")
     if text.startswith("void "):
         text = text[5:]
-    depth, out = 0, []
-    for ch in text:  # drop template arguments, which may themselves hold '::' and '('
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            if ch == "(":
-                break
-            out.append(ch)
-    stem = "".join(out).strip().split("::")[-1].strip()
+    while "<" in text:
+        stripped = _TEMPLATE_ARGS.sub("", text)
+        if stripped == text:  # an unbalanced '<': drop from it to the end of its name
+            stripped = text[:text.index("<")]
+        text = stripped
+    text = _PARAMS.sub("", text.replace(">", ""))
+    stem = text.strip().split("::")[-1].strip()
     return stem or name

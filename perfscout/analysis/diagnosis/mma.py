@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
@@ -58,12 +59,22 @@ class MmaInfo:
         return "wgmma" if self.wgmma else "mma.sync"
 
 
-def _precisions(ctx: KernelContext) -> tuple[list[str], list[str]]:
+@lru_cache(maxsize=64)
+def _op_counter_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The per-precision tensor op counters (``sm__ops_path_tensor_src_*.sum``) among a
+    profile's metric names. Cached on the whole name tuple: the launches of one profile
+    share their columns, so ~2,200 names are scanned once per profile, not per launch."""
+    return tuple(n for n in names if n.startswith(N.TENSOR_OPS_PREFIX))
+
+
+def _precisions(ctx: KernelContext, counters: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Input->accumulator precisions whose tensor op counters are non-zero."""
     out, used = [], []
-    for name, m in ctx.kernel.metrics.items():
-        if not (name.startswith(N.TENSOR_OPS_PREFIX) and name.endswith(".sum")):
+    metrics = ctx.kernel.metrics
+    for name in counters:
+        if not name.endswith(".sum"):
             continue
+        m = metrics[name]
         if not isinstance(m.value, (int, float)) or m.value <= 0:
             continue
         spec = name[len(N.TENSOR_OPS_PREFIX):-len(".sum")]
@@ -104,9 +115,9 @@ def mma_info(ctx: KernelContext) -> MmaInfo:
     info.wgmma = info.ops.get("gmma", 0.0) > 0
     info.wgmma_smem_operands = (ctx.val(N.GMMA_SHARED_INST) or 0.0) > 0
     info.tma = (ctx.val(N.TMA_LD_INST) or 0.0) > 0 or (ctx.val(N.TMA_LD_BYTES) or 0.0) > 0
-    info.precisions, info.precision_metrics = _precisions(ctx)
-    has_op_counters = any(n.startswith(N.TENSOR_OPS_PREFIX) for n in ctx.kernel.metrics)
-    if has_op_counters:
+    counters = _op_counter_names(tuple(ctx.kernel.metrics))
+    info.precisions, info.precision_metrics = _precisions(ctx, counters)
+    if counters:
         info.is_mma = bool(info.precisions) or info.wgmma
     else:
         info.is_mma = info.tensor_pct is not None and info.tensor_pct >= MMA_PIPE_MIN_PCT
