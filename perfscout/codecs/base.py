@@ -13,6 +13,7 @@ Implementations are short modules in this package; the registry
 from __future__ import annotations
 
 import importlib
+import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -25,7 +26,18 @@ from perfscout.state.modes import ALL_MODES, Mode
 
 # ALL_MODES and Mode live in perfscout.state.modes (one list for every layer); they are
 # re-exported here because codecs check modes against them.
-__all__ = ["ALL_MODES", "Codec", "Compressed", "Mode", "TimedRun"]
+__all__ = ["ALL_MODES", "Codec", "Compressed", "Mode", "TimedRun", "crc32", "seal"]
+
+
+def crc32(data: bytes) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def seal(data: bytes) -> dict[str, int]:
+    """The meta entries that let :func:`perfscout.codecs.framing.check_seal` recognise this
+    exact stream (CRC-32 and length; why: see :mod:`perfscout.codecs.framing`)."""
+    return {"crc32": crc32(data), "stream_nbytes": len(data)}
+
 
 
 @dataclass
@@ -125,6 +137,19 @@ class Codec(ABC):
     @abstractmethod
     def decompress(self, compressed: Compressed) -> np.ndarray:
         """Decode; raise :class:`CodecError` on a corrupt or truncated buffer."""
+
+    def sealed(self, data: np.ndarray, raw: bytes, *, abs_bound: float | None = None,
+               **meta: Any) -> Compressed:
+        """The :class:`Compressed` for ``raw``, the library's stream of ``data`` in this
+        codec's mode and bound, sealed (CRC-32 and length in ``meta``) so that a corrupt
+        stream is refused before it reaches the library. ``abs_bound`` is the absolute
+        bound enforced: the bound itself in ``abs`` mode unless given; ``meta``: what
+        else decoding needs.
+        """
+        if abs_bound is None and self.mode == Mode.ABS:
+            abs_bound = self.bound
+        return Compressed(data=raw, shape=tuple(data.shape), dtype=data.dtype.name, codec_id=self.codec_id,
+                          mode=self.mode, bound=self.bound, abs_bound=abs_bound, meta={**meta, **seal(raw)})
 
     def timed_run(self, array: Any, repeats: int) -> TimedRun | None:
         """Optional: a codec that must time itself (GPU: CUDA events, H2D/D2H apart)

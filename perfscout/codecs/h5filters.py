@@ -27,7 +27,6 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
-from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
 
 _names = itertools.count()
@@ -110,15 +109,11 @@ class _H5FilterCodec(Codec):
         except (OSError, ValueError, RuntimeError) as exc:
             raise CodecError(f"{self.codec_id} compression failed: {exc}") from exc
         raw = bytes(chunk)
-        meta: dict[str, Any] = {"filter_mask": int(mask), **seal(raw)}
+        meta: dict[str, Any] = {"filter_mask": int(mask)}
         if stream_shape != data.shape:
             meta["stream_shape"] = list(stream_shape)
         meta["cd_values"] = [int(v) for v in next(iter(filters.values()))] if filters else []
-        return Compressed(
-            data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
-            mode=self.mode, bound=self.bound,
-            abs_bound=self.bound if self.mode == "abs" else None, meta=meta,
-        )
+        return self.sealed(data, raw, **meta)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
         shape, dtype = checked_stream(self, compressed)

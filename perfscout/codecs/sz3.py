@@ -14,7 +14,6 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
-from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
 
 _ALGORITHMS = ("lorenzo_reg", "interp_lorenzo", "interp", "nopred", "lossless")
@@ -54,11 +53,7 @@ class SZ3Codec(Codec):
         except (RuntimeError, ValueError, TypeError) as exc:
             raise CodecError(f"sz3 compression failed: {exc}") from exc
         raw = stream.tobytes()
-        return Compressed(
-            data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
-            mode=self.mode, bound=self.bound,
-            abs_bound=self.bound if self.mode == "abs" else None, meta=seal(raw),
-        )
+        return self.sealed(data, raw)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
         from pysz import sz

@@ -16,7 +16,6 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
-from perfscout.codecs.framing import seal
 from perfscout.errors import CodecError
 
 
@@ -65,11 +64,7 @@ class ZFPCodec(Codec):
             raw = zfpy.compress_numpy(data, **kwargs)
         except (RuntimeError, ValueError, TypeError) as exc:
             raise CodecError(f"zfp compression failed: {exc}") from exc
-        return Compressed(
-            data=raw, shape=data.shape, dtype=data.dtype.name, codec_id=self.codec_id,
-            mode=self.mode, bound=self.bound,
-            abs_bound=self.bound if self.mode == "abs" else None, meta=seal(raw),
-        )
+        return self.sealed(data, raw)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
         import zfpy
