@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfscout.tools.sweep.dask_executor import DaskOptions, _gpu_count  # noqa: E402
-from perfscout.tools.sweep.runner import run_sweep  # noqa: E402
-from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+from perfscout.sweep.dask_executor import DaskOptions, _gpu_count  # noqa: E402
+from perfscout.sweep.runner import run_sweep  # noqa: E402
+from perfscout.tools.results_store import ResultStore  # noqa: E402
 
 VOLATILE = ["run_id", "started_at", "compress_s", "decompress_s", "compress_MBps", "decompress_MBps", "h2d_s", "d2h_s"]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+from perfscout.tools.results_store import ResultStore  # noqa: E402
 
 CONFIGS = {
     "local-jobs2": ["--jobs", "2"],
@@ -88,7 +88,7 @@ def run_once(spec: Path, args: list[str], out: Path) -> dict:
         raise SystemExit(f"sweep failed ({args}): {res.stderr[-2000:]}")
     doc = json.loads(res.stdout)
     span = task_span_s(out)
-    from perfscout.tools.sweep.store import open_results
+    from perfscout.tools.results_store import open_results
 
     df = open_results(out)
     not_ok = df[df["status"] != "ok"][["task_key", "codec", "mode", "bound", "dataset", "status", "error"]]

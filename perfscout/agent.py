@@ -31,7 +31,7 @@ from perfscout.graph.checkpoint import DURABILITY, open_checkpointer
 from perfscout.graph.context import Context, context_from
 from perfscout.graph.graph import compile_graph
 from perfscout.graph.planner import is_sweep_spec
-from perfscout.tools.sweep.spec import rebase_file_refs
+from perfscout.sweep.spec import rebase_file_refs
 
 _NO_ANSWER = object()
 
@@ -74,7 +74,7 @@ class RunInfo:
 def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str, Any]:
     """An intent string, a spec mapping, or a path to a YAML spec -> the graph's request."""
     if isinstance(request_or_spec, Path):
-        from perfscout.tools.sweep.safe_yaml import load_yaml
+        from perfscout.sweep.safe_yaml import load_yaml
 
         try:
             # size, depth and alias limits: a spec is user input (an alias bomb or a spec

@@ -14,7 +14,7 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="Print the written paths as one JSON document."),
 ) -> None:
     """Write the report of a sweep run: environment, spec, plots, best settings, failures."""
-    from perfscout.tools.sweep_api import report as write_report
+    from perfscout.sweep.api import report as write_report
     from perfscout.errors import PerfscoutError
 
     try:

@@ -40,9 +40,9 @@ def sweep_command(
                                 "recorded as codec_crashed."),
 ) -> None:
     """Run every task of a sweep spec in child processes and store each result as it lands."""
-    from perfscout.tools.sweep_api import default_run_dir
+    from perfscout.sweep.api import default_run_dir
     from perfscout.errors import PerfscoutError
-    from perfscout.tools.sweep import SweepInterrupted, load_spec, run_sweep
+    from perfscout.sweep import SweepInterrupted, load_spec, run_sweep
 
     try:
         dask = _dask_options(executor, scheduler, cluster, cluster_config, workers, retries)
@@ -52,7 +52,7 @@ def sweep_command(
                             allow_plugins=allow_plugins, wait=wait, dask=dask)
         report_path = None
         if report:
-            from perfscout.tools.sweep_api import report as write_report
+            from perfscout.sweep.api import report as write_report
 
             report_path = write_report(run_dir)
     except SweepInterrupted as exc:
@@ -95,7 +95,7 @@ def _dask_options(executor: str | None, scheduler: str | None, cluster: str | No
         if workers is not None or cluster_config is not None:
             raise InputError("--workers/--cluster-config apply to --executor dask")
         return None
-    from perfscout.tools.sweep.dask_executor import DaskOptions
+    from perfscout.sweep.dask_executor import DaskOptions
 
     return DaskOptions(scheduler=scheduler, cluster=cluster, cluster_config=cluster_config, workers=workers,
                        retries=retries)

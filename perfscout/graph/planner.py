@@ -5,7 +5,7 @@ No network, no model: the same request always gives the same plan. It understand
 * a spec (a dict as YAML loads it): ``datasets``, ``codecs``, ``mode``, ``bounds``,
   ``devices``, ``repeats``, ``fallback_dataset``, explicit ``tasks`` (tool + args) and
   ``sweep`` (a sweep spec file, or ``{spec, out, jobs}``, or a list of them);
-* a sweep spec itself (:mod:`perfscout.tools.sweep.spec`), recognised by its shape;
+* a sweep spec itself (:mod:`perfscout.sweep.spec`), recognised by its shape;
 * an :class:`~perfscout.state.intent.Intent` (what a request in words asked for).
 
 Natural-language requests are read by :mod:`perfscout.graph.understand` into an
@@ -149,7 +149,7 @@ def is_sweep_spec(spec: dict[str, Any]) -> bool:
     no agent-only key and either a key only sweep specs have (``name``, ``modes``,
     ``experiments``, ``timeout_s``...), per-mode ``bounds``, or a ``synthetic:`` dataset entry.
     """
-    from perfscout.tools.sweep.spec import SweepSpec
+    from perfscout.sweep.spec import SweepSpec
 
     keys = set(spec)
     if keys & _AGENT_ONLY_KEYS or not keys <= set(SweepSpec.model_fields):
@@ -186,7 +186,7 @@ def _sweep_task(i: int, args: dict[str, Any], label: str) -> Task:
 
 def plan_from_sweep_spec(spec: dict[str, Any]) -> Plan:
     """A sweep spec given as the request: one run_sweep task that carries it."""
-    from perfscout.tools.sweep.spec import SpecError, load_spec
+    from perfscout.sweep.spec import SpecError, load_spec
 
     try:
         # checked for shape here; whether its plug-ins may run is run_sweep's decision

@@ -390,8 +390,7 @@ def run_sweep(
     state = (runtime.state if runtime is not None else None) or {}
     agent_run_dir = str(state.get("run_dir") or "")
     try:
-        from perfscout.tools import sweep_api as api_sweep
-        from perfscout.tools.sweep.spec import load_spec
+        from perfscout.sweep import api as api_sweep
 
         if (spec is None) == (spec_doc is None):
             raise InputError("run_sweep needs exactly one of `spec` (a YAML file) or `spec_doc` (a mapping)")
@@ -404,7 +403,7 @@ def run_sweep(
                 raise InputError(f"sweep spec {spec!r} is not an existing .yaml/.yml file")
         else:
             source = dict(spec_doc or {})
-        model = load_spec(source, allow_plugins=allow_plugins)
+        model = api_sweep.load_spec(source, allow_plugins=allow_plugins)
         if out:
             target = confine(out, roots, "sweep output directory")
         elif agent_run_dir:
@@ -417,9 +416,7 @@ def run_sweep(
         df = api_sweep.sweep(source if isinstance(source, Path) else model, out=target, resume=True,
                              jobs=jobs, progress=False, allow_plugins=allow_plugins)
     except PerfscoutError as exc:
-        from perfscout.tools.sweep import SweepInterrupted
-
-        interrupted = isinstance(exc, SweepInterrupted)  # finished tasks are kept: a retry resumes
+        interrupted = isinstance(exc, api_sweep.SweepInterrupted)  # finished tasks are kept: a retry resumes
         prefix = "failed" if interrupted else "refused"
         return f"{prefix}: {exc}", _artifact("error", error=str(exc), transient=interrupted)
     except Exception as exc:

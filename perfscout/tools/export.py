@@ -91,7 +91,7 @@ def stored_records(run_dir: str | Path) -> tuple[list[dict[str, Any]], str]:
     """Result rows of a sweep or agent run directory, and what kind of directory it is."""
     run_dir = Path(run_dir)
     if (run_dir / "results.sqlite").is_file():
-        from perfscout.tools.sweep.store import open_results
+        from perfscout.tools.results_store import open_results
 
         df = open_results(run_dir)
         return json.loads(df.to_json(orient="records")), "sweep"

@@ -3,7 +3,7 @@
 The native libraries perfscout drives can kill the process they run in (SZ3's filter
 segfaults on values near the dtype's largest, SZ 2.1 allocates until the OOM killer,
 a forged stream walks zfp off its buffer). :func:`run_isolated` runs one function call
-in a child process with the sweep worker's limits (:func:`perfscout.tools.sweep.worker.
+in a child process with the contained-process limits (:func:`perfscout.tools.process_limits.
 limit_memory`: an address-space limit on what the child adds; a wall-clock timeout;
 SIGKILL when the caller dies) and hands back its value or its exception. When the child
 dies (a signal, an exit without a reply) or overruns its time, :class:`CodecCrashed` says
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from perfscout.errors import CodecError, PerfscoutError
-from perfscout.tools.sweep.worker import die_with_parent, limit_memory
+from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 #: Wall-clock limit of one isolated call unless the caller gives one (seconds).
 DEFAULT_TIMEOUT_S = 900.0

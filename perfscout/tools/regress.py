@@ -215,7 +215,7 @@ def _from_agent(run_dir: Path) -> RunSamples:
 
 
 def _from_sweep(store_path: Path) -> RunSamples:
-    from perfscout.tools.sweep.store import open_results
+    from perfscout.tools.results_store import open_results
 
     df = open_results(store_path.parent)
     run = RunSamples(kind="sweep", source=str(store_path.parent))

@@ -10,7 +10,7 @@ import pytest
 
 from perfscout import agent
 from perfscout.graph.context import Context
-from perfscout.tools.sweep.store import ResultStore
+from perfscout.tools.results_store import ResultStore
 
 # One tiny field, two codecs, two bounds, one repeat: four tasks. The fake codec aborts
 # (SIGABRT, a real crashed child) below 1e-2, so one task fails and must be reported.

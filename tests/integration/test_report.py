@@ -15,7 +15,7 @@ import pytest
 from perfscout.analysis.report import summary
 from perfscout.api_sweep import report, sweep
 from perfscout.state.records import CompressionResult
-from perfscout.tools.sweep.store import open_results
+from perfscout.tools.results_store import open_results
 
 ROOT = Path(__file__).resolve().parents[2]
 

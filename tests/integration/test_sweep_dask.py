@@ -22,8 +22,8 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="pip install 'perfscout[dask]'")
 
 from perfscout.api_sweep import sweep  # noqa: E402
-from perfscout.tools.sweep.dask_executor import DaskOptions  # noqa: E402
-from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+from perfscout.sweep.dask_executor import DaskOptions  # noqa: E402
+from perfscout.tools.results_store import ResultStore  # noqa: E402
 from tests.servers import stop_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def separate_cluster(tmp_path: Path):
                                  "--name", name], tmp_path / f"{name}.log"))
         # Pinned to device 0 whether or not this machine has one (a CUDA task then runs the
         # codec's CPU reference and says gpu_unavailable, in both executors alike).
-        procs.append(_start([sys.executable, "-m", "perfscout.tools.sweep.gpu_workers", address, "--devices", "0",
+        procs.append(_start([sys.executable, "-m", "perfscout.sweep.gpu_workers", address, "--devices", "0",
                              "--name", "gpu"], tmp_path / "gpu.log"))
         with distributed.Client(address, timeout="30s") as client:
             client.wait_for_workers(3, timeout=60)

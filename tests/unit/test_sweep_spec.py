@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfscout.errors import InputError
-from perfscout.tools.sweep.spec import SpecError, expand, load_spec
+from perfscout.sweep.spec import SpecError, expand, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,7 +158,7 @@ def test_dict_and_text_specs_load_like_files() -> None:
 def test_a_rebased_mapping_means_what_its_file_meant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
 
-    from perfscout.tools.sweep.spec import rebase_file_refs
+    from perfscout.sweep.spec import rebase_file_refs
 
     folder = tmp_path / "specs"
     folder.mkdir()

@@ -5,7 +5,7 @@ platform snapshot), so they say the same thing. The HTML inlines its images as b
 ``data:`` URIs and its style sheet, so the file can be mailed or archived alone.
 
 The store's contents come in as a :class:`SweepData` (read by
-``perfscout.tools.sweep_report``): analysis sits below tools and does not open the
+``perfscout.sweep.api``): analysis sits below tools and does not open the
 sweep's SQLite store itself.
 """
 
@@ -282,7 +282,7 @@ def to_html(title: str, blocks: list[Block]) -> str:
 def write_report(run_dir: str | Path, data: SweepData) -> Path:
     """Write report.md and report.html into ``run_dir`` from ``data``; return the HTML path.
 
-    ``perfscout.tools.sweep_report.write_report(run_dir)`` reads ``data`` from the run's store.
+    ``perfscout.sweep.api.report(run_dir)`` reads ``data`` from the run's store.
     """
     run_dir = Path(run_dir)
     title, blocks = build_blocks(run_dir, data)

@@ -6,7 +6,7 @@ What runs where:
   holds the run directory's lock and is the *only* writer of the run directory and its
   SQLite store, exactly as in a local sweep;
 - **a Dask task** per sweep task runs on a worker: it starts the same contained child as
-  the local executor (``python -m perfscout.tools.sweep.worker``, with the task's timeout
+  the local executor (``python -m perfscout.sweep.worker``, with the task's timeout
   and memory limit enforced by the worker), in a scratch directory on the worker, and
   returns the record and the child's log to the driver. Workers need perfscout installed
   and the datasets at the same paths (a shared file system); synthetic data needs nothing.
@@ -45,12 +45,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.tools.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
-from perfscout.tools.sweep.spec import Task
+from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
+from perfscout.sweep.spec import Task
 
 if TYPE_CHECKING:
-    from perfscout.tools.sweep.runner import SweepOutcome, SweepRunner
-    from perfscout.tools.sweep.store import ResultStore
+    from perfscout.sweep.outcome import SweepDriver, SweepOutcome
+    from perfscout.tools.results_store import ResultStore
 
 #: Dask event topic on which workers announce the attempts they start.
 EVENT_TOPIC = "perfscout-sweep"
@@ -138,7 +138,7 @@ def _import_distributed() -> Any:
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
-    from perfscout.tools.sweep.safe_yaml import YAMLLimitError, load_yaml
+    from perfscout.sweep.safe_yaml import YAMLLimitError, load_yaml
 
     p = Path(path)
     try:
@@ -173,9 +173,9 @@ def jobqueue_cluster(kind: str, cfg: ClusterConfig, retries: int) -> Any:
         scheduler_options={"dashboard_address": ":0", **({"host": cfg.scheduler_host} if cfg.scheduler_host else {})},
     )
     if cfg.gpus_per_job:
-        # One pinned worker per GPU of the job (perfscout.tools.sweep.gpu_workers).
+        # One pinned worker per GPU of the job (perfscout.sweep.gpu_workers).
         kwargs["processes"] = cfg.gpus_per_job
-        kwargs["worker_command"] = "perfscout.tools.sweep.gpu_workers"
+        kwargs["worker_command"] = "perfscout.sweep.gpu_workers"
         kwargs["worker_extra_args"] = [*cfg.worker_extra_args, "--gpus", str(cfg.gpus_per_job)]
         directives.append(f"--gres=gpu:{cfg.gpus_per_job}" if kind == "slurm" else f"-l ngpus={cfg.gpus_per_job}")
     kwargs["job_extra_directives"] = directives
@@ -241,7 +241,7 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
 class _Cluster:
     """The client and whatever cluster this driver started (closed at the end)."""
 
-    def __init__(self, opts: DaskOptions, runner: SweepRunner, pending: list[Task], stack: ExitStack) -> None:
+    def __init__(self, opts: DaskOptions, runner: SweepDriver, pending: list[Task], stack: ExitStack) -> None:
         distributed = _import_distributed()
         import dask
 
@@ -285,7 +285,7 @@ class _Cluster:
             gpus = opts.gpus if opts.gpus is not None else (
                 _gpu_count() if any(t.device.startswith("cuda") for t in pending) else 0)
             if gpus:
-                from perfscout.tools.sweep.gpu_workers import start_gpu_workers
+                from perfscout.sweep.gpu_workers import start_gpu_workers
 
                 self.gpu_procs = start_gpu_workers(cluster.scheduler_address, list(range(gpus)))
                 stack.callback(_stop_all, self.gpu_procs)
@@ -326,7 +326,7 @@ class _Cluster:
 
 
 def _stop_all(procs: list[Any]) -> None:
-    from perfscout.tools.sweep.gpu_workers import stop_gpu_workers
+    from perfscout.sweep.gpu_workers import stop_gpu_workers
 
     stop_gpu_workers(procs)
 
@@ -369,7 +369,7 @@ def _history(lost: list[dict]) -> str:
     return "; ".join(f"{i.get('worker')} (host {i.get('host')}, pid {i.get('pid')})" for i in lost)
 
 
-def run_on_dask(runner: SweepRunner, pending: list[Task], store: ResultStore, session: int,
+def run_on_dask(runner: SweepDriver, pending: list[Task], store: ResultStore, session: int,
                 outcome: SweepOutcome) -> None:
     """Submit ``pending`` to Dask and store each record as it lands (the driver's loop)."""
     opts = runner.dask
@@ -400,7 +400,7 @@ def run_on_dask(runner: SweepRunner, pending: list[Task], store: ResultStore, se
         with view.progress:
             remaining = dict(futures)
             while remaining:
-                if runner._stop:
+                if runner.stopping:
                     raise KeyboardInterrupt
                 _drain(events, attempts, view)
                 for fut in [f for f in remaining if f.done()]:
@@ -426,7 +426,7 @@ def _drain(events: queue.Queue, attempts: _Attempts, view: _WorkerProgress) -> N
             view.started(str(msg.get("worker", "?")))
 
 
-def _finish(runner: SweepRunner, store: ResultStore, attempts: _Attempts, cluster: _Cluster, view: _WorkerProgress,
+def _finish(runner: SweepDriver, store: ResultStore, attempts: _Attempts, cluster: _Cluster, view: _WorkerProgress,
             outcome: SweepOutcome, fut: Any, task: Task, worker_errors: list[str]) -> None:
     from distributed import KilledWorker
 
@@ -462,8 +462,7 @@ def _finish(runner: SweepRunner, store: ResultStore, attempts: _Attempts, cluste
                   + (f"): {_history(lost)}" if lost else f"): {exc}"))
         record = failure_record(task, "codec_crashed", reason, runner.run_id, runner.platform_id)
         store.put_result(record)
-        outcome.ran += 1
-        outcome.statuses[record.status] = outcome.statuses.get(record.status, 0) + 1
+        outcome.count(record.status)
         view.finished(lost[-1].get("worker", "?") if lost else "?", record.status)
         return
     # The task function itself failed (perfscout missing on a worker, its scratch disk full,
@@ -478,7 +477,7 @@ def _finish(runner: SweepRunner, store: ResultStore, attempts: _Attempts, cluste
 class _WorkerProgress:
     """A rich view: the sweep's bar, and per worker its tasks done / not ok / running."""
 
-    def __init__(self, runner: SweepRunner, total: int) -> None:
+    def __init__(self, runner: SweepDriver, total: int) -> None:
         self.progress = runner.progress()
         self.bar = self.progress.add_task(runner.spec.name, total=total, note="")
         self.rows: dict[str, int] = {}

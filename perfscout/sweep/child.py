@@ -1,7 +1,7 @@
 """One attempt at one task: the contained child process, its limits and its verdict.
 
 Both executors use this: the local runner polls many at once, a Dask worker runs one and
-waits. The child is ``python -m perfscout.tools.sweep.worker TASK RESULT`` in its own
+waits. The child is ``python -m perfscout.sweep.worker TASK RESULT`` in its own
 session; this side enforces the wall-clock timeout and watches its resident memory (the
 worker also limits its own address space), and when it dies without a record, writes the
 ``codec_crashed`` / ``codec_timeout`` record from the outside.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfscout.state.records import CompressionResult
-from perfscout.tools.sweep.spec import Task
+from perfscout.sweep.spec import Task
 
 #: What the worker reads beside its task file (run identity for the record).
 RUN_META = "run.json"
@@ -113,7 +113,7 @@ class TaskChild:
         log = open(paths["log"], "wb")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "perfscout.tools.sweep.worker", str(paths["task"]), str(paths["result"])],
+                [sys.executable, "-m", "perfscout.sweep.worker", str(paths["task"]), str(paths["result"])],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,  # its own process group: terminal Ctrl-C reaches only us
             )

@@ -1,6 +1,6 @@
 """Run a sweep: one contained child process per task, results committed one by one.
 
-Each task runs in its own interpreter (``perfscout.tools.sweep.worker``, see
+Each task runs in its own interpreter (``perfscout.sweep.worker``, see
 :mod:`.child`) in its own session, so a codec that segfaults, aborts or hangs takes only
 its child down: the sweep writes a ``codec_crashed`` or ``codec_timeout`` record and goes
 on. Locally up to ``jobs`` children run at once, fewer when their estimated memory would
@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,13 +47,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.tools.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
-from perfscout.tools.sweep.lock import RunDirLock
-from perfscout.tools.sweep.spec import SweepSpec, Task, expand, load_spec
-from perfscout.tools.sweep.store import STORE_NAME, ResultStore
+from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
+from perfscout.sweep.lock import RunDirLock
+from perfscout.sweep.outcome import SweepOutcome
+from perfscout.sweep.spec import SweepSpec, Task, expand, load_spec
+from perfscout.tools.results_store import STORE_NAME, ResultStore
 
 if TYPE_CHECKING:
-    from perfscout.tools.sweep.dask_executor import DaskOptions
+    from perfscout.sweep.dask_executor import DaskOptions
 
 _POLL_S = 0.05
 
@@ -65,19 +65,6 @@ class SweepInterrupted(PerfscoutError):
 
 class SweepStorageFull(PerfscoutError):
     """The disk under the run directory filled up; what was stored is kept, --resume continues."""
-
-
-@dataclass
-class SweepOutcome:
-    run_dir: Path
-    run_id: str
-    session: int
-    total: int
-    already_done: int
-    ran: int
-    statuses: dict[str, int] = field(default_factory=dict)
-    executor: str = "local"
-    dashboard: str = ""
 
 
 # ----------------------------------------------------------------------------- run dir
@@ -182,8 +169,7 @@ class SweepRunner:
         """The one place a result enters the store (then its attempt's files become canonical)."""
         store.put_result(record, attempt_id)  # committed before we go on
         promote(self.out / "raw" / record.task_key, tag)
-        outcome.ran += 1
-        outcome.statuses[record.status] = outcome.statuses.get(record.status, 0) + 1
+        outcome.count(record.status)
 
     # -- main loop ---------------------------------------------------------------
     def run(self) -> SweepOutcome:
@@ -252,7 +238,7 @@ class SweepRunner:
             old_term = signal.signal(signal.SIGTERM, self._on_term)
         try:
             if self.dask is not None:
-                from perfscout.tools.sweep.dask_executor import run_on_dask
+                from perfscout.sweep.dask_executor import run_on_dask
 
                 run_on_dask(self, pending, store, session, outcome)
             else:
@@ -315,6 +301,10 @@ class SweepRunner:
             for child, _ in running:
                 child.close()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop
+
     def _on_term(self, signum: int, frame: Any) -> None:
         self._stop = True
 
@@ -322,11 +312,11 @@ class SweepRunner:
 def run_sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, resume: bool = False, jobs: int | None = None,
               progress: bool = True, allow_plugins: bool = False, wait: bool = False,
               dask: DaskOptions | None = None) -> SweepOutcome:
-    """Run (or resume) a sweep into ``out``. See :mod:`perfscout.tools.sweep.runner`.
+    """Run (or resume) a sweep into ``out``. See :mod:`perfscout.sweep.runner`.
 
     ``allow_plugins``: run the spec's ``plugins:`` (refused by default); ``wait``: queue
     behind another sweep holding ``out`` instead of refusing; ``dask``: run the tasks on a
-    Dask cluster (:class:`perfscout.tools.sweep.dask_executor.DaskOptions`).
+    Dask cluster (:class:`perfscout.sweep.dask_executor.DaskOptions`).
     """
     spec_text = None
     if isinstance(spec, (str, Path)) and Path(str(spec)).suffix in (".yaml", ".yml") and Path(str(spec)).is_file():

@@ -1,6 +1,6 @@
 """One Dask worker per GPU, each pinned with ``CUDA_VISIBLE_DEVICES`` and declaring ``GPU=1``.
 
-``python -m perfscout.tools.sweep.gpu_workers SCHEDULER [--gpus N | --devices 0,1] [dask worker options]``
+``python -m perfscout.sweep.gpu_workers SCHEDULER [--gpus N | --devices 0,1] [dask worker options]``
 
 Sweep tasks on ``cuda`` devices are submitted with the resource annotation ``GPU=1``, so
 only these workers take them, one at a time each, and the task's child process sees
@@ -71,7 +71,7 @@ def stop_gpu_workers(procs: list[subprocess.Popen], grace_s: float = 10.0) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m perfscout.tools.sweep.gpu_workers", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m perfscout.sweep.gpu_workers", description=__doc__.split("\n")[0])
     ap.add_argument("scheduler")
     ap.add_argument("--gpus", type=int, default=None, help="workers to start (default: one per visible GPU)")
     ap.add_argument("--devices", default=None, help="explicit device ids, e.g. 0,1")

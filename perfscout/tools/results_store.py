@@ -6,6 +6,10 @@ that was running when it died has no row and is re-run on ``--resume``. Besides 
 DESIGN.md result columns the store keeps the task list (config JSON, experiments) and an
 attempt log (which session started and finished what), which is how a resume proves that no
 finished task ran twice.
+
+The sweep engine (:mod:`perfscout.sweep`, above tools) writes it; it lives here, in tools,
+because tools read stored results too (``export`` picks a setting from them, ``regress``
+compares runs), and a tool must not import the layer above it.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from perfscout.codecs.base import ALL_MODES
 from perfscout.errors import InputError
-from perfscout.tools.sweep.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
+from perfscout.sweep.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
 
 #: Bump when the meaning of a task key changes (old run directories then re-run everything).
 TASK_KEY_VERSION = 1

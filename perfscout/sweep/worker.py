@@ -1,6 +1,6 @@
 """The child process of a sweep: run one task, write its record, exit.
 
-``python -m perfscout.tools.sweep.worker TASK.json RESULT.json``. It sets its own memory
+``python -m perfscout.sweep.worker TASK.json RESULT.json``. It sets its own memory
 limit first (so a runaway codec fails here, not in the parent), loads the data, calls
 :func:`perfscout.tools.evaluate.evaluate` and writes the record atomically. If the codec
 kills the process (segfault, abort) or hangs, RESULT.json never appears and the parent
@@ -11,27 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import sys
 import traceback
 from pathlib import Path
 
-
-def limit_memory(limit_mb: int, device: str, *, base_bytes: int = 0) -> None:
-    """Limit this process's address space to ``base_bytes`` + ``limit_mb`` MiB (CPU only).
-
-    ``base_bytes`` is what a forked child already maps (its parent's address space), so
-    the limit is on what the codec adds. Used by the sweep's worker and by the
-    out-of-process evaluation (:mod:`perfscout.tools.isolate`)."""
-    # Address-space limits break CUDA (it reserves huge virtual ranges); GPU tasks are
-    # watched by the parent's resident-memory check instead.
-    if device == "cpu" and limit_mb > 0:
-        limit = int(base_bytes) + limit_mb * 2**20
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 
 def load_array(task: object):  # -> np.ndarray | datasets.Field
@@ -53,7 +38,7 @@ def load_array(task: object):  # -> np.ndarray | datasets.Field
 
 
 def run_task(task_path: Path, result_path: Path) -> int:
-    from perfscout.tools.sweep.spec import Task, import_plugins
+    from perfscout.sweep.spec import Task, import_plugins
 
     task = Task.model_validate_json(task_path.read_text())
     meta = json.loads(task_path.with_name("run.json").read_text()) if task_path.with_name("run.json").is_file() else {}
@@ -97,27 +82,12 @@ def run_task(task_path: Path, result_path: Path) -> int:
     return 0
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the sweep process dies (even by SIGKILL), so that no
-    orphan keeps running a hung codec or races a resumed sweep for the same task."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent's timeout still applies
-        return
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(3)
-
-
 def main() -> int:
     # The parent owns Ctrl-C: it stops children itself, in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     if len(sys.argv) != 3:
-        print("usage: python -m perfscout.tools.sweep.worker TASK.json RESULT.json", file=sys.stderr)
+        print("usage: python -m perfscout.sweep.worker TASK.json RESULT.json", file=sys.stderr)
         return 2
     return run_task(Path(sys.argv[1]), Path(sys.argv[2]))
 

@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from perfscout.tools.sweep.runner import run_sweep
-from perfscout.tools.sweep.spec import SweepSpec, load_spec
-from perfscout.tools.sweep.store import STORE_NAME, ResultStore, StoreError, open_results
+from perfscout.sweep.runner import SweepInterrupted, run_sweep
+from perfscout.sweep.spec import SweepSpec, load_spec
+from perfscout.tools.results_store import STORE_NAME, ResultStore, StoreError, open_results
+
+#: What callers above the sweep use besides the functions below.
+__all__ = ["SweepInterrupted", "SweepSpec", "default_run_dir", "load_spec", "open_results", "read_sweep_data",
+           "report", "sweep"]
 
 if TYPE_CHECKING:
     from perfscout.analysis.report.render import SweepData
-    from perfscout.tools.sweep.dask_executor import DaskOptions
+    from perfscout.sweep.dask_executor import DaskOptions
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, re
     ``df.attrs["run_dir"]`` says where it is. ``resume=True`` continues a stopped run.
     A spec's ``plugins:`` (code) run only with ``allow_plugins=True``; ``wait=True`` queues
     behind another sweep writing the same directory; ``dask=DaskOptions(...)`` runs the
-    tasks on a Dask cluster (``perfscout.tools.sweep.dask_executor``).
+    tasks on a Dask cluster (``perfscout.sweep.dask_executor``).
     """
     model = load_spec(spec, allow_plugins=allow_plugins)
     run_dir = Path(out) if out is not None else default_run_dir(model)
