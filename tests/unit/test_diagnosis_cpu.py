@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from perfscout.analysis.diagnosis import diagnose_perf
 from perfscout.tools.perf_stat import counters_unavailable_finding, load_perf_file, parse_perf_csv
 
@@ -98,3 +100,28 @@ def test_high_retiring_is_at_roof_with_dont_list():
     p = _prog(parse_perf_csv(td))
     assert p["primary"]["id"] == "cpu_retiring"
     assert p["primary"]["extra"]["what_not_to_do"]
+
+
+def _topdown_rules():
+    from perfscout.analysis.diagnosis.rules._topdown import TOPDOWN_RULES
+
+    return sorted(TOPDOWN_RULES.items())
+
+
+@pytest.mark.parametrize("rule_id,row", _topdown_rules(), ids=[r for r, _ in _topdown_rules()])
+@pytest.mark.parametrize("spelling", [0, 1])
+def test_each_topdown_rule_fires_at_its_level_and_not_below(rule_id, row, spelling):
+    """One template, five rows: each share is read under either perf spelling
+    (tma_* metric or topdown-* event) and fires from its own flag level up."""
+    from perfscout.analysis.diagnosis.cpu_context import TOPDOWN
+
+    event = TOPDOWN[row.key][spelling]
+    for pct, fires in ((row.share_min * 100 + 0.5, True), (row.share_min * 100 - 0.5, False)):
+        prof = parse_perf_csv(WITH_COUNTERS + f"{pct:.1f},%,{event},1523410000,100.00,,\n")
+        found = {f["id"]: f for f in _prog(prof)["findings"]}
+        assert (rule_id in found) is fires, (event, pct)
+        if fires:
+            f = found[rule_id]
+            assert f["extra"]["role"] == row.role and f["evidence"][0]["metric"] == event
+            gain = (1 - pct / 100) if row.role == "roof" else pct / 100
+            assert abs(f["expected_gain"] - round(gain, 3)) < 1e-9
