@@ -194,3 +194,133 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
     spread.sxy = sxx + cxe
     spread.syy = max(0.0, sxx + 2 * cxe + see)
     return scan, sums, spread
+
+
+# -- SSIM in float32 on the error --------------------------------------------------------------
+
+#: Float32 SSIM is used while every scaled magnitude stays below 2^40 (squares and their
+#: window sums far from float32's 2^128; see fast_ssim).
+_F32_SSIM_MAX_EXP2 = 40
+
+
+def _axis_view(a: Any, axis: int, start: int, stop: int) -> Any:
+    sl = [slice(None)] * a.ndim
+    sl[axis] = slice(start, stop)
+    return a[tuple(sl)]
+
+
+def box_sums_doubling(a: Any, win: tuple[int, ...]) -> Any:
+    """Sums over every fully contained window of shape ``win``, separable, with partial
+    sums of power-of-two lengths: a 7-wide window costs 4 adds per element and axis
+    instead of 6 (7 = 4 + 2 + 1: pairs, pairs of pairs, then three slices added).
+    Returns a new array (a copy when every window edge is 1)."""
+    out = a
+    for axis, w in enumerate(win):
+        if w == 1:
+            continue
+        length = int(out.shape[axis])
+        n = length - w + 1
+        parts = {1: out}
+        k = 1
+        while 2 * k <= w:
+            p = parts[k]
+            m = int(p.shape[axis]) - k
+            parts[2 * k] = _axis_view(p, axis, 0, m) + _axis_view(p, axis, k, k + m)
+            k *= 2
+        acc = _axis_view(parts[k], axis, 0, n)  # k > 1: an array of our own, added to in place
+        offset = k
+        for p in sorted(parts, reverse=True):
+            if p < k and w & p:
+                acc += _axis_view(parts[p], axis, offset, offset + n)
+                offset += p
+        out = acc
+    return out if out is not a else a.copy()  # always a new array: callers update it in place
+
+
+def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_range: float,
+              tiles: Any) -> float | None:
+    """Mean SSIM (the definition of :func:`perfscout.analysis.metrics.ssim`) in float32,
+    written on the error d = y - x; None when the magnitudes do not allow float32.
+
+    With A = mu_x^2 + mu_y^2 + C1 and B = var x + var y + C2 (sample moments of a window)::
+
+        SSIM_w = (A - mu_d^2)(B - var d) / (A B) = (1 - t1)(1 - t2),  t1 = mu_d^2 / A,  t2 = var d / B
+
+    so the window's dissimilarity 1 - SSIM_w = t1 + t2 - t1 t2 comes from sums of d and d^2
+    (small numbers, no cancellation) over A and B, which need only a few correct digits
+    (each is at least C1 or C2). Float32 there gives 1 - SSIM to ~1e-4 of itself; the mean
+    is summed in float64. Values are centred on a value of their tile and scaled by the
+    power of two that brings the data range to [0.5, 1), so float32 cannot overflow.
+
+    ``tiles`` yields the input slices (halo included); ``x``/``y`` have the field's shape.
+    """
+    e_r = math.frexp(data_range)[1]
+    scale = math.ldexp(1.0, -e_r)
+    limit = 2.0**_F32_SSIM_MAX_EXP2
+    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 0.5):
+        return None
+    win = tuple(min(M.SSIM_WINDOW, int(n)) for n in scan.shape)
+    N = math.prod(win)
+    inv_n = 1.0 / N
+    norm = N / (N - 1) if N > 1 else 1.0
+    r_s = data_range * scale
+    c1 = (M.SSIM_K1 * r_s) ** 2
+    c2 = (M.SSIM_K2 * r_s) ** 2
+    f32 = xp.float32
+    native = x.dtype == f32
+    total, count = 0.0, 0
+    for sl in tiles:
+        xt, yt = x[sl], y[sl]
+        ts = xt[(0,) * xt.ndim]  # centre on a value of this tile: small local moments
+        if native:
+            xs = xp.subtract(xt, ts)  # float32, correctly rounded
+            d = xp.subtract(yt, xt)
+        else:  # float64 data: differences first, then float32
+            xs = xp.subtract(xt, float(ts)).astype(f32)
+            d = xp.subtract(yt, xt).astype(f32)
+        xs *= f32(scale)
+        d *= f32(scale)
+        q = xs * xs
+        ys = xs + d
+        ys *= ys
+        q += ys
+        del ys
+        mxc = box_sums_doubling(xs, win)
+        del xs
+        md = box_sums_doubling(d, win)
+        d *= d
+        vd = box_sums_doubling(d, win)
+        del d
+        vsum = box_sums_doubling(q, win)
+        del q
+        mxc *= f32(inv_n)
+        md *= f32(inv_n)
+        # var d (sample): (sum d^2 / N - mu_d^2) * N/(N-1)
+        vd *= f32(inv_n)
+        vd -= md * md
+        vd *= f32(norm)
+        # var x + var y: (sum (x^2 + y^2) / N - mu_x^2 - mu_y^2) * N/(N-1), centred units
+        vsum *= f32(inv_n)
+        vsum -= mxc * mxc
+        myc = mxc + md
+        vsum -= myc * myc
+        vsum *= f32(norm)
+        vsum += f32(c2)  # B
+        vd /= vsum  # t2
+        del vsum
+        shift = f32(float(ts) * scale)
+        mxc += shift  # mu_x
+        myc += shift  # mu_y
+        mxc *= mxc
+        myc *= myc
+        mxc += myc
+        mxc += f32(c1)  # A
+        md *= md
+        md /= mxc  # t1
+        # 1 - SSIM_w = t1 + t2 - t1 t2
+        dis = md + vd
+        md *= vd
+        dis -= md
+        total += to_float(xp.sum(dis, dtype=xp.float64))
+        count += int(dis.size)
+    return 1.0 - total / count

@@ -1,0 +1,102 @@
+"""The fused fast path of the streaming metric pass (analysis.stream_fast): when it runs,
+that it agrees with the whole-array oracle, and its pieces against simpler definitions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfscout.analysis import metric_defs as M
+from perfscout.analysis import stream_fast as F
+from perfscout.analysis import streaming as S
+from tests.unit.test_metrics_streaming import _field, assert_matches_reference
+
+
+def _no_general_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_a, **_k):
+        raise AssertionError("the general pass ran")
+
+    for name in ("_scan", "_sums", "_spread", "stream_ssim"):
+        monkeypatch.setattr(S, name, refuse)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_finite_fields_take_the_fast_path_and_match_the_oracle(dtype, monkeypatch) -> None:
+    x, y = _field((20, 24, 30), dtype, seed=3, noise=1e-3)
+    _no_general_pass(monkeypatch)
+    monkeypatch.setattr(S, "STREAM_CHUNK_ELEMENTS", 1000)  # many chunk seams
+    monkeypatch.setattr(S, "SSIM_F32_TILE_ELEMENTS", 3000)
+    assert_matches_reference(x, y)
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [
+        (np.array([1.0, np.nan, 3.0]), np.array([1.5, np.nan, 3.0])),  # NaN: general pass
+        (np.array([1e300, 2.0, 3.0]), np.array([1e300, 2.5, 3.0])),  # needs the rescale
+        (np.array([0.0, 1.0, 3.0]), np.array([5e-310, 1.0, 3.0])),  # subnormal max |e|
+    ],
+)
+def test_cases_outside_the_fast_path_say_so(x, y) -> None:
+    step = S.STREAM_CHUNK_ELEMENTS
+    assert F.fast_point_stats(np, x, y, x.shape, step, S.FINE_HIST_BINS) is None
+    assert_matches_reference(x, y)
+
+
+def test_errors_on_the_coarse_edges_are_binned_as_numpy_histogram_bins_them() -> None:
+    """Errors exactly on (and one ulp beside) every coarse edge, both signs, and the peak:
+    the 16 counts must be numpy.histogram's, whatever the fine bins' own rounding."""
+    peak = 0.7
+    edges = np.linspace(-peak, peak, M.ERR_HIST_BINS + 1)
+    e = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+                        [peak, -peak, 0.0, 0.0, -1e-300, 1e-300]])
+    e = np.clip(e, -peak, peak)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1.0, 2.0, e.size)
+    y = x + e  # the realised error is y - x; the oracle bins that
+    got = assert_matches_reference(x, y)
+    real = y - x
+    j = -math.frexp(np.abs(real).max())[1]
+    top = math.ldexp(float(np.abs(real).max()), j)
+    want, _ = np.histogram(np.ldexp(real, j), bins=M.ERR_HIST_BINS, range=(-top, top))
+    assert got["err_hist"]["counts"] == want.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), w=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_doubling_box_sums_equal_the_shifted_adds(n, w, seed) -> None:
+    a = np.random.default_rng(seed).integers(-50, 50, size=(n, max(1, n // 2) + 3)).astype(np.float64)
+    win = (min(w, a.shape[0]), min(w, a.shape[1]))
+    got = F.box_sums_doubling(a, win)
+    want = M._box_sums(np, a, win)
+    np.testing.assert_array_equal(got, want)  # integers: every order of addition is exact
+    assert got is not a and not np.shares_memory(got, a)
+
+
+def test_float32_ssim_refuses_magnitudes_past_its_range() -> None:
+    x, y = _field((10, 12), np.float64, seed=1, noise=1e-3)
+    flat_x, flat_y = x.reshape(-1), y.reshape(-1)
+    scan, sums, _ = F.fast_point_stats(np, flat_x, flat_y, x.shape, 64, S.FINE_HIST_BINS)
+    R = scan.x_max - scan.x_min
+    tiles = list(S._tiles(*S._tile_plan(np, x.shape, 50)))
+    assert F.fast_ssim(np, x, y, scan, sums.max_abs, R, iter(tiles)) is not None
+    # an error 2^45 times the data range: float32 squares would lose it: general pass
+    assert F.fast_ssim(np, x, y, scan, R * 2.0**45, R, iter(tiles)) is None
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 256), (4, 1000, 1000), (10**6,), (3, 5), (512, 512),
+                                   (3, 1000, 256), (100, 100, 5000), (2, 3, 8, 9)])
+def test_row_tiles_keep_rows_whole_and_cover_whole_windows(shape) -> None:
+    win = tuple(min(7, n) for n in shape)
+    target = S.SSIM_F32_TILE_ELEMENTS
+    lengths = S._row_tile_lengths(shape, win, target)
+    assert all(min(n, w) <= t <= n for t, n, w in zip(lengths, shape, win))
+    assert math.prod(lengths) <= max(4 * target, math.prod(shape))
+    n_out, tile_out, win2 = S._tile_plan(np, shape, target)
+    covered = sum(math.prod(max(1, s.stop - s.start - w + 1) for s, w in zip(sl, win2))
+                  for sl in S._tiles(n_out, tile_out, win2))
+    assert covered == math.prod(n_out)  # every output window exactly once
