@@ -71,8 +71,9 @@ def _szp_kernels(x, eb: float, repeats: int) -> dict:
 
     from perfscout.codecs.szp import format as F
     from perfscout.codecs.szp import gpu as G
+    from perfscout.codecs.szp.autoshape import choose_block_ndim
 
-    bnd = F.default_block_ndim(x.ndim)
+    bnd = choose_block_ndim(x, eb).block_ndim  # the shape the e2e row's "auto" chose (deterministic)
     qz = F.resolve_quantizer(x.dtype, "abs", eb, None)
     geo = G.geometry(tuple(x.shape), bnd)
     scratch = G.new_scratch(geo)
@@ -84,7 +85,7 @@ def _szp_kernels(x, eb: float, repeats: int) -> dict:
     payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
     dkern = batched_events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch), repeats)
     c, d = statistics.median(kern), statistics.median(dkern)
-    return {"compress_kernel_s": c, "decompress_kernel_s": d,
+    return {"block_ndim": bnd, "compress_kernel_s": c, "decompress_kernel_s": d,
             "compress_kernel_GBps": x.nbytes / c / 1e9, "decompress_kernel_GBps": x.nbytes / d / 1e9}
 
 

@@ -7,21 +7,53 @@ reference and says so: ``Compressed.meta["device"] == "cpu"`` and
 ``Compressed.meta["reason"]`` starts with ``"gpu_unavailable"`` (the evaluation layer
 turns that into the ``gpu_unavailable`` finding).
 
-Options: ``block_ndim`` (1, 2 or 3; default min(ndim, 3)), ``chunk_bytes`` (arrays larger
+Options: ``block_ndim`` ("auto", the default, or 1, 2 or 3), ``chunk_bytes`` (arrays larger
 than this stream through the GPU in slabs; default 1 GiB), ``device`` ("auto" or "cpu").
+
+``block_ndim="auto"`` chooses the block shape per array from a small sample of it
+(:mod:`perfscout.codecs.szp.autoshape`), where the array is: on the GPU for device arrays,
+with NumPy for host arrays. The header records the shape (and, with format v3, the flag
+"chosen automatically"); ``Compressed.meta`` records the choice: ``block_ndim_auto``,
+``block_sample_bytes`` (candidate -> the sample's stream bytes), ``block_estimated_bytes``,
+``block_sample_elems`` and ``block_choice_us``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from perfscout.codecs.base import Codec, Compressed, TimedRun
 from perfscout.codecs.streams import check_stream_header
+from perfscout.codecs.szp import autoshape as A
 from perfscout.codecs.szp import format as F
 from perfscout.codecs.szp import gpu as G
 from perfscout.errors import CodecError
+
+AUTO = "auto"
+
+
+def parse_block_ndim(value: Any) -> str | int:
+    """``"auto"`` (also for None: the default) or the int 1, 2 or 3; else CodecError."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == AUTO):
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in F.BLOCK_SHAPES:
+        raise CodecError(f"szp-gpu: block_ndim must be 1, 2 or 3, got {value!r} (or leave it out: "
+                         "'auto', the default, chooses it from a sample of the field)")
+    return int(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_auto_flag(fn: Callable[..., Any]) -> bool:
+    """Whether an encoder records "chosen automatically" in the header (format v3's flag)."""
+    try:
+        return "auto_block" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class SZPGpuCodec(Codec):
@@ -36,10 +68,9 @@ class SZPGpuCodec(Codec):
         if unknown:
             raise CodecError(f"szp-gpu: unknown options {', '.join(sorted(unknown))}; "
                              "it takes block_ndim, chunk_bytes, device")
-        self.block_ndim = self.options.get("block_ndim")
-        if self.block_ndim is not None and (isinstance(self.block_ndim, bool)
-                                            or self.block_ndim not in F.BLOCK_SHAPES):
-            raise CodecError(f"szp-gpu: block_ndim must be 1, 2 or 3, got {self.block_ndim!r}")
+        self.block_ndim = parse_block_ndim(self.options.get("block_ndim"))
+        #: the last automatic choice, for the meta of the stream it made
+        self.last_choice: A.ShapeChoice | None = None
         chunk = self.options.get("chunk_bytes", G.DEFAULT_CHUNK_BYTES)
         if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
             raise CodecError(f"szp-gpu: chunk_bytes must be a positive integer, got {chunk!r}")
@@ -72,23 +103,42 @@ class SZPGpuCodec(Codec):
             return False, "cpu_requested"
         return G.gpu_available()
 
-    def _meta(self, data: bytes, on_gpu: bool, reason: str) -> dict[str, Any]:
-        h = F.parse_header(data)
-        return {
+    def _meta(self, h: F.Header, on_gpu: bool, reason: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {
             "device": "cuda" if on_gpu else "cpu",
             "reason": reason,
             "device_name": G.device_name() if on_gpu else "",
-            "format_version": F.VERSION,
+            "format_version": h.version,
             "block_ndim": h.block_ndim,
+            "block_ndim_auto": self.block_ndim == AUTO,
             "n_outliers": h.n_outliers,
         }
+        choice = self.last_choice
+        if self.block_ndim == AUTO and choice is not None and choice.block_ndim == h.block_ndim:
+            meta.update(choice.meta())
+        return meta
 
     def _wrap(self, data: bytes, on_gpu: bool, reason: str) -> Compressed:
         h = F.parse_header(data)
         return Compressed(
             data=data, shape=h.shape, dtype=h.dtype.name, codec_id=self.codec_id, mode=self.mode,
-            bound=self.bound, abs_bound=h.abs_bound, meta=self._meta(data, on_gpu, reason),
+            bound=self.bound, abs_bound=h.abs_bound, meta=self._meta(h, on_gpu, reason),
         )
+
+    def _shape(self, x: Any) -> tuple[int, dict[str, bool]]:
+        """(block_ndim, encoder flag kwargs) for ``x``, choosing on x's own device when auto."""
+        if self.block_ndim != AUTO:
+            self.last_choice = None
+            return int(self.block_ndim), {}
+        self.last_choice = A.choose_for(x, self.mode, self.bound)
+        return self.last_choice.block_ndim, {"auto_block": True}
+
+    def compress_on_device(self, x: Any) -> G.DeviceStream:
+        """Compress a CuPy array into a device-resident stream (the block shape chosen on the
+        device when auto); GPU evaluation times this call."""
+        bnd, flag = self._shape(x)
+        flag = flag if _takes_auto_flag(G.compress_device) else {}
+        return G.compress_device(x, self.mode, self.bound, bnd, **flag)
 
     def compress(self, array: Any) -> Compressed:
         """Compress a NumPy array, a CuPy array or a torch CUDA tensor (zero-copy)."""
@@ -97,14 +147,19 @@ class SZPGpuCodec(Codec):
             try:
                 dev = G.as_device_array(array)
                 if dev is not None:
-                    data = G.to_host(G.compress_device(dev, self.mode, self.bound, self.block_ndim))
+                    data = G.to_host(self.compress_on_device(dev))
                 else:
-                    data = G.compress_host(np.asarray(array), self.mode, self.bound,
-                                           self.block_ndim, self.chunk_bytes)
+                    host = np.asarray(array)
+                    bnd, flag = self._shape(host)
+                    flag = flag if _takes_auto_flag(G.compress_host) else {}
+                    data = G.compress_host(host, self.mode, self.bound, bnd, self.chunk_bytes, **flag)
             except _oom_errors() as exc:
                 raise CodecError(f"gpu_out_of_memory: {exc}") from exc
         else:
-            data = F.encode(_host_array(array), self.mode, self.bound, self.block_ndim)
+            host = _host_array(array)
+            bnd, flag = self._shape(host)
+            flag = flag if _takes_auto_flag(F.encode) else {}
+            data = F.encode(host, self.mode, self.bound, bnd, **flag)
         return self._wrap(data, on_gpu, reason)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
@@ -127,7 +182,11 @@ class SZPGpuCodec(Codec):
         if not on_gpu:
             return None
         try:
-            t = G.timed_roundtrip(array, self.mode, self.bound, self.block_ndim, repeats)
+            # The choice is made once, where the array is, and its cost is in the meta: the
+            # timed calls compress with the shape it chose.
+            dev = G.as_device_array(array)
+            bnd, _flag = self._shape(dev if dev is not None else np.asarray(array))
+            t = G.timed_roundtrip(array, self.mode, self.bound, bnd, repeats)
         except _oom_errors() as exc:
             raise CodecError(f"gpu_out_of_memory: {exc}") from exc
         return TimedRun(

@@ -1,0 +1,320 @@
+"""szp's automatic block shape: choose 1-D, 2-D or 3-D blocks from a small sample.
+
+The block shape decides more of szp's ratio than anything else: on an atmospheric field of
+stacked pressure levels 1-D blocks give CR 13.5 and 3-D blocks 4.6, on a smooth volume with
+equal spacing 3-D wins, on a 2-D image 2-D wins. Which one wins follows from the field's
+correlation along each axis, and the encoder itself is the cheapest exact judge of that:
+:func:`choose_block_ndim` compresses the same sample of the field with every candidate and
+keeps the smallest stream.
+
+The sample is made of *superblocks*: boxes of the (Z, Y, X) view the blocks tile, at
+positions aligned the way the real tiling aligns them (z a multiple of 2, y of 4, x of 32),
+so every 2-D (1x4x8) and 3-D (2x4x4) block of the sample is a block of the field itself,
+edge padding included where a superblock spans a whole short axis. The 1-D candidate sees
+the same places through the field's own 1-D blocks: the 32-aligned runs of the flat array
+that hold the superblock's rows (or its planes, when rows are short), the same number of
+elements. Blocks are encoded independently (Lorenzo inside each block only), so the stream
+size of a sample of whole blocks is the field's size per block, sampled.
+
+The superblocks are spread over the whole field by a 3-D Kronecker sequence (the R3
+low-discrepancy sequence): deterministic, float64 arithmetic only (so the host and the GPU
+pick the same sample), no aliasing with periodic tiles, and every part of the field is
+visited. The sample is ``SAMPLE_FRACTION`` of the elements within ``[MIN_SAMPLE_ELEMS,
+MAX_SAMPLE_ELEMS]``; arrays of at most ``WHOLE_ELEMS`` elements (or too small for one
+superblock) are compressed whole with every candidate, which makes the choice exact.
+
+NumPy arrays are sampled and encoded with the reference (:func:`format.encode`), CuPy arrays
+on their device (:func:`gpu.compress_device`); the streams are byte-identical, so both sides
+choose the same shape. Ties go to the lower block dimensionality (its kernels are the
+fastest: benchmarks/results/szp_gpu_README.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfscout.codecs.szp import format as F
+from perfscout.errors import InputError
+
+#: Arrays with at most this many elements are compressed whole with every candidate.
+WHOLE_ELEMS = 1 << 15
+#: The sample's share of the elements, and its bounds in elements.
+SAMPLE_FRACTION = 1 / 64
+MIN_SAMPLE_ELEMS = 1 << 14
+MAX_SAMPLE_ELEMS = 1 << 20
+#: Superblock alignment along x: a multiple of every block's x extent (1-D 32, 2-D 8, 3-D 4).
+_X_ALIGN = 32
+#: The R3 sequence: alpha_k = 1 / g**k with g the unique positive root of x**4 = x + 1.
+_G3 = 1.2207440846057594
+_ALPHA = np.array([1 / _G3, 1 / _G3**2, 1 / _G3**3])
+
+
+@dataclass(frozen=True)
+class ShapeChoice:
+    """What :func:`choose_block_ndim` decided, and what it cost."""
+
+    block_ndim: int  # the chosen one
+    sample_bytes: dict[int, int]  # candidate block_ndim -> stream bytes of the sample
+    sample_elems: int  # elements of the sample (each candidate's); the whole array when exact
+    seconds: float  # wall time the choice took (on the GPU: synchronized)
+    #: candidate -> the whole array's stream bytes as the sample predicts them (what is
+    #: compared; the exact sizes when the whole array was the sample)
+    estimated_bytes: dict[int, int] = field(default_factory=dict)
+
+    def meta(self) -> dict[str, Any]:
+        """JSON-ready keys for ``Compressed.meta`` (string keys: the container is JSON)."""
+        return {
+            "block_ndim_auto": True,
+            "block_sample_bytes": {str(k): int(v) for k, v in sorted(self.sample_bytes.items())},
+            "block_sample_elems": int(self.sample_elems),
+            "block_estimated_bytes": {str(k): int(v) for k, v in sorted(self.estimated_bytes.items())},
+            "block_choice_us": round(self.seconds * 1e6, 1),
+        }
+
+
+def candidates(ndim: int) -> tuple[int, ...]:
+    """The block dimensionalities valid for an array of ``ndim`` dims."""
+    return tuple(b for b in F.BLOCK_SHAPES if b == 1 or ndim >= b)
+
+
+@dataclass(frozen=True)
+class SampleGeometry:
+    """Where the sample comes from: superblocks of ``box`` (z, y, x) elements of the view at
+    ``origins`` (flat indices), and how the two sample arrays are laid out."""
+
+    view: tuple[int, int, int]
+    box: tuple[int, int, int]
+    origins: np.ndarray  # int64, flat index of each superblock's first element, increasing
+    stack_axis: int  # axis of the box sample along which the superblocks are concatenated
+    run_len: int  # 1-D sample: elements per run (a multiple of 32)
+    run_offsets: np.ndarray  # 1-D sample: each run's offset from its superblock's origin
+
+    @property
+    def elems(self) -> int:
+        return len(self.origins) * math.prod(self.box)
+
+
+def _superblock(view: tuple[int, int, int], zb: int) -> tuple[tuple[int, int, int], int, np.ndarray] | None:
+    """(box, run_len, run_offsets) of a superblock for this view, or None when the view is
+    too small for one. ``zb`` is the z extent the deepest candidate's blocks need (2 for
+    3-D blocks, else 1)."""
+    Z, Y, X = view
+    if X >= _X_ALIGN:  # 32-element row pieces: each row holds whole blocks of every kind
+        box = (zb if Z >= zb else Z, 4 if Y >= 4 else Y, _X_ALIGN)
+        run_len = _X_ALIGN  # a row piece overlaps exactly one 32-aligned 1-D block
+        offs = [z * Y * X + y * X for z in range(box[0]) for y in range(box[1])]
+        return box, run_len, np.array(offs, np.int64)
+    # Short rows (X < 32): whole rows, so the 2-D/3-D edge padding along x is the field's;
+    # a plane's rows are contiguous in the flat array, and the 1-D runs are those planes,
+    # so enough rows are taken that a plane is a multiple of 32 elements.
+    need_y = math.lcm(4, _X_ALIGN // math.gcd(X, _X_ALIGN))
+    if Y >= need_y:
+        box = (zb if Z >= zb else Z, need_y, X)
+        return box, need_y * X, np.arange(box[0], dtype=np.int64) * (Y * X)
+    # Short planes too: whole planes, enough of them to make a multiple of 32 elements.
+    need_z = math.lcm(zb, _X_ALIGN // math.gcd(Y * X, _X_ALIGN))
+    if Z < need_z:
+        return None
+    return (need_z, Y, X), need_z * Y * X, np.zeros(1, np.int64)
+
+
+def _spread(grid: tuple[int, int, int], count: int) -> np.ndarray:
+    """``count`` distinct cells of ``grid`` (linear C-order indices, increasing), spread
+    by the R3 sequence; every cell when there are no more than ``count``."""
+    total = math.prod(grid)
+    if total <= count:
+        return np.arange(total, dtype=np.int64)
+    dims = np.array(grid, np.float64)
+    chosen: dict[int, None] = {}
+    start = 0
+    while len(chosen) < count and start < 64 * count:
+        n = np.arange(start + 1, start + 2 * count + 1, dtype=np.float64)
+        u = np.mod(0.5 + n[:, None] * _ALPHA[None, :], 1.0)
+        cell = np.minimum((u * dims).astype(np.int64), np.array(grid) - 1)
+        lin = (cell[:, 0] * grid[1] + cell[:, 1]) * grid[2] + cell[:, 2]
+        for v in lin.tolist():
+            chosen.setdefault(v, None)
+            if len(chosen) == count:
+                break
+        start += 2 * count
+    if len(chosen) < count:  # a degenerate grid the sequence keeps missing: fill evenly
+        rest = np.setdiff1d(np.arange(total), np.fromiter(chosen, np.int64))
+        pick = rest[np.linspace(0, len(rest) - 1, count - len(chosen)).astype(np.int64)]
+        chosen.update(dict.fromkeys(pick.tolist()))
+    return np.sort(np.fromiter(chosen, np.int64))
+
+
+def sample_geometry(shape: tuple[int, ...]) -> SampleGeometry | None:
+    """The sample of an array of ``shape`` (ndim >= 2), or None when it is compressed whole
+    (at most WHOLE_ELEMS elements, or too small for one superblock)."""
+    n = math.prod(shape)
+    if len(shape) < 2 or n <= WHOLE_ELEMS:
+        return None
+    view = F.view_shape(shape, 2)
+    zb = 2 if 3 in candidates(len(shape)) else 1
+    sb = _superblock(view, zb)
+    if sb is None:
+        return None
+    box, run_len, run_offsets = sb
+    grid = (view[0] // box[0], view[1] // box[1], view[2] // box[2])
+    want = min(max(int(n * SAMPLE_FRACTION), MIN_SAMPLE_ELEMS), MAX_SAMPLE_ELEMS)
+    cells = _spread(grid, -(-want // math.prod(box)))
+    iz, rem = np.divmod(cells, grid[1] * grid[2])
+    iy, ix = np.divmod(rem, grid[2])
+    Y, X = view[1], view[2]
+    origins = ((iz * box[0]) * Y + iy * box[1]) * X + ix * box[2]
+    if box[2] % 8 == 0:  # 2-D blocks are 8 wide, 3-D blocks 4: none straddles two boxes
+        axis = 2
+    elif box[1] % 4 == 0:  # both are 4 tall
+        axis = 1
+    else:  # the box is whole planes, a multiple of the blocks' depth
+        axis = 0
+    return SampleGeometry(view, box, origins.astype(np.int64), axis, run_len, run_offsets)
+
+
+def _xp(x: Any) -> Any:
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _gather(x: Any, xp: Any, flat_idx: Any) -> Any:
+    """x's elements at C-order flat indices, without copying a non-contiguous array whole."""
+    if x.flags.c_contiguous:
+        return x.reshape(-1)[flat_idx]
+    return x[xp.unravel_index(flat_idx, x.shape)]
+
+
+def draw_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
+    """(box sample, 1-D sample) of ``x`` (NumPy or CuPy, on x's device): the superblocks
+    concatenated along ``geo.stack_axis`` (a 3-D array), and the 32-aligned flat runs that
+    hold them (a 1-D array of the same length)."""
+    xp = _xp(x)
+    sz, sy, sx = geo.box
+    Z, Y, X = geo.view
+    org = xp.asarray(geo.origins)
+    box_off = ((np.arange(sz)[:, None, None] * Y + np.arange(sy)[None, :, None]) * X
+               + np.arange(sx)[None, None, :]).reshape(-1)
+    idx = org[:, None] + xp.asarray(box_off)[None, :]
+    boxes = _gather(x, xp, idx.reshape(-1)).reshape(len(geo.origins), sz, sy, sx)
+    order = {2: (1, 2, 0, 3), 1: (1, 0, 2, 3), 0: (0, 1, 2, 3)}[geo.stack_axis]
+    shape = [sz, sy, sx]
+    shape[geo.stack_axis] *= len(geo.origins)
+    box_sample = xp.ascontiguousarray(boxes.transpose(order)).reshape(shape)
+    starts = org[:, None] + xp.asarray(geo.run_offsets)[None, :]
+    starts = starts - starts % _X_ALIGN  # the field's own 1-D blocks: 32-aligned in the flat array
+    runs = starts.reshape(-1)[:, None] + xp.arange(geo.run_len, dtype=xp.int64)[None, :]
+    return box_sample, _gather(x, xp, runs.reshape(-1))
+
+
+def _encoded(sample: Any, abs_bound: float, block_ndim: int) -> F.Header:
+    """The header of the sample's stream (on the sample's device)."""
+    if _xp(sample) is np:
+        return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim))
+    from perfscout.codecs.szp import gpu as G
+
+    return G.compress_device(sample, "abs", abs_bound, block_ndim).header
+
+
+def _estimate(h: F.Header, shape: tuple[int, ...], block_ndim: int) -> int:
+    """The whole array's stream bytes predicted from a sample's stream: the sample's bytes
+    per block (widths, payload, corners) times the array's own block count, plus the fixed
+    parts. The sample holds interior blocks only; the block count carries what the edges
+    cost each shape (e.g. a last axis of 33 is 5 blocks of 8 wide for 2-D blocks, 2 of
+    them nearly all padding, but 33/32 blocks in flat order)."""
+    lay = F.layout(h)
+    outliers = (8 + h.dtype.itemsize) * h.n_outliers
+    per_block = (lay.total - lay.widths - 4 - outliers) / max(1, h.nblocks)
+    nblocks = math.prod(F.block_grid(F.view_shape(shape, block_ndim), block_ndim))
+    return int(round(lay.widths + 4 + outliers * math.prod(shape) / max(1, h.nelem) + per_block * nblocks))
+
+
+def _check(x: Any, abs_bound: float) -> float:
+    if np.dtype(x.dtype) not in F.DTYPE_CODES:
+        raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
+    if x.ndim > F.MAX_NDIM:
+        raise InputError(f"szp handles at most {F.MAX_NDIM} dimensions, got {x.ndim}")
+    eb = float(abs_bound)
+    if math.isnan(eb) or eb < 0:
+        raise InputError(f"the absolute bound must be >= 0, got {abs_bound!r}")
+    # resolve_quantizer caps a bound beyond the dtype at its largest value: the same here
+    return min(eb, float(np.finfo(x.dtype).max))
+
+
+def choose_block_ndim(x: Any, abs_bound: float) -> ShapeChoice:
+    """Choose szp's block dimensionality for ``x`` (NumPy or CuPy) at the resolved
+    absolute bound ``abs_bound``: the candidate whose stream of the sample is smallest.
+
+    Every candidate compresses the same sample in ``abs`` mode with ``abs_bound``, which is
+    the quantiser a ``rel`` bound that resolved to ``abs_bound`` uses too (format.
+    resolve_quantizer; the one exception is a bound below the dtype's smallest normal, where
+    only the fallback step differs). A zero bound (a constant field in ``rel`` mode) leaves
+    nothing to choose by: the default shape, nothing compressed. One candidate (a 1-D or
+    0-D array), or an empty array: that one, nothing compressed.
+    """
+    eb = _check(x, abs_bound)
+    xp = _xp(x)
+    sync = xp.cuda.get_current_stream().synchronize if xp is not np else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    cands = candidates(x.ndim)
+    if len(cands) == 1 or x.size == 0 or eb == 0:
+        return ShapeChoice(F.default_block_ndim(x.ndim), {}, 0, time.perf_counter() - t0)
+    shape = tuple(x.shape)
+    geo = sample_geometry(shape)
+    if geo is None:  # small: the whole array with every candidate, an exact choice
+        heads = {b: _encoded(x, eb, b) for b in cands}
+        elems = int(x.size)
+        est = {b: F.layout(h).total for b, h in heads.items()}
+    else:
+        box_sample, flat_sample = draw_sample(x, geo)
+        heads = {b: _encoded(flat_sample if b == 1 else box_sample, eb, b) for b in cands}
+        elems = geo.elems
+        est = {b: _estimate(h, shape, b) for b, h in heads.items()}
+    best = min(cands, key=lambda b: (est[b], b))
+    sync()
+    sizes = {b: F.layout(h).total for b, h in heads.items()}
+    return ShapeChoice(best, sizes, elems, time.perf_counter() - t0, est)
+
+
+def resolved_abs_bound(x: Any, mode: str, bound: float) -> float:
+    """The absolute bound szp resolves ``mode``/``bound`` to for ``x`` (format.
+    resolve_quantizer), the value range taken on x's own device (rel mode only)."""
+    if np.dtype(x.dtype) not in F.DTYPE_CODES:
+        raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
+    frange = None
+    if mode == "rel":
+        if _xp(x) is np:
+            frange = _host_range(np.asarray(x))
+        else:
+            from perfscout.codecs.szp import gpu as G
+
+            frange = G.device_range(x if x.flags.c_contiguous else _xp(x).ascontiguousarray(x))
+    return F.resolve_quantizer(np.dtype(x.dtype), mode, bound, frange).abs_bound
+
+
+def choose_for(x: Any, mode: str, bound: float) -> ShapeChoice:
+    """:func:`choose_block_ndim` at the absolute bound ``mode``/``bound`` resolves to. Its
+    seconds are the choice's alone: the range pass (rel) is the compressor's anyway."""
+    return choose_block_ndim(x, resolved_abs_bound(x, mode, bound))
+
+
+#: Host range passes read this many elements at a time (bounded temporaries).
+_RANGE_CHUNK = 1 << 24
+
+
+def _host_range(x: np.ndarray) -> tuple[float, float] | None:
+    flat = x.reshape(-1)
+    lo, hi = math.inf, -math.inf
+    for s in range(0, flat.size, _RANGE_CHUNK):
+        r = F.finite_range(flat[s : s + _RANGE_CHUNK])
+        if r:
+            lo, hi = min(lo, r[0]), max(hi, r[1])
+    return None if lo == math.inf else (lo, hi)
