@@ -75,8 +75,9 @@ def reconstruct(x: Any, eb: float, xp: Any = np) -> Any:
     return y.reshape(xp.asarray(x).shape)
 
 
-def block_bytes(x: Any, eb: float, xp: Any = np) -> Any:
-    """Payload bytes of each 32-element block of ``x`` (flattened) under cuSZp's outlier mode."""
+def _block_widths(x: Any, eb: float, xp: Any) -> tuple[Any, Any, Any]:
+    """Per 32-element block: (bits of the largest |residual|, bits of the largest of the
+    other 31, bytes of the first residual)."""
     n = int(math.prod(xp.asarray(x).shape))
     nb = -(-n // BLOCK)
     q = xp.zeros(nb * BLOCK, dtype=xp.int64)
@@ -89,9 +90,29 @@ def block_bytes(x: Any, eb: float, xp: Any = np) -> Any:
     fr1 = _bits(a.max(axis=1), xp)
     fr2 = _bits(a[:, 1:].max(axis=1), xp)
     out_bytes = (_bits(a[:, 0], xp) + 7) // 8
+    return fr1, fr2, out_bytes
+
+
+def block_bytes(x: Any, eb: float, xp: Any = np) -> Any:
+    """Payload bytes of each 32-element block of ``x`` (flattened) under cuSZp's outlier mode."""
+    fr1, fr2, out_bytes = _block_widths(x, eb, xp)
     plain = xp.where(fr1 > 0, 4 + 4 * fr1, 0)
     outlier = xp.where(fr2 > 0, 4 + 4 * fr2, 4) + out_bytes
     return xp.where(plain <= outlier, plain, outlier)
+
+
+def rate_bytes(x: Any, eb: float, xp: Any = np) -> Any:
+    """The rate byte cuSZp's 1-D outlier mode writes for each block (uint8; the unused blocks
+    of the last 1024-block chunk are 0): the bit planes, plus for a block that stores its
+    first residual apart bit 7 and (bytes - 1) in bits 5-6."""
+    fr1, fr2, out_bytes = _block_widths(x, eb, xp)
+    plain = xp.where(fr1 > 0, 4 + 4 * fr1, 0)
+    outlier = xp.where(fr2 > 0, 4 + 4 * fr2, 4) + out_bytes
+    rate = xp.where(plain <= outlier, fr1, fr2 | 0x80 | ((out_bytes - 1) << 5)).astype(xp.uint8)
+    nb = int(rate.size)
+    out = xp.zeros(-(-nb // CHUNK_BLOCKS) * CHUNK_BLOCKS, dtype=xp.uint8)
+    out[:nb] = rate
+    return out
 
 
 def stream_bytes(x: Any, eb: float, xp: Any = np) -> int:

@@ -46,8 +46,16 @@ def tiled_name(name: str) -> str:
     return f"{name}.tiled{'x'.join(map(str, tiles))}.f32"
 
 
+#: the synthetic field of the sweep: benchmarks/gpu_codec.py's smooth 3-D field (the
+#: benchmark's ``smooth3d``) at 1 GiB, seeded, written once by ``tile`` so that the sweep's
+#: tasks read it like the real fields instead of each generating 1 GiB on the host
+SYNTHETIC_NAME = "smooth3d.synthetic.f32"
+SYNTHETIC_SEED = 0
+
+
 def tile(args: argparse.Namespace) -> None:
-    """Write each real field tiled to >= 1 GiB as a raw little-endian float32 file."""
+    """Write each real field tiled to >= 1 GiB as a raw little-endian float32 file, and the
+    synthetic smooth field (``--gib``; needs CuPy) beside them."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, (shape, tiles) in REAL.items():
@@ -60,6 +68,17 @@ def tile(args: argparse.Namespace) -> None:
         dest = out / tiled_name(name)
         big.tofile(dest)
         print(f"{dest} {','.join(map(str, big.shape))} {big.nbytes / 2**30:.3f} GiB", flush=True)
+    try:
+        import cupy as cp
+        from gpu_codec import smooth_field
+    except ImportError as exc:
+        print(f"(skipped the synthetic field: {exc})", flush=True)
+        return
+    cp.random.seed(SYNTHETIC_SEED)
+    field = smooth_field(args.gib)
+    dest = out / SYNTHETIC_NAME
+    field.get().astype("<f4").tofile(dest)
+    print(f"{dest} {','.join(map(str, field.shape))} {field.nbytes / 2**30:.3f} GiB", flush=True)
 
 
 def _szp_kernels(x, eb: float, repeats: int) -> dict:
@@ -118,7 +137,9 @@ def _row(field: str, x, codec: str, options: dict, mode: str, bound: float, repe
 
 
 def _line(r: dict) -> str:
-    f = lambda k: r.get(k) if isinstance(r.get(k), (int, float)) else math.nan
+    def f(k: str) -> float:
+        return r.get(k) if isinstance(r.get(k), (int, float)) else math.nan
+
     opts = ",".join(f"{k}={v}" for k, v in r["options"].items())
     return (f"{r['field']:<36} {r['codec'] + (' ' + opts if opts else ''):<22} {r['mode']:>8} {r['bound']:.0e} "
             f"CR {f('ratio'):8.2f}  comp {f('compress_GBps'):6.0f} ({f('compress_x_copy'):.2f})  "
@@ -169,7 +190,7 @@ def bench(args: argparse.Namespace) -> None:
                  "backends": {c: info(c).model_dump() for c in {c for c, _ in LOSSY} | set(LOSSLESS)}}
     for c, i in doc["backends"].items():
         print(f"{c}: available={i['available']} {i['version']} {i['reason']}", flush=True)
-    fields = [("smooth3d", lambda: smooth_field(args.gib))]
+    fields = [("smooth3d", lambda: (cp.random.seed(SYNTHETIC_SEED), smooth_field(args.gib))[1])]  # = tile's
     for name, (shape, tiles) in REAL.items():
         path = Path(args.data) / name
         if path.is_file():

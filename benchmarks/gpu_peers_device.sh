@@ -9,7 +9,10 @@
 #   1. install the wheels into /tmp/site; 2. build libcuSZp.so for this GPU (scripts/build_cuszp.sh);
 #   3. the GPU tests of the peers; 4. the benchmark (benchmarks/gpu_peers.py, one process, JSON);
 #   5. the GPU sweep end to end through the CLI (examples/sweep_gpu.yaml) and its report.
-# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] [TESTS_S=150] bash benchmarks/gpu_peers_device.sh [TAG]
+#   cost: where a sweep task's seconds go (interpreter + imports, CUDA context, one `perfscout
+#   eval` per backend on a 1 GiB field with its phases_s, a 6-task sweep timed per task).
+# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] [TESTS_S=150] [TESTS="tests/gpu/test_cuszp.py ..."]
+#        bash benchmarks/gpu_peers_device.sh [TAG]
 # (stages run in the order given)
 # (files go to $OUT, named *_TAG.*; TAG default h200). The sweep's run directory comes back as
 # sweep_gpu_run_TAG.tar.gz; put it at .device/gpu_peers/sweep_run.tar.gz and the next call
@@ -43,9 +46,10 @@ EOF
 
 do_tests() {
 step "GPU tests"
-timeout ${TESTS_S:-150} python3 -m pytest -q -m gpu tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py \
-  -p no:cacheprovider -q > "$O/gpu_peers_tests_$T.log" 2>&1
-tail -4 "$O/gpu_peers_tests_$T.log" | tee -a "$LOG"
+timeout ${TESTS_S:-150} python3 -m pytest -q -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
+  -p no:cacheprovider -rfE --tb=short --durations=8 > "$O/gpu_peers_tests_$T.log" 2>&1
+echo "tests exit $?" | tee -a "$LOG"
+grep -E "^(FAILED|ERROR)|passed|failed" "$O/gpu_peers_tests_$T.log" | tail -30 | tee -a "$LOG"
 }
 
 do_bench() {
@@ -58,17 +62,49 @@ tail -3 "$O/gpu_peers_bench_$T.log"
 
 do_sweep() {
 step "sweep"
-timeout 60 python3 benchmarks/gpu_peers.py tile --data $G/data --out runs/gpu_data >>"$LOG" 2>&1
+[ -f runs/gpu_data/smooth3d.synthetic.f32 ] || timeout 90 python3 benchmarks/gpu_peers.py tile --data $G/data --out runs/gpu_data >>"$LOG" 2>&1
 rm -rf runs/gpu; RESUME=""
 if [ -f $G/sweep_run.tar.gz ]; then mkdir -p runs && tar -xzf $G/sweep_run.tar.gz -C runs && RESUME=--resume; fi
+S=$(date +%s)
 timeout -s INT ${SWEEP_S:-230} python3 -m perfscout sweep examples/sweep_gpu.yaml --out runs/gpu --no-progress $RESUME \
   >> "$O/sweep_gpu_$T.log" 2>&1
-echo "sweep exit $?" | tee -a "$LOG"
+echo "sweep exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 timeout 60 python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
 echo "report exit $?" | tee -a "$LOG"
 cp runs/gpu/report.md "$O/sweep_gpu_report_$T.md" 2>/dev/null
 cp runs/gpu/results.csv "$O/sweep_gpu_results_$T.csv" 2>/dev/null
 tar -czf "$O/sweep_gpu_run_$T.tar.gz" -C runs gpu 2>/dev/null
+}
+
+do_cost() {
+step "cost"
+timeout 90 python3 benchmarks/gpu_peers.py tile --data $G/data --out runs/gpu_data >>"$LOG" 2>&1
+C=$O/gpu_peers_cost_$T.log
+TIMEFORMAT="%R s"
+{ echo "-- interpreter + perfscout imports (x2)"; for i in 1 2; do time python3 -c "import perfscout.tools.evaluate, perfscout.tools.gpu_eval, perfscout.sweep.worker"; done
+  echo "-- + CuPy and a CUDA context (x2)"; for i in 1 2; do time python3 -c "import cupy; cupy.zeros(1).sum().item()"; done
+  echo "-- + loading 1 GiB (np.fromfile) and isfinite"; time python3 -c "import numpy as n; a=n.fromfile('runs/gpu_data/999x999.float.tiled17x17.f32','<f4'); n.isfinite(a).all()"
+  for c in szp-gpu cuszp-outlier nvcomp-bitcomp; do
+    echo "-- perfscout eval $c rel 1e-3 on 999x999.tiled (1.07 GiB)"
+    time timeout 60 python3 -m perfscout eval --data runs/gpu_data/999x999.float.tiled17x17.f32 --shape 16983,16983 \
+      --dtype f32 --codec $c --mode rel --bound 1e-3 --device cuda --repeats 5 --json > /tmp/cost_$c.json
+    python3 -c "import json,sys; from perfscout.analysis.report.gpu import parse_detail as p; r=json.load(open('/tmp/cost_$c.json')); d=p(r['error']) or {}; print(r['status'], 'CR', r['ratio'], 'phases', d.get('phases_s'))"
+  done
+  printf 'name: cost\nrepeats: 5\nexperiments:\n  - name: e\n    datasets: [{path: %s, shape: [16983, 16983], label: t}]\n    codecs: [szp-gpu, cuszp-plain, cuszp-outlier]\n    devices: [cuda]\n    bounds: {rel: [1.0e-2, 1.0e-3]}\n' \
+    "$PWD/runs/gpu_data/999x999.float.tiled17x17.f32" > /tmp/cost.yaml
+  echo "-- sweep of 6 GPU tasks"; rm -rf /tmp/cost_run
+  time timeout 120 python3 -m perfscout sweep /tmp/cost.yaml --out /tmp/cost_run --no-progress
+  python3 -c "
+import json,glob
+from perfscout.analysis.report.gpu import parse_detail as p
+import os
+for f in sorted(glob.glob('/tmp/cost_run/raw/*/result.json'), key=os.path.getmtime):
+    r=json.load(open(f)); d=p(r.get('error')) or {}; ph=d.get('phases_s') or {}
+    print(r['started_at'], 'done at', round(os.path.getmtime(f) % 3600, 2),
+          r['codec'], r['bound'], r['status'], round(sum(ph.values()), 2), ph)
+"
+} > "$C" 2>&1
+tail -40 "$C" | tee -a "$LOG"
 }
 
 for stage in $STAGES; do "do_$stage"; done  # in the order given

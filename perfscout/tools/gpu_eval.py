@@ -23,16 +23,19 @@ What one evaluation does, all on one blocking CUDA stream (:func:`~perfscout.cod
    arrays. Nothing of array size is copied back except the timed D2H of the result.
 
 The record gets the DESIGN.md columns; what it has no column for (the copy roof, the
-fractions, the range pass, the worst element, the stream checks) is appended to ``error`` as
-one ``gpu_detail={...}`` note (:mod:`perfscout.analysis.report.gpu` reads it back).
+fractions, the range pass, the worst element, the stream checks, and the wall seconds of each
+step of the evaluation itself, ``phases_s``: where a task's time goes besides the timed calls)
+is appended to ``error`` as one ``gpu_detail={...}`` note (:mod:`perfscout.analysis.report.gpu`
+reads it back).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,8 +84,16 @@ class _Runner:
     def decompress(self, blob: D.DeviceBlob, xd: Any) -> Any:
         raise NotImplementedError
 
+    def settle(self, blob: D.DeviceBlob, xd: Any) -> D.DeviceBlob:
+        """The blob with the stream's real extent (checked against the library's report)."""
+        return blob
+
+    def copy_to_host(self, blob: D.DeviceBlob, pinned: Any) -> None:
+        """The stream's device-to-host copy into ``pinned`` (the timed part)."""
+        blob.view().get(out=pinned, stream=D.work_stream())
+
     def host_bytes(self, blob: D.DeviceBlob, pinned: Any) -> bytes:
-        blob.view().get(out=pinned)
+        """The stream as host bytes, from what :meth:`copy_to_host` left in ``pinned``."""
         return pinned.tobytes()
 
     def from_host(self, data: bytes, xd: Any) -> tuple[Compressed, Any]:
@@ -100,6 +111,9 @@ class _PeerRunner(_Runner):
 
     def decompress(self, blob: D.DeviceBlob, xd: Any) -> Any:
         return self.codec.device_decompress(blob, tuple(xd.shape), xd.dtype, self.codec.stream_meta(xd))
+
+    def settle(self, blob: D.DeviceBlob, xd: Any) -> D.DeviceBlob:
+        return self.codec.settle(blob, tuple(xd.shape), xd.dtype)
 
     def from_host(self, data: bytes, xd: Any) -> tuple[Compressed, Any]:
         c = self.codec.compressed_from(data, tuple(xd.shape), xd.dtype, self.codec.stream_meta(xd))
@@ -125,10 +139,12 @@ class _SzpRunner(_Runner):
     def decompress(self, blob: D.DeviceBlob, xd: Any) -> Any:
         return self.G.decompress_device(blob.owner)
 
+    def copy_to_host(self, blob: D.DeviceBlob, pinned: Any) -> None:
+        blob.owner.body.get(out=pinned[: blob.nbytes - 4], stream=D.work_stream())
+
     def host_bytes(self, blob: D.DeviceBlob, pinned: Any) -> bytes:
         from perfscout.codecs.szp import format as F
 
-        blob.owner.body.get(out=pinned[: blob.nbytes - 4])
         return F.finish(pinned[: blob.nbytes - 4])
 
     def from_host(self, data: bytes, xd: Any) -> tuple[Compressed, Any]:
@@ -273,6 +289,10 @@ def resolve_abs_bound(xd: Any, mode: str, bound: float, repeats: int) -> tuple[f
 class _Upload:
     xd: Any
     h2d: list[float]
+    #: the pinned host copy of the input (None for a device-resident input); reused for the
+    #: timed D2H of the result, which has the same shape and dtype, so a task pins its array
+    #: size once (pinning 1 GiB costs a few hundred ms)
+    pinned: Any = None
 
 
 def _upload(array: Any, repeats: int) -> _Upload:
@@ -286,7 +306,22 @@ def _upload(array: Any, repeats: int) -> _Upload:
     pinned[...] = host
     xd = cp.empty(host.shape, dtype=host.dtype)
     samples, _ = _event_samples(lambda: xd.set(pinned, stream=D.work_stream()), max(1, repeats))
-    return _Upload(xd, samples)
+    return _Upload(xd, samples, pinned)
+
+
+@dataclass
+class _Phases:
+    """Wall seconds per step of one evaluation (the stream synchronised at each mark), so a
+    slow task says where its time went: the timed calls are a small part of it on 1 GiB."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    _last: float = field(default_factory=time.perf_counter)
+
+    def mark(self, name: str) -> None:
+        D.work_stream().synchronize()
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 4)
+        self._last = now
 
 
 def _med(samples: list[float]) -> float | None:
@@ -327,8 +362,10 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
 
     cp = D.cupy()
     record = ev.result
+    phases = _Phases()
     up = _upload(array, repeats)
     xd = up.xd
+    phases.mark("upload")
     eb, note, range_s = resolve_abs_bound(xd, mode, bound, repeats)
     if note:
         ev.notes.append(note)
@@ -338,26 +375,39 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
         run.codec.check_input(tuple(xd.shape), xd.dtype)  # InputError before any measurement
     record.device_name = D.device_name()
 
+    phases.mark("range")
     blob = run.compress(xd)  # warm-up: library load, kernel compilation, pool growth
     run.decompress(blob, xd)
+    phases.mark("warmup")
     comp, blob = _event_samples(lambda: run.compress(xd), repeats)
     dec, yd = _event_samples(lambda: run.decompress(blob, xd), repeats)
+    phases.mark("timed_calls")
     roof = copy_roof(xd, repeats)
+    phases.mark("copy_roof")
 
-    # the stream: the library's size against its buffer, then through host bytes and back
+    # the stream: the library's size against its buffer and the stream's own extent, then
+    # through host bytes and back
     if not 0 < blob.nbytes <= blob.buffer.nbytes + (4 if isinstance(run, _SzpRunner) else 0):
         raise PerfscoutError(f"{record.codec} reported {blob.nbytes} compressed bytes for a buffer of "
                              f"{blob.buffer.nbytes}")
+    blob = run.settle(blob, xd)
+    if blob.reported_nbytes != blob.nbytes:
+        ev.notes.append(f"{record.codec} reported {blob.reported_nbytes} compressed bytes, but its stream "
+                        f"occupies {blob.nbytes} (its own block sizes): the ratio and the host bytes use "
+                        f"{blob.nbytes}")
     pinned = cupyx.empty_pinned((blob.nbytes,), dtype=np.uint8)
-    d2h_stream, data = _event_samples(lambda: run.host_bytes(blob, pinned), repeats)
+    d2h_stream, _ = _event_samples(lambda: run.copy_to_host(blob, pinned), repeats)
+    data = run.host_bytes(blob, pinned)
     if len(data) != blob.nbytes:
         raise PerfscoutError(f"{record.codec}: {len(data)} bytes reached the host for a reported {blob.nbytes}")
     compressed, y_host = run.from_host(data, xd)
     word = cp.uint64 if yd.dtype.itemsize == 8 else cp.uint32
     same = bool(cp.all(y_host.ravel().view(word) == yd.ravel().view(word)))
     del y_host
-    pinned_y = cupyx.empty_pinned(yd.shape, dtype=yd.dtype)
+    phases.mark("host_roundtrip")
+    pinned_y = up.pinned if up.pinned is not None else cupyx.empty_pinned(yd.shape, dtype=yd.dtype)
     d2h, _ = _event_samples(lambda: yd.get(out=pinned_y, stream=D.work_stream()), repeats)
+    phases.mark("d2h")
 
     record.compress_s, record.decompress_s = _med(comp), _med(dec)
     record.h2d_s, record.d2h_s = _med(up.h2d), _med(d2h)
@@ -367,6 +417,7 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
             setattr(record, f"{name}_MBps", record.nbytes / 1e6 / secs)
 
     check = verify_lossless(xd, yd) if mode == "lossless" else verify_on_device(xd, yd, eb)
+    phases.mark("verify")
     ev.check, ev.compressed = check, compressed
     record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
     messages = [m for m in (*ev.notes, check.message) if m]
@@ -377,6 +428,7 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
         ev.metrics = quality_metrics(xd, yd, blob.nbytes)
     except (ArithmeticError, InputError) as exc:
         messages.append(f"quality metrics failed: {type(exc).__name__}: {exc}")
+    phases.mark("metrics")
     for key in ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse", "nrmse", "psnr",
                 "snr", "pearson", "ssim", "err_autocorr_lag1"):
         value = ev.metrics.get(key)
@@ -394,9 +446,11 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
         "decompress_min_s": min(dec), "decompress_max_s": max(dec),
         "timing": "e2e: one device-resident API call between two CUDA events, median",
         "range_s": range_s, "d2h_stream_s": _med(d2h_stream),
-        "library_nbytes": blob.nbytes, "host_nbytes": len(data), "host_roundtrip_identical": same,
+        "library_nbytes": blob.reported_nbytes, "stream_nbytes": blob.nbytes, "host_nbytes": len(data),
+        "host_roundtrip_identical": same,
         "abs_bound": eb, "eb_used": run.eb_used(),
         "n_beyond": check.n_beyond, "n_violations": check.n_violations,
+        "phases_s": phases.seconds,
     }
     if check.n_beyond:
         detail["worst"] = {"index": list(check.worst_index), "excess": check.worst_excess,

@@ -64,6 +64,50 @@ def test_roundtrip_close_to_the_bound(dtype, encoding, dim, shape):
     assert x.nbytes / len(c.data) > 1.5
 
 
+@pytest.mark.parametrize("shape,dim,dtype,short_by", [
+    ((20_000,), 1, np.float32, None),        # a 1-D grid of one thread block: the report is the rate bytes alone
+    ((9, 70, 36), 2, np.float32, None),      # 405 2-D blocks: one thread block
+    ((5, 7, 12), 3, np.float64, None),       # 12 3-D blocks
+    ((130, 260), 2, np.float32, 3),          # 561 blocks over 2 thread blocks: the report misses the rate padding
+    ((40, 64, 64), 3, np.float32, 0),        # 10 x 16 x 16 blocks, a multiple of 4: the report is right
+])
+def test_the_stream_is_whole_where_cuszp_reports_a_wrong_size(shape, dim, dtype, short_by):
+    """cuSZp's reported size is the rate bytes alone when its grid has one thread block, and
+    1-3 bytes short with 2-D/3-D processing when the block count is not a multiple of 4:
+    perfscout stores the stream's real extent (its block rates), and the report beside it."""
+    x = _smooth(shape, dtype, seed=5)
+    codec = get_codec("cuszp", "abs", 1e-3 * float(x.max() - x.min()), encoding="outlier", dim=dim)
+    with D.work_stream():
+        xd = cp.asarray(x)
+        raw = codec.device_compress(xd)
+        blob = codec.settle(raw, shape, x.dtype)
+        region, blocks = C.rate_layout(C.cuszp_dims(shape, dim), dim)
+    assert blob.reported_nbytes == raw.nbytes and blob.nbytes > region
+    if short_by is None:
+        assert blob.reported_nbytes == blocks  # one rate byte per block; the payload's total was never written
+    else:
+        assert blob.nbytes - blob.reported_nbytes == short_by
+    c = codec.compress(x)
+    assert len(c.data) == blob.nbytes and c.meta.get("library_nbytes", len(c.data)) == blob.reported_nbytes
+    y = codec.decompress(c)  # from the host bytes alone
+    want = cuszp_model.reconstruct(x, codec.eb32)
+    word = np.uint64 if dtype == np.float64 else np.uint32
+    assert np.array_equal(y.view(word), want.view(word))
+
+
+def test_a_resealed_stream_that_is_not_its_blocks_length_is_refused_before_cuszp_reads_it():
+    from perfscout.codecs.framing import seal
+
+    x = _smooth((64, 96, 128), np.float32, seed=2)
+    codec = get_codec("cuszp-outlier", "abs", 1e-2)
+    c = codec.compress(x)
+    for data, match in ((c.data[:-2], "truncated"), (c.data + b"\0" * 8, "longer than its blocks"),
+                        (c.data[:100], "shorter than the")):
+        forged = type(c)(**{**c.__dict__, "data": data, "meta": {**c.meta, **seal(data)}})  # the CRC passes
+        with pytest.raises(CodecError, match=match):
+            codec.decompress(forged)
+
+
 def test_stream_size_matches_the_numpy_size_model_of_the_1d_outlier_format():
     for seed, shape in ((1, (1 << 20,)), (2, (123_457,)), (3, (64, 128, 100))):
         x = _smooth(shape, np.float32, seed)
@@ -72,6 +116,9 @@ def test_stream_size_matches_the_numpy_size_model_of_the_1d_outlier_format():
             with D.work_stream():
                 blob = codec.device_compress(cp.asarray(x))
             assert blob.nbytes == cuszp_model.stream_bytes(x, codec.eb32), (shape, rel)
+            rates = cuszp_model.rate_bytes(x, codec.eb32)  # the block-rate section, byte for byte
+            assert np.array_equal(cp.asnumpy(blob.buffer[: rates.size]), rates), (shape, rel)
+            assert codec.settle(blob, shape, x.dtype).nbytes == blob.nbytes  # extent = report here
 
 
 def test_host_bytes_roundtrip_through_the_container_and_truncation_is_refused(tmp_path):

@@ -182,6 +182,44 @@ def test_worst_case_covers_the_largest_block_the_format_allows():
     assert C.block_count((100, 20, 9), 3) == (25 * 5 * 3, 64)
 
 
+def test_stream_extent_follows_the_block_rate_bytes():
+    # 1-D, 40000 elements: two 1024-block chunks of rate bytes; a plain block of 3 planes
+    # (4 + 12 bytes), an outlier block of 2 planes with a 2-byte first residual (4 + 2 + 8),
+    # an outlier block of 0 planes with a 1-byte one (4 + 1); the rest all-zero (nothing)
+    dims1 = C.cuszp_dims((40_000,), 1)
+    assert C.rate_layout(dims1, 1) == (2048, 2048)
+    s1 = np.zeros(2048 + 16 + 14 + 5, np.uint8)
+    s1[:3] = [3, 0x80 | (1 << 5) | 2, 0x80]
+    assert C.stream_extent(s1[:2048], dims1, 1) == s1.size and C.extent_problem(s1, (40_000,), 1) == ""
+    # 2-D (130, 260): 17 x 33 = 561 blocks, their rate bytes padded to 564; 8-byte units
+    dims2 = C.cuszp_dims((130, 260), 2)
+    assert C.rate_layout(dims2, 2) == (564, 561)
+    s2 = np.zeros(564 + 16 + 20, np.uint8)
+    s2[0], s2[5] = 1, 0x80 | (3 << 5) | 1
+    assert C.stream_extent(s2[:561], dims2, 2) == s2.size and C.extent_problem(s2, (130, 260), 2) == ""
+    assert "truncated: 599 bytes, but its block rates describe 600" in C.extent_problem(s2[:-1], (130, 260), 2)
+    assert "longer than its blocks" in C.extent_problem(np.concatenate([s2, s2[:1]]), (130, 260), 2)
+    assert "shorter than the 564 block-rate bytes" in C.extent_problem(s2[:100], (130, 260), 2)
+    assert C.rate_layout(C.cuszp_dims((5, 7, 12), 3), 3) == (12, 12)
+
+
+def test_stream_extent_of_the_numpy_model_is_its_modelled_size():
+    """The extent read from rate bytes equals the size model of the 1-D outlier format (which
+    tests/gpu/test_cuszp.py checks against cuSZp itself, rate bytes included)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import cuszp_model
+
+    rng = np.random.default_rng(4)
+    for n in (1000, 32_768, 100_003):
+        x = np.cumsum(rng.standard_normal(n)).astype(np.float32)
+        x[n // 2 : n // 2 + 500] = 0.0  # all-zero blocks too
+        for eb in (1e-1, 1e-3):
+            rates = cuszp_model.rate_bytes(x, eb)
+            dims = C.cuszp_dims(x.shape, 1)
+            assert rates.size == C.rate_layout(dims, 1)[0]
+            assert C.stream_extent(rates, dims, 1) == cuszp_model.stream_bytes(x, eb), (n, eb)
+
+
 def test_inputs_beyond_cuszp_limits_are_refused_before_the_library():
     codec = C.CuSZpCodec("abs", 1e-3, dim=1)
     with pytest.raises(InputError, match="C ints"):

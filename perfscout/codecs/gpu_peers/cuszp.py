@@ -17,7 +17,15 @@ rounding can put an element beyond the bound: perfscout's element-wise check rep
 
 cuSZp's decoders leave blocks whose codes are all zero unwritten (they expect a zeroed output
 buffer; found by perfscout's check, as stale values far beyond the bound), so the output is
-zeroed before each decode. cuSZp's limits, guarded here before the library sees the input: ``int`` element indices
+zeroed before each decode. Its reported compressed size is not always the stream's (found by
+perfscout's host round trip on an H200): when its grid has a single thread block (1-D: at
+most 32768 elements; 2-D/3-D: at most 512 blocks of 64 elements in float32, 1024 in
+float64) the last block never writes the total, and the size comes back as the rate bytes
+alone; with 2-D/3-D processing it also leaves out the 1-3 bytes that pad the rate bytes to a
+multiple of 4. So perfscout computes the stream's extent from its own block-rate bytes
+(:func:`stream_extent`), uses that for the host bytes and the ratio, records the library's
+report beside it when they differ, and refuses a host stream whose length is not its
+extent before cuSZp reads it. cuSZp's limits, guarded here before the library sees the input: ``int`` element indices
 (arrays of 2**31 elements or more are refused) and 32-bit stream offsets (an array whose
 worst-case stream exceeds 4 GiB is refused).
 """
@@ -187,6 +195,56 @@ def block_count(dims: tuple[int, int, int], dim: int) -> tuple[int, int]:
     return -(-x // 4) * -(-y // 4) * -(-z // 4), 64
 
 
+def rate_layout(dims: tuple[int, int, int], dim: int) -> tuple[int, int]:
+    """(bytes of the block-rate section at the stream's start, blocks with a rate byte).
+
+    1-D: one rate byte for every block of the grid's 1024-block chunks (the unused ones hold
+    0); 2-D/3-D: one per block, the section padded to a multiple of 4 bytes."""
+    blocks, _ = block_count(dims, dim)
+    return (blocks, blocks) if dim == 1 else (-(-blocks // 4) * 4, blocks)
+
+
+def stream_extent(rates: Any, dims: tuple[int, int, int], dim: int) -> int:
+    """The length in bytes of the cuSZp stream whose block-rate bytes are ``rates`` (uint8,
+    NumPy or CuPy, the first ``rate_layout(...)[1]`` bytes of the stream).
+
+    Each rate byte says how its block is stored: low 5 bits the bit planes r; bit 7 set for
+    a block whose first residual is stored apart (outlier encoding) in ((b >> 5) & 3) + 1
+    bytes. A block takes, besides its rate byte, a sign map and r planes of one bit per
+    element (1-D: 32 elements, 4-byte units; 2-D/3-D: 64 elements, 8-byte units), nothing
+    when r = 0 and it has no outlier, and the outlier's bytes."""
+    xp = _namespace(rates)
+    r = rates.astype(xp.int64)
+    planes, outlier = r & 0x1F, (r >> 7) & 1
+    unit = 4 if dim == 1 else 8
+    size = xp.where(outlier == 1, unit + ((r >> 5) & 3) + 1 + unit * planes,
+                    xp.where(planes > 0, unit + unit * planes, 0))
+    return rate_layout(dims, dim)[0] + int(size.sum())
+
+
+def _namespace(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return np
+    return D.cupy()
+
+
+def extent_problem(stream: Any, shape: tuple[int, ...], dim: int) -> str:
+    """'' if ``stream`` (uint8, NumPy or CuPy) is exactly as long as the cuSZp stream its
+    rate bytes describe for ``shape`` with ``dim``-D processing, else why not."""
+    dims = cuszp_dims(shape, dim)
+    region, valid = rate_layout(dims, dim)
+    n = int(stream.size)
+    if n < region:
+        return (f"cuszp stream is truncated: {n} bytes, shorter than the {region} block-rate bytes a "
+                f"{dim}-D stream of shape {tuple(shape)} starts with")
+    extent = stream_extent(stream[:valid], dims, dim)
+    if n != extent:
+        kind = "truncated" if n < extent else "longer than its blocks"
+        return (f"cuszp stream is {kind}: {n} bytes, but its block rates describe {extent} bytes for shape "
+                f"{tuple(shape)} with {dim}-D processing (a cut stream, or not a cuSZp stream of this shape)")
+    return ""
+
+
 def worst_case_nbytes(dims: tuple[int, int, int], dim: int) -> int:
     """An upper bound on cuSZp's stream: per block one rate byte, a sign map, 32 bit planes of
     quantisation codes (they are C ints) and up to 4 bytes of first value; plus slack."""
@@ -297,7 +355,25 @@ class CuSZpCodec(D.DeviceCodec):
         if not 0 < nbytes <= cap:
             raise CodecError(f"cuSZp reported a compressed size of {nbytes} bytes for a buffer of {cap} bytes "
                              "(its kernels may not have run on this GPU)")
-        return D.DeviceBlob(out, nbytes)
+        return D.DeviceBlob(out, nbytes)  # the library's report; settle() finds the real extent
+
+    def settle(self, blob: D.DeviceBlob, shape: tuple[int, ...], dtype: np.dtype) -> D.DeviceBlob:
+        """The stream's extent from its rate bytes (module docstring: cuSZp's report can be short)."""
+        dim = self._dim_for(shape)
+        dims = cuszp_dims(shape, dim)
+        _, valid = rate_layout(dims, dim)
+        extent = stream_extent(blob.buffer[:valid], dims, dim)
+        if not 0 < extent <= blob.buffer.nbytes:
+            raise CodecError(f"cuSZp's block rates describe a stream of {extent} bytes in a buffer of "
+                             f"{blob.buffer.nbytes} (its kernels may not have run on this GPU)")
+        return D.DeviceBlob(blob.buffer, extent, blob.owner, reported_nbytes=blob.reported_nbytes)
+
+    def check_stream(self, blob: D.DeviceBlob, shape: tuple[int, ...], dtype: np.dtype,
+                     meta: dict[str, Any]) -> None:
+        _, dim, _ = _decode_params(meta, shape)
+        problem = extent_problem(blob.view(), shape, dim)
+        if problem:
+            raise CodecError(problem)
 
     def device_decompress(self, blob: D.DeviceBlob, shape: tuple[int, ...], dtype: np.dtype,
                           meta: dict[str, Any]) -> Any:

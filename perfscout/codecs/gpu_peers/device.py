@@ -72,11 +72,18 @@ def work_stream() -> Any:
 
 @dataclass
 class DeviceBlob:
-    """A compressed stream on the device: the library's buffer and the size it reported."""
+    """A compressed stream on the device: the library's buffer, the stream's size, and the
+    size the library reported (the same, unless :meth:`DeviceCodec.settle` found the report
+    wrong: then ``nbytes`` is the stream's real extent and ``reported_nbytes`` the report)."""
 
     buffer: Any  # cupy uint8 array, at least ``nbytes`` long
     nbytes: int
     owner: Any = None  # keeps a library-owned allocation alive (nvCOMP's Array)
+    reported_nbytes: int | None = None  # None: the library's report is ``nbytes``
+
+    def __post_init__(self) -> None:
+        if self.reported_nbytes is None:
+            self.reported_nbytes = self.nbytes
 
     def view(self) -> Any:
         return self.buffer[: self.nbytes]
@@ -128,6 +135,16 @@ class DeviceCodec(Codec):
         """What decoding needs besides shape and dtype (JSON-able; stored with the stream)."""
         return {}
 
+    def settle(self, blob: DeviceBlob, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBlob:
+        """The blob with the stream's real extent, checked against the size the library
+        reported (outside the timed compress call). Default: the report is the extent."""
+        return blob
+
+    def check_stream(self, blob: DeviceBlob, shape: tuple[int, ...], dtype: np.dtype,
+                     meta: dict[str, Any]) -> None:
+        """Raise CodecError when a stream from the host is not whole for ``shape`` (before the
+        library reads it; the CRC seal has passed already). Default: nothing to check."""
+
     def check_input(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
         """Raise InputError for arrays the library cannot take (before any GPU work)."""
         if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -150,11 +167,14 @@ class DeviceCodec(Codec):
         xd = device_array(array)
         self.check_input(tuple(xd.shape), xd.dtype)
         with work_stream():
-            blob = self.device_compress(xd)
+            blob = self.settle(self.device_compress(xd), tuple(xd.shape), xd.dtype)
             data = blob.to_host()
         if len(data) != blob.nbytes:
-            raise CodecError(f"{self.codec_id}: copied {len(data)} bytes back for a reported {blob.nbytes}")
-        return self.compressed_from(data, tuple(xd.shape), xd.dtype, self.stream_meta(xd))
+            raise CodecError(f"{self.codec_id}: copied {len(data)} bytes back for a stream of {blob.nbytes}")
+        meta = self.stream_meta(xd)
+        if blob.reported_nbytes != blob.nbytes:
+            meta["library_nbytes"] = blob.reported_nbytes  # what the library said; the stream is longer/shorter
+        return self.compressed_from(data, tuple(xd.shape), xd.dtype, meta)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
         return self.decompress_device(compressed).get()
@@ -169,7 +189,8 @@ class DeviceCodec(Codec):
         cp = cupy()
         with work_stream():
             buf = cp.asarray(np.frombuffer(compressed.data, dtype=np.uint8))
-            out = self.device_decompress(DeviceBlob(buf, int(buf.size)), tuple(compressed.shape), dtype,
-                                         dict(compressed.meta))
+            blob = DeviceBlob(buf, int(buf.size))
+            self.check_stream(blob, tuple(compressed.shape), dtype, dict(compressed.meta))
+            out = self.device_decompress(blob, tuple(compressed.shape), dtype, dict(compressed.meta))
             work_stream().synchronize()
         return out
