@@ -35,7 +35,8 @@ _T = {
         "violated": "{a} broke its {mode} bound {b} on {ds} (max abs error {e}){extra}: a finding, not averaged away.",
         "failed": "{a} at {mode} {b} on {ds} did not finish ({status}: {err}).",
         "skipped": "{a} was not run: {why}.",
-        "cpu_instead": "{a} had no GPU here, so its figures were measured on the CPU ({why}).",
+        "cpu_instead": "{a} had no GPU here, so it ran on the CPU instead: ratio {ra}, max abs error {ea} "
+                       "({verdict}) ({why}).",
         "target_met": "Meeting {target}: {items}.",
         "target_none": "No result meets {target}.",
         "profile": "{what}: the primary limiter is {title} ({fid}){extra}.",
@@ -71,7 +72,7 @@ _T = {
         "violated": "{a} 在 {ds} 上违反了 {mode} 误差界 {b}（最大绝对误差 {e}）{extra}：这是一个发现，不会被平均掉。",
         "failed": "{a} 在 {ds} 上以 {mode} {b} 运行未完成（{status}：{err}）。",
         "skipped": "{a} 没有运行：{why}。",
-        "cpu_instead": "这里没有 GPU，{a} 的结果是在 CPU 上测得的（{why}）。",
+        "cpu_instead": "这里没有 GPU，{a} 改在 CPU 上运行：压缩比 {ra}，最大绝对误差 {ea}（{verdict}）（{why}）。",
         "target_met": "满足 {target} 的有：{items}。",
         "target_none": "没有结果满足 {target}。",
         "profile": "{what}：主要瓶颈是 {title}（{fid}）{extra}。",
@@ -149,8 +150,12 @@ def answer_lines(state: dict[str, Any], records: list[dict[str, Any]],
         out.append(T["skipped"].format(a=s.get("codec"), why=s.get("why")))
     for n in state.get("notes") or []:
         if n.get("kind") in ("gpu_unavailable",) and "measured on" in n.get("message", ""):
-            codec = next((r.get("codec") for r in records if r.get("task_key") == n.get("task_key")), n.get("task_key"))
-            line = T["cpu_instead"].format(a=codec, why=n["message"].split(";")[0])
+            rec = next((r for r in records if r.get("task_key") == n.get("task_key")), {})
+            held = rec.get("bound_ok") is True
+            verdict = ("bound held" if held else "bound NOT held") if T is _T["en"] else ("满足误差界" if held else "违反误差界")
+            line = T["cpu_instead"].format(a=rec.get("codec") or n.get("task_key"), ra=_g(rec.get("ratio")),
+                                           ea=_g(rec.get("max_abs_err"), ".3g"), verdict=verdict,
+                                           why=n["message"].split(";")[0])
             if line not in out:
                 out.append(line)
     if intent.get("ignored"):
@@ -227,6 +232,8 @@ def _codec_answer(question: str, records: list[dict[str, Any]], intent: dict[str
         out.append(T["violated"].format(a=_name(r), mode=str(r.get("mode")).upper(), b=_g(r.get("bound")),
                                         ds=r.get("dataset"), e=_g(r.get("max_abs_err"), ".3g"), extra=extra))
     for r in records:
+        if r.get("status") == "gpu_unavailable" and r.get("ratio") is not None:
+            continue  # it ran on the CPU instead: the cpu_instead line says so, with its figures
         if r.get("status") != "ok" and r.get("bound_ok") is not False:
             out.append(T["failed"].format(a=_name(r), mode=str(r.get("mode")).upper(), b=_g(r.get("bound")),
                                           ds=r.get("dataset"), status=r.get("status"),
