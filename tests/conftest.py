@@ -80,41 +80,32 @@ def perfscout_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_codec_registry():
-    """Plug-in codecs registered by one test (e.g. the crashing fake a sweep spec imports
-    in-process) must not leak into the next: a later "every installed CPU codec" run
-    would otherwise call a codec that aborts the test process."""
+def _codec_registry_isolated():
+    """A plug-in codec one test registers (a sweep spec's ``plugins:``, the crashing fake it
+    imports in-process) must not leak into the next: a later "every installed CPU codec" run
+    would otherwise call a codec that aborts the test process. The registry's public
+    ``refresh`` puts back the registrations found before the test and forgets the scan of
+    installed plug-ins (a test may have put a distribution on sys.path)."""
     import sys
 
     from perfscout.codecs import registry
 
-    known = dict(registry._KNOWN)
+    known = registry.registered_codecs()
     yield
-    registry._KNOWN.clear()
-    registry._KNOWN.update(known)
+    registry.refresh(registered=known)
     # Importing a plug-in registers it; forget the module so the next import registers again.
     for name in [m for m in sys.modules if m.startswith("tests.fakes")]:
         del sys.modules[name]
 
 
-@pytest.fixture(autouse=True)
-def _codec_registry_isolated():
-    """A plug-in codec one test registers (a sweep spec's ``plugins:``) does not stay
-    registered for the next test in the same process (e.g. in the demo's codec list)."""
-    from perfscout.codecs import registry
-
-    known = dict(registry._KNOWN)
-    yield
-    registry._KNOWN.clear()
-    registry._KNOWN.update(known)
-
-
 @pytest.fixture()
-def builtin_codecs_only(monkeypatch):
-    """Only perfscout's own codecs registered: test plug-ins (``tests.fakes``) registered when
-    their modules were imported at collection are hidden for this test (e.g. from the demo,
-    which runs every installed CPU codec)."""
+def builtin_codecs_only():
+    """Only perfscout's own codecs: test plug-ins (``tests.fakes``) registered when their
+    modules were imported at collection, and installed ``perfscout.codecs`` entry points,
+    are hidden for this test (e.g. from the demo, which runs every installed CPU codec)."""
     from perfscout.codecs import registry
 
-    own = {k: v for k, v in registry._KNOWN.items() if not v.startswith("tests.")}
-    monkeypatch.setattr(registry, "_KNOWN", own)
+    known = registry.registered_codecs()
+    registry.refresh(registered={}, entry_points=False)
+    yield
+    registry.refresh(registered=known)

@@ -4,7 +4,9 @@ For each backend of the registry (:func:`perfscout.codecs.registry.list_codecs`)
 library version, native modes and those perfscout derives from ``abs``, the devices it
 runs on here (``szp-gpu``: cpu always, cuda only with CuPy and a GPU), and the reason a
 backend or a device is missing, plus the numcodecs id under which it is usable from
-numcodecs, Zarr and xarray. Exit 0 (listing is not a verdict).
+numcodecs, Zarr and xarray. Installed plug-ins (``perfscout.codecs`` entry points) are
+listed with the distribution that provides them, and each plug-in that could not be used
+with the reason. Exit 0 (listing is not a verdict).
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ def codec_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def plugin_document() -> dict[str, Any]:
+    """The scan of installed plug-ins (the --json document's ``plugins``)."""
+    from perfscout.codecs.registry import plugin_listing
+
+    return plugin_listing().model_dump(mode="json")
+
+
 def _numcodecs_ids() -> dict[str, str]:
     try:
         from perfscout.codecs.numcodecs import NUMCODECS_IDS
@@ -44,6 +53,22 @@ def _numcodecs_ids() -> dict[str, str]:
 def _devices_cell(row: dict[str, Any]) -> str:
     devices = row["devices"] or {row["device"] or "?": row["reason"] or "not importable"}
     return " ".join(f"[green]{d}[/]" if not why else f"[red]{d}✗[/]" for d, why in devices.items())
+
+
+def _print_plugins(plugins: dict[str, Any]) -> None:
+    group = plugins["group"]
+    if not plugins["enabled"]:
+        stdout.print(f"installed plug-ins ({group} entry points): not read in this process", highlight=False)
+        return
+    if not plugins["loaded"] and not plugins["failed"]:
+        stdout.print(f"installed plug-ins ({group} entry points): none", highlight=False)
+        return
+    for p in plugins["loaded"]:
+        stdout.print(f"plug-in [bold]{escape(p['id'])}[/] from {escape(p['distribution'])} "
+                     f"({escape(p['value'])})", highlight=False)
+    for f in plugins["failed"]:
+        stdout.print(f"[red]plug-in {escape(f['id'])} from {escape(f['distribution'])} not used[/] "
+                     f"({f['kind']}): {escape(f['reason'])}", highlight=False)
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
@@ -78,10 +103,12 @@ def codecs_command(
 ) -> None:
     """List every codec: version, native and derived modes, devices, why one is missing."""
     rows = codec_rows()
+    plugins = plugin_document()
     if as_json:
-        emit_json({"codecs": rows})
+        emit_json({"codecs": rows, "plugins": plugins})
         return
     _print(rows)
+    _print_plugins(plugins)
 
 
 def register(app: typer.Typer) -> None:

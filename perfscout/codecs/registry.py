@@ -1,14 +1,34 @@
 """The codec registry: which backends exist, which are usable here, and why not.
 
-Backends are known by an import path so that listing them never imports a library
-that is missing or broken: a backend whose module fails to import, or whose
-``availability()`` says no, is still listed, with the reason.
+Three sources, in the order a codec id is looked up:
+
+1. **built-ins** (``_BUILTIN``): perfscout's own backends, by import path, so that
+   listing them never imports a library that is missing or broken;
+2. **run-time registrations** (:func:`register_codec`): a sweep spec's ``plugins:``
+   modules and tests register here;
+3. **installed plug-ins**: every entry point of the ``perfscout.codecs`` group, in the
+   way xarray finds its backends (``importlib.metadata.entry_points``). The entry
+   point's name is the codec id, its value ``"module:Class"`` names a :class:`Codec`
+   subclass. They are read once and cached (:func:`plugin_listing`);
+   :func:`refresh` forgets the cache (after installing a distribution, in tests).
+
+A plug-in that cannot be used is never fatal: it is left out of the codecs and listed
+in :attr:`PluginListing.failed` with the reason (its import failed, it is not a Codec
+subclass, its class names another id, or its id is already taken: built-ins always win
+over plug-ins, and two distributions claiming one id are both refused, since which one
+an install order picks would change results silently).
+
+A backend whose module fails to import, or whose ``availability()`` says no, is still
+listed by :func:`list_codecs`, with the reason.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import threading
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -16,8 +36,11 @@ from perfscout.codecs.base import Codec
 from perfscout.errors import CodecError, CodecUnavailable
 from perfscout.state.modes import ALL_MODES, DERIVED_FROM_ABS
 
-#: codec_id -> "module:Class". Order is the listing order.
-_KNOWN: dict[str, str] = {
+#: The entry-point group installed plug-ins declare their codecs in.
+ENTRY_POINT_GROUP = "perfscout.codecs"
+
+#: perfscout's own backends: codec_id -> "module:Class". Order is the listing order.
+_BUILTIN: dict[str, str] = {
     "sz3": "perfscout.codecs.sz3:SZ3Codec",
     "sz2": "perfscout.codecs.h5filters:SZ2Codec",
     "sz3-h5": "perfscout.codecs.h5filters:SZ3H5Codec",
@@ -36,6 +59,9 @@ _KNOWN: dict[str, str] = {
     "nvcomp-ans": "perfscout.codecs.gpu_peers.nvcomp:NvcompANSCodec",
 }
 
+Source = Literal["builtin", "plugin", "registered"]
+
+
 class CodecInfo(BaseModel):
     """What the registry knows about one backend."""
 
@@ -50,23 +76,223 @@ class CodecInfo(BaseModel):
     #: device -> "" where it runs here now, else why not (szp-gpu: cpu always, cuda only with
     #: CuPy and a GPU). Probes never import a GPU library that is not installed.
     devices: dict[str, str] = {}
+    #: where the backend comes from: perfscout itself, an installed plug-in (entry point),
+    #: or a run-time registration (a spec's ``plugins:``, a test)
+    source: Source = "builtin"
+    #: the plug-in's distribution and version ("my-codecs 1.2"); empty for the others
+    distribution: str = ""
+
+
+class PluginCodec(BaseModel):
+    """An installed plug-in codec that loaded."""
+
+    id: str
+    value: str  # the entry point's "module:Class"
+    distribution: str  # "name version" of the distribution that declares it
+
+
+FailureKind = Literal["import_error", "not_a_codec", "id_mismatch", "shadows_builtin", "duplicate"]
+
+
+class PluginFailure(BaseModel):
+    """An entry point of the group that is not used, and why."""
+
+    id: str
+    value: str
+    distribution: str
+    kind: FailureKind
+    reason: str
+
+
+class PluginListing(BaseModel):
+    """What the scan of installed distributions found (cached until :func:`refresh`)."""
+
+    group: str = ENTRY_POINT_GROUP
+    enabled: bool = True  # False after refresh(entry_points=False): installed plug-ins ignored
+    loaded: list[PluginCodec] = []
+    failed: list[PluginFailure] = []
+
+
+# -- mutable state, behind one lock (sweeps list codecs from threads) --------------------
+_LOCK = threading.RLock()
+_registered: dict[str, str] = {}  # run-time registrations, id -> "module:Class"
+_plugins: dict[str, type[Codec]] | None = None  # loaded plug-in classes; None = not scanned
+_listing: PluginListing | None = None
+_use_entry_points = True
+
+
+def _check_import_path(import_path: str) -> None:
+    module, _, attr = import_path.partition(":")
+    if not module or not attr:
+        raise CodecError(f"import path must look like 'package.module:Class', got {import_path!r}")
 
 
 def register_codec(codec_id: str, import_path: str) -> None:
-    """Make a backend known by ``"package.module:Class"`` (used by plug-ins and tests)."""
-    if ":" not in import_path:
-        raise CodecError(f"import path must look like 'package.module:Class', got {import_path!r}")
-    _KNOWN[codec_id] = import_path
+    """Make a backend known by ``"package.module:Class"`` for this process.
+
+    For code that cannot ship an entry point: a sweep spec's ``plugins:`` modules (which
+    call this when imported) and tests. A registration takes precedence over an installed
+    plug-in of the same id; a built-in id cannot be replaced.
+    """
+    _check_import_path(import_path)
+    if not codec_id or not isinstance(codec_id, str):
+        raise CodecError(f"a codec id must be a non-empty string, got {codec_id!r}")
+    if codec_id in _BUILTIN and _BUILTIN[codec_id] != import_path:
+        raise CodecError(f"codec id {codec_id!r} is one of perfscout's own codecs "
+                         f"({_BUILTIN[codec_id]}); register the plug-in under another id")
+    with _LOCK:
+        if codec_id not in _BUILTIN:
+            _registered[codec_id] = import_path
+
+
+def unregister_codec(codec_id: str) -> None:
+    """Forget a run-time registration (no error when there is none; built-ins stay)."""
+    with _LOCK:
+        _registered.pop(codec_id, None)
+
+
+def registered_codecs() -> dict[str, str]:
+    """The run-time registrations (a copy): id -> ``"module:Class"``.
+
+    A child process that does not inherit this process' memory (a forkserver, a Dask
+    worker) replays them with :func:`register_codec`; installed plug-ins it finds itself.
+    """
+    with _LOCK:
+        return dict(_registered)
+
+
+def refresh(*, registered: Mapping[str, str] | None = None, entry_points: bool = True) -> None:
+    """Forget the cached scan of installed plug-ins; the next lookup scans again.
+
+    ``registered``: when given, the run-time registrations become exactly these (a test
+    restores the ones it found; ``{}`` forgets them all). ``entry_points=False`` ignores
+    installed plug-ins until the next ``refresh()`` (perfscout's own codecs only).
+    """
+    global _plugins, _listing, _use_entry_points
+    with _LOCK:
+        if registered is not None:
+            for import_path in registered.values():
+                _check_import_path(import_path)
+            _registered.clear()
+            _registered.update({k: v for k, v in registered.items() if k not in _BUILTIN})
+        _plugins, _listing = None, None
+        _use_entry_points = entry_points
+
+
+def _distribution_label(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "?"
+    name = dist.metadata["Name"] if dist.metadata else None
+    return f"{name or '?'} {dist.version or ''}".strip()
+
+
+def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
+    """Load every entry point of the group once; sort what loads from what does not."""
+    if not _use_entry_points:
+        return {}, PluginListing(enabled=False)
+    try:
+        eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception as exc:  # a corrupt installed METADATA must not break perfscout itself
+        failure = PluginFailure(id="*", value="", distribution="?", kind="import_error",
+                                reason=f"reading installed entry points failed: {type(exc).__name__}: {exc}")
+        return {}, PluginListing(failed=[failure])
+    # the same entry point seen twice (one distribution on two sys.path entries) counts once
+    unique: dict[tuple[str, str, str], metadata.EntryPoint] = {}
+    for ep in eps:
+        unique.setdefault((ep.name, ep.value, _distribution_label(ep)), ep)
+    by_id: dict[str, list[metadata.EntryPoint]] = {}
+    for ep in unique.values():
+        by_id.setdefault(ep.name, []).append(ep)
+
+    classes: dict[str, type[Codec]] = {}
+    loaded: list[PluginCodec] = []
+    failed: list[PluginFailure] = []
+
+    def fail(ep: metadata.EntryPoint, kind: FailureKind, reason: str) -> None:
+        failed.append(PluginFailure(id=ep.name, value=ep.value, distribution=_distribution_label(ep),
+                                    kind=kind, reason=reason))
+
+    for codec_id in sorted(by_id):
+        group = sorted(by_id[codec_id], key=_distribution_label)
+        if codec_id in _BUILTIN:
+            for ep in group:  # not even imported: a built-in is never replaced
+                fail(ep, "shadows_builtin", f"codec id {codec_id!r} is a perfscout built-in "
+                     f"({_BUILTIN[codec_id]}); the built-in is used, this plug-in is ignored")
+            continue
+        if len(group) > 1:
+            names = ", ".join(_distribution_label(ep) for ep in group)
+            for ep in group:
+                fail(ep, "duplicate", f"codec id {codec_id!r} is declared by {len(group)} distributions "
+                     f"({names}); none is used until one is uninstalled")
+            continue
+        ep = group[0]
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a plug-in that breaks on import is listed, never fatal
+            fail(ep, "import_error", f"importing {ep.value} failed: {type(exc).__name__}: {exc}")
+            continue
+        if not (isinstance(obj, type) and issubclass(obj, Codec)):
+            fail(ep, "not_a_codec", f"{ep.value} is a {type(obj).__name__}, not a subclass of "
+                 "perfscout.codecs.base.Codec")
+            continue
+        own_id = getattr(obj, "codec_id", None)
+        if own_id != codec_id:
+            fail(ep, "id_mismatch", f"entry point {codec_id!r} names {ep.value}, whose codec_id is "
+                 f"{own_id!r}; the entry point's name must be the class's codec_id")
+            continue
+        classes[codec_id] = obj
+        loaded.append(PluginCodec(id=codec_id, value=ep.value, distribution=_distribution_label(ep)))
+    return classes, PluginListing(loaded=loaded, failed=failed)
+
+
+def _plugin_classes() -> dict[str, type[Codec]]:
+    global _plugins, _listing
+    with _LOCK:
+        if _plugins is None:
+            _plugins, _listing = _scan()
+        return _plugins
+
+
+def plugin_listing() -> PluginListing:
+    """The installed plug-ins that loaded and those that failed, with the reason (cached)."""
+    _plugin_classes()
+    with _LOCK:
+        assert _listing is not None
+        return _listing.model_copy(deep=True)
 
 
 def codec_ids() -> list[str]:
-    return list(_KNOWN)
+    """Every usable codec id: built-ins, then installed plug-ins, then registrations."""
+    plugins = _plugin_classes()
+    with _LOCK:
+        registered = list(_registered)
+    ids = list(_BUILTIN) + [k for k in plugins if k not in _registered] + registered
+    return list(dict.fromkeys(ids))
 
 
-def _load(codec_id: str) -> type[Codec]:
-    if codec_id not in _KNOWN:
-        raise CodecError(f"unknown codec {codec_id!r}; known codecs: {', '.join(_KNOWN)}")
-    module_name, _, class_name = _KNOWN[codec_id].partition(":")
+def source_of(codec_id: str) -> Source:
+    """Where ``codec_id`` comes from; CodecError for an unknown id."""
+    if codec_id in _BUILTIN:
+        return "builtin"
+    with _LOCK:
+        if codec_id in _registered:
+            return "registered"
+    if codec_id in _plugin_classes():
+        return "plugin"
+    raise _unknown(codec_id)
+
+
+def _unknown(codec_id: str) -> CodecError:
+    for failure in plugin_listing().failed:
+        if failure.id == codec_id:  # installed, but refused: say why rather than "unknown"
+            return CodecUnavailable(f"codec {codec_id!r} is unavailable: plug-in from "
+                                    f"{failure.distribution}: {failure.reason}")
+    return CodecError(f"unknown codec {codec_id!r}; known codecs: {', '.join(codec_ids())}")
+
+
+def _load_path(codec_id: str, import_path: str) -> type[Codec]:
+    module_name, _, class_name = import_path.partition(":")
     try:
         module = importlib.import_module(module_name)
         cls = getattr(module, class_name)
@@ -74,11 +300,24 @@ def _load(codec_id: str) -> type[Codec]:
         raise CodecUnavailable(f"codec {codec_id!r} is unavailable: module {exc.name!r} not found") from exc
     except Exception as exc:  # a backend that breaks on import is unavailable, not fatal
         raise CodecUnavailable(
-            f"codec {codec_id!r} is unavailable: importing {_KNOWN[codec_id]} failed: "
+            f"codec {codec_id!r} is unavailable: importing {import_path} failed: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Codec)):
-        raise CodecUnavailable(f"codec {codec_id!r} is unavailable: {_KNOWN[codec_id]} is not a Codec")
+        raise CodecUnavailable(f"codec {codec_id!r} is unavailable: {import_path} is not a Codec")
+    return cls
+
+
+def _load(codec_id: str) -> type[Codec]:
+    if codec_id in _BUILTIN:  # no scan of installed distributions for perfscout's own codecs
+        return _load_path(codec_id, _BUILTIN[codec_id])
+    with _LOCK:
+        path = _registered.get(codec_id)
+    if path is not None:
+        return _load_path(codec_id, path)
+    cls = _plugin_classes().get(codec_id)
+    if cls is None:
+        raise _unknown(codec_id)
     return cls
 
 
@@ -107,11 +346,19 @@ def codec_class(codec_id: str) -> type[Codec]:
     return cls
 
 
+def _distribution_of(codec_id: str, source: Source) -> str:
+    if source != "plugin":
+        return ""
+    return next((p.distribution for p in plugin_listing().loaded if p.id == codec_id), "")
+
+
 def info(codec_id: str) -> CodecInfo:
+    source = source_of(codec_id)
+    origin = {"source": source, "distribution": _distribution_of(codec_id, source)}
     try:
         cls = _load(codec_id)
     except CodecUnavailable as exc:
-        return CodecInfo(id=codec_id, available=False, reason=str(exc))
+        return CodecInfo(id=codec_id, available=False, reason=str(exc), **origin)
     ok, reason = _probe(cls)
     try:
         version = cls.version() if ok else ""
@@ -120,7 +367,7 @@ def info(codec_id: str) -> CodecInfo:
     return CodecInfo(
         id=codec_id, family=cls.family, device=cls.device, native_modes=tuple(cls.native_modes),
         modes=evaluable_modes(cls), version=version, available=ok, reason=reason,
-        devices=_devices(cls, ok, reason),
+        devices=_devices(cls, ok, reason), **origin,
     )
 
 
@@ -136,8 +383,12 @@ def _devices(cls: type[Codec], ok: bool, reason: str) -> dict[str, str]:
 
 
 def list_codecs() -> list[CodecInfo]:
-    """Every known backend, installed or not (see ``available`` and ``reason``)."""
-    return [info(codec_id) for codec_id in _KNOWN]
+    """Every known backend, installed or not (see ``available`` and ``reason``).
+
+    Installed plug-ins that could not be used are not codecs; :func:`plugin_listing`
+    says why each one failed.
+    """
+    return [info(codec_id) for codec_id in codec_ids()]
 
 
 def get_codec(codec_id: str, mode: str = "abs", bound: float = 1e-3, **options: Any) -> Codec:

@@ -186,8 +186,8 @@ def _child_main(conn: Connection, fn: Callable[..., Any], args: tuple, kwargs: d
     if registry:
         from perfscout.codecs import registry as reg
 
-        for codec_id, path in registry.items():
-            reg._KNOWN.setdefault(codec_id, path)
+        for codec_id, path in registry.items():  # the parent's run-time registrations
+            reg.register_codec(codec_id, path)
     limit_memory(limit_mb, device, base_bytes=base_bytes)
     try:
         value = fn(*args, **kwargs)
@@ -342,7 +342,7 @@ def _run_forkserver(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb:
     ctx = _context(device)
     recv_end, send_end = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, name=f"{_CHILD_PREFIX}{what}",
-                       args=(send_end, fn, args, kwargs, limit_mb, device, 0, None, dict(reg._KNOWN)), daemon=False)
+                       args=(send_end, fn, args, kwargs, limit_mb, device, 0, None, reg.registered_codecs()), daemon=False)
     try:
         proc.start()
         send_end.close()

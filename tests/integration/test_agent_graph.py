@@ -207,7 +207,7 @@ class OnceTimingOutCodec(Codec):
 def test_transient_codec_failure_is_retried(perfscout_home, tmp_path, monkeypatch):
     from perfscout.codecs import registry
 
-    monkeypatch.setitem(registry._KNOWN, "flaky", f"{__name__}:OnceTimingOutCodec")
+    registry.register_codec("flaky", f"{__name__}:OnceTimingOutCodec")
     monkeypatch.setattr(OnceTimingOutCodec, "counter", tmp_path / "calls")
     out = agent.run({"datasets": ["synthetic:grf:8,8"], "codecs": ["flaky"], "mode": "abs",
                      "bounds": [1e-3], "repeats": 1}, thread_id="flaky", context=_ctx(perfscout_home))

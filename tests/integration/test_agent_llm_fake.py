@@ -188,7 +188,7 @@ def test_prompt_injection_in_tool_output_never_widens_the_whitelist(perfscout_ho
     from perfscout.codecs import registry
     from perfscout.graph.graph import compile_graph
 
-    monkeypatch.setitem(registry._KNOWN, "evil", f"{__name__}:InjectingCodec")
+    registry.register_codec("evil", f"{__name__}:InjectingCodec")
     before = tool_names()
     model = ScriptedChatModel(script=[
         intent_call(question="evaluate", codecs=["evil"], mode="abs", bounds=[1e-2]),

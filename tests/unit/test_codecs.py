@@ -50,8 +50,8 @@ def test_registry_lists_every_backend_with_versions() -> None:
 def test_missing_and_broken_backends_are_listed_with_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "perfscout_broken_codec.py").write_text("raise RuntimeError('driver exploded')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry._KNOWN, "broken", "perfscout_broken_codec:Broken")
-    monkeypatch.setitem(registry._KNOWN, "absent", "perfscout_no_such_module:Absent")
+    registry.register_codec("broken", "perfscout_broken_codec:Broken")
+    registry.register_codec("absent", "perfscout_no_such_module:Absent")
     infos = {i.id: i for i in list_codecs()}
     assert not infos["broken"].available and "RuntimeError: driver exploded" in infos["broken"].reason
     assert not infos["absent"].available and "perfscout_no_such_module" in infos["absent"].reason
@@ -74,7 +74,7 @@ def test_a_probe_that_raises_makes_the_backend_unavailable(
         "        raise OSError('no driver')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry._KNOWN, "probe", "perfscout_probe_codec:Probe")
+    registry.register_codec("probe", "perfscout_probe_codec:Probe")
     info = {i.id: i for i in list_codecs()}["probe"]
     assert not info.available and info.reason == "availability check raised OSError: no driver"
     with pytest.raises(CodecUnavailable, match="no driver"):

@@ -269,9 +269,9 @@ def test_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "perfscout_test_codecs", sys.modules[__name__])
-    monkeypatch.setitem(registry._KNOWN, "test-failing", "perfscout_test_codecs:_FailingSZ3")
-    monkeypatch.setitem(registry._KNOWN, "test-selftimed", "perfscout_test_codecs:_SelfTimedSZ3")
-    monkeypatch.setitem(registry._KNOWN, "test-nan", "perfscout_test_codecs:_NaNSZ3")
+    registry.register_codec("test-failing", "perfscout_test_codecs:_FailingSZ3")
+    registry.register_codec("test-selftimed", "perfscout_test_codecs:_SelfTimedSZ3")
+    registry.register_codec("test-nan", "perfscout_test_codecs:_NaNSZ3")
 
 
 def test_all_nan_reconstruction_keeps_the_measured_record(grf: np.ndarray, test_codecs: None) -> None:
