@@ -2,11 +2,20 @@
 
     python3 benchmarks/gpu_codec.py bench --data DIR --out FILE.json [--gib 1.0] [--repeats 20]
     python3 benchmarks/gpu_codec.py bench --quick --out FILE.json   # smooth3d, REL 1e-3 only
+    python3 benchmarks/gpu_codec.py autoshape --data DIR --out FILE.json   # block_ndim="auto"'s cost
     python3 benchmarks/gpu_codec.py ncu             # one compress + decompress, for ncu -k szp_
 
 Fields (float32, >= --gib GiB each): a smooth multi-mode 3-D field with small noise, a
 Gaussian random field (white noise filtered to a k^-3 power spectrum by FFT), and the real
-fields of ../shared/data tiled periodically to size. Each at REL 1e-2, 1e-3, 1e-4.
+fields of ../shared/data tiled periodically to size. Each at REL 1e-2, 1e-3, 1e-4, with the
+codec's default ``block_ndim="auto"`` (the shape chosen from a sample on the device; the row
+records the choice, what it cost, and each fixed shape's CR on the same field).
+
+``autoshape`` measures the choice alone on the same fields: median synchronized wall time
+of :func:`perfscout.codecs.szp.autoshape.choose_block_ndim` on the device array (the resolved
+absolute bound given, as the compressor gives it after its range pass), the shape it picked
+against every shape's full stream, and whether the NumPy reference picks the same on the
+host copy.
 
 Times are medians of CUDA-event intervals after one warm-up. "e2e" is the device-resident
 call, one call between two events (compress: range pass for rel, fused kernel, size and
@@ -37,8 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cupy as cp  # noqa: E402
 
+from perfscout.codecs.szp import autoshape as A  # noqa: E402
 from perfscout.codecs.szp import format as F  # noqa: E402
 from perfscout.codecs.szp import gpu as G  # noqa: E402
+from perfscout.codecs.szp.codec import SZPGpuCodec  # noqa: E402
 
 REAL = {  # file -> (shape, tiles)
     "vorticity.512_512": ((512, 512), (32, 32)),
@@ -167,10 +178,15 @@ def real_field(data: Path, name: str, gib: float) -> cp.ndarray | None:
     return tiled
 
 
-def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_gbps: float) -> dict:
+def measure(name: str, x: cp.ndarray, rel: float, bnd: int | str, repeats: int, copy_gbps: float) -> dict:
+    """One row. ``bnd`` "auto": e2e compress is the codec's device call (the choice, then the
+    compressor), and the kernel rows use the shape it chose."""
     nbytes = x.nbytes
-    ds = G.compress_device(x, "rel", rel, bnd)  # warm-up
-    comp = events(lambda: G.compress_device(x, "rel", rel, bnd), repeats)
+    codec = SZPGpuCodec("rel", rel, block_ndim=bnd)
+    ds = codec.compress_on_device(x)  # warm-up (and, for auto, the choice)
+    choice = codec.last_choice
+    comp = events(lambda: codec.compress_on_device(x), repeats)
+    bnd = ds.header.block_ndim
     frange = G.device_range(x)
     qz = F.resolve_quantizer(x.dtype, "rel", rel, frange)
     geo = G.geometry(tuple(x.shape), bnd)
@@ -183,7 +199,7 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_g
     p = G._compress_pieces(x, geo, qz)
     osort = events(lambda: G._sorted_outliers(p), repeats)
     del p
-    ds = G.compress_device(x, "rel", rel, bnd)
+    ds = codec.compress_on_device(x)
     y = G.decompress_device(ds)
     dec = events(lambda: G.decompress_device(ds), repeats)
     h = ds.header
@@ -211,6 +227,17 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int, repeats: int, copy_g
         "samples": {"compress_e2e_s": comp, "compress_kernel_s": kern,
                     "decompress_e2e_s": dec, "decompress_kernel_s": dkern},
     }
+    if choice is not None:  # what auto chose, what it cost, and every fixed shape's CR
+        row["block_ndim_option"] = "auto"
+        choice_s = events(lambda: A.choose_block_ndim(x, h.abs_bound), repeats)
+        sizes = {b: F.layout(G.compress_device(x, "rel", rel, b).header).total for b in A.candidates(x.ndim)}
+        row.update(choice_s=statistics.median(choice_s), choice_us=1e6 * statistics.median(choice_s),
+                   sample_elems=choice.sample_elems, sample_fraction=choice.sample_elems / x.size,
+                   sample_bytes={str(k): v for k, v in choice.sample_bytes.items()},
+                   estimated_bytes={str(k): v for k, v in choice.estimated_bytes.items()},
+                   ratio_by_block_ndim={str(b): nbytes / n for b, n in sizes.items()},
+                   auto_vs_best=lay.total / min(sizes.values()))
+        row["samples"]["choice_s"] = choice_s
     del y, out
     return row
 
@@ -228,12 +255,8 @@ def bench(args: argparse.Namespace) -> None:
     for fname, make in fields:
         x = make(args.gib)
         for rel in BOUNDS:
-            rows.append(measure(fname, x, rel, 3, args.repeats, copy["GBps_read_plus_write"]))
+            rows.append(measure(fname, x, rel, "auto", args.repeats, copy["GBps_read_plus_write"]))
             print(_line(rows[-1]), flush=True)
-        if fname == "smooth3d":  # 1-D blocks (cuSZp's layout) on the same field, for CR
-            for rel in BOUNDS:
-                rows.append(measure(fname, x, rel, 1, args.repeats, copy["GBps_read_plus_write"]))
-                print(_line(rows[-1]), flush=True)
         del x
         cp.get_default_memory_pool().free_all_blocks()
     for name in REAL:
@@ -242,7 +265,7 @@ def bench(args: argparse.Namespace) -> None:
             print(f"(skipped {name}: not found in {args.data})", flush=True)
             continue
         for rel in BOUNDS:
-            rows.append(measure(f"{name} tiled{REAL[name][1]}", x, rel, min(x.ndim, 3), args.repeats,
+            rows.append(measure(f"{name} tiled{REAL[name][1]}", x, rel, "auto", args.repeats,
                                 copy["GBps_read_plus_write"]))
             print(_line(rows[-1]), flush=True)
         del x
@@ -296,7 +319,9 @@ def quick(args: argparse.Namespace) -> None:
 
 
 def _line(r: dict) -> str:
-    return (f"{r['field']:<34} b{r['block_ndim']} rel {r['rel']:.0e}  CR {r['ratio']:7.2f}  "
+    auto = (f"auto->{r['block_ndim']} ({r['choice_us']:.0f} us, {r['auto_vs_best']:.3f} of best) "
+            if "choice_us" in r else "")
+    return (f"{r['field']:<34} b{r['block_ndim']} {auto}rel {r['rel']:.0e}  CR {r['ratio']:7.2f}  "
             f"comp {r['compress_kernel_GBps']:6.0f} ({r['compress_e2e_GBps']:6.0f} e2e)  "
             f"decomp {r['decompress_kernel_GBps']:6.0f} ({r['decompress_e2e_GBps']:6.0f} e2e) GB/s  "
             f"maxerr/eb {r['max_abs_err'] / r['abs_bound']:.3f} out {r['n_outliers']}  "
@@ -313,12 +338,61 @@ def table(doc: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         lines.append(
-            f"| {r['field']} | {r['block_ndim']}-D | {r['rel']:.0e} | {r['ratio']:.2f} | "
+            f"| {r['field']} | {r['block_ndim']}-D{' (auto)' if 'choice_us' in r else ''} | {r['rel']:.0e} | "
+            f"{r['ratio']:.2f} | "
             f"{r['compress_kernel_GBps']:.0f} ({r['compress_kernel_vs_copy']:.2f}) | "
             f"{r['compress_e2e_GBps']:.0f} | {r['decompress_kernel_GBps']:.0f} "
             f"({r['decompress_kernel_vs_copy']:.2f}) | {r['decompress_e2e_GBps']:.0f} | "
             f"{r['max_abs_err'] / r['abs_bound']:.3f} |")
     return "\n".join(lines)
+
+
+def autoshape(args: argparse.Namespace) -> None:
+    """The cost of block_ndim="auto"'s choice on >= --gib GiB device fields, and how good it is."""
+    t0 = time.time()
+    info = device_info()
+    fields = [("smooth3d", lambda: smooth_field(args.gib)), ("grf3d", lambda: gaussian_random_field(args.gib))]
+    fields += [(f"{n} tiled{REAL[n][1]}", lambda n=n: real_field(Path(args.data), n, args.gib)) for n in REAL]
+    rows = []
+    for fname, make in fields:
+        x = make()
+        if x is None:
+            print(f"(skipped {fname}: not found in {args.data})", flush=True)
+            continue
+        host = x.get()
+        for rel in BOUNDS:
+            eb = A.resolved_abs_bound(x, "rel", rel)
+            A.choose_block_ndim(x, eb)  # warm-up: kernel builds for every shape
+            runs = [A.choose_block_ndim(x, eb) for _ in range(args.repeats)]
+            ev = events(lambda: A.choose_block_ndim(x, eb), args.repeats)
+            c = runs[0]
+            sizes = {b: F.layout(G.compress_device(x, "rel", rel, b).header).total for b in A.candidates(x.ndim)}
+            ref = A.choose_block_ndim(host, eb, version=getattr(G, "WRITE_VERSION", None))
+            row = {"field": fname, "shape": list(x.shape), "rel": rel, "abs_bound": eb, "block_ndim": c.block_ndim,
+                   "choice_wall_us_median": 1e6 * statistics.median(r.seconds for r in runs),
+                   "choice_event_us_median": 1e6 * statistics.median(ev),
+                   "choice_wall_us": [1e6 * r.seconds for r in runs],
+                   "sample_elems": c.sample_elems, "sample_fraction": c.sample_elems / x.size,
+                   "sample_bytes": {str(k): v for k, v in c.sample_bytes.items()},
+                   "estimated_bytes": {str(k): v for k, v in c.estimated_bytes.items()},
+                   "stream_bytes": {str(k): v for k, v in sizes.items()},
+                   "ratio_by_block_ndim": {str(b): x.nbytes / n for b, n in sizes.items()},
+                   "auto_vs_best": sizes[c.block_ndim] / min(sizes.values()),
+                   "reference_block_ndim": ref.block_ndim,
+                   "reference_agrees": (ref.block_ndim, ref.sample_bytes) == (c.block_ndim, c.sample_bytes),
+                   "reference_host_s": ref.seconds}
+            rows.append(row)
+            print(f"{fname:<34} rel {rel:.0e} auto->{c.block_ndim} in {row['choice_wall_us_median']:.0f} us "
+                  f"(events {row['choice_event_us_median']:.0f}), sample {100 * row['sample_fraction']:.2f} %, "
+                  f"CR by shape {', '.join(f'{k}-D {v:.2f}' for k, v in row['ratio_by_block_ndim'].items())}, "
+                  f"auto/best {row['auto_vs_best']:.4f}, reference agrees {row['reference_agrees']}", flush=True)
+        x = host = None  # free the field before the next one
+        cp.get_default_memory_pool().free_all_blocks()
+    doc = {"device": info, "rows": rows, "repeats": args.repeats, "wall_s": time.time() - t0,
+           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+           "sampling": {"fraction": A.SAMPLE_FRACTION, "min_elems": A.MIN_SAMPLE_ELEMS,
+                        "max_elems": A.MAX_SAMPLE_ELEMS, "whole_elems": A.WHOLE_ELEMS}}
+    Path(args.out).write_text(json.dumps(doc, indent=1))
 
 
 def ncu_target(args: argparse.Namespace) -> None:
@@ -333,7 +407,7 @@ def ncu_target(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["bench", "ncu"])
+    ap.add_argument("what", choices=["bench", "autoshape", "ncu"])
     ap.add_argument("--data", default=".device/data")
     ap.add_argument("--out", default="szp_gpu_bench.json")
     ap.add_argument("--gib", type=float, default=1.0)
@@ -343,6 +417,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "ncu":
         ncu_target(args)
+    elif args.what == "autoshape":
+        autoshape(args)
     else:
         quick(args) if args.quick else bench(args)
 

@@ -207,17 +207,18 @@ def draw_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
     order = {2: (1, 2, 0, 3), 1: (1, 0, 2, 3), 0: (0, 1, 2, 3)}[geo.stack_axis]
     shape = [sz, sy, sx]
     shape[geo.stack_axis] *= len(geo.origins)
-    box_sample = xp.ascontiguousarray(boxes.transpose(order)).reshape(shape)
+    box_sample = xp.ascontiguousarray(boxes.transpose(order)).reshape(tuple(shape))
     starts = org[:, None] + xp.asarray(geo.run_offsets)[None, :]
     starts = starts - starts % _X_ALIGN  # the field's own 1-D blocks: 32-aligned in the flat array
     runs = starts.reshape(-1)[:, None] + xp.arange(geo.run_len, dtype=xp.int64)[None, :]
     return box_sample, _gather(x, xp, runs.reshape(-1))
 
 
-def _encoded(sample: Any, abs_bound: float, block_ndim: int) -> F.Header:
+def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None) -> F.Header:
     """The header of the sample's stream (on the sample's device)."""
     if _xp(sample) is np:
-        return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim))
+        kw = {} if version is None else {"version": version}
+        return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim, **kw))
     from perfscout.codecs.szp import gpu as G
 
     return G.compress_device(sample, "abs", abs_bound, block_ndim).header
@@ -248,7 +249,7 @@ def _check(x: Any, abs_bound: float) -> float:
     return min(eb, float(np.finfo(x.dtype).max))
 
 
-def choose_block_ndim(x: Any, abs_bound: float) -> ShapeChoice:
+def choose_block_ndim(x: Any, abs_bound: float, *, version: int | None = None) -> ShapeChoice:
     """Choose szp's block dimensionality for ``x`` (NumPy or CuPy) at the resolved
     absolute bound ``abs_bound``: the candidate whose stream of the sample is smallest.
 
@@ -257,7 +258,9 @@ def choose_block_ndim(x: Any, abs_bound: float) -> ShapeChoice:
     resolve_quantizer; the one exception is a bound below the dtype's smallest normal, where
     only the fallback step differs). A zero bound (a constant field in ``rel`` mode) leaves
     nothing to choose by: the default shape, nothing compressed. One candidate (a 1-D or
-    0-D array), or an empty array: that one, nothing compressed.
+    0-D array), or an empty array: that one, nothing compressed. ``version`` (NumPy arrays
+    only) is the stream format the reference writes for the sample, by default its own;
+    a CuPy array's sample gets the format the kernels write.
     """
     eb = _check(x, abs_bound)
     xp = _xp(x)
@@ -270,12 +273,12 @@ def choose_block_ndim(x: Any, abs_bound: float) -> ShapeChoice:
     shape = tuple(x.shape)
     geo = sample_geometry(shape)
     if geo is None:  # small: the whole array with every candidate, an exact choice
-        heads = {b: _encoded(x, eb, b) for b in cands}
+        heads = {b: _encoded(x, eb, b, version) for b in cands}
         elems = int(x.size)
         est = {b: F.layout(h).total for b, h in heads.items()}
     else:
         box_sample, flat_sample = draw_sample(x, geo)
-        heads = {b: _encoded(flat_sample if b == 1 else box_sample, eb, b) for b in cands}
+        heads = {b: _encoded(flat_sample if b == 1 else box_sample, eb, b, version) for b in cands}
         elems = geo.elems
         est = {b: _estimate(h, shape, b) for b, h in heads.items()}
     best = min(cands, key=lambda b: (est[b], b))
@@ -300,10 +303,10 @@ def resolved_abs_bound(x: Any, mode: str, bound: float) -> float:
     return F.resolve_quantizer(np.dtype(x.dtype), mode, bound, frange).abs_bound
 
 
-def choose_for(x: Any, mode: str, bound: float) -> ShapeChoice:
+def choose_for(x: Any, mode: str, bound: float, *, version: int | None = None) -> ShapeChoice:
     """:func:`choose_block_ndim` at the absolute bound ``mode``/``bound`` resolves to. Its
     seconds are the choice's alone: the range pass (rel) is the compressor's anyway."""
-    return choose_block_ndim(x, resolved_abs_bound(x, mode, bound))
+    return choose_block_ndim(x, resolved_abs_bound(x, mode, bound), version=version)
 
 
 #: Host range passes read this many elements at a time (bounded temporaries).

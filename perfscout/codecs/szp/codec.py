@@ -125,12 +125,14 @@ class SZPGpuCodec(Codec):
             bound=self.bound, abs_bound=h.abs_bound, meta=self._meta(h, on_gpu, reason),
         )
 
-    def _shape(self, x: Any) -> tuple[int, dict[str, bool]]:
-        """(block_ndim, encoder flag kwargs) for ``x``, choosing on x's own device when auto."""
+    def _shape(self, x: Any, version: int | None = None) -> tuple[int, dict[str, bool]]:
+        """(block_ndim, encoder flag kwargs) for ``x``, choosing on x's own device when auto;
+        ``version``: the format the stream will be written in (for a host array the GPU
+        compresses: the kernels' format, if it is not the reference's own)."""
         if self.block_ndim != AUTO:
             self.last_choice = None
             return int(self.block_ndim), {}
-        self.last_choice = A.choose_for(x, self.mode, self.bound)
+        self.last_choice = A.choose_for(x, self.mode, self.bound, version=version)
         return self.last_choice.block_ndim, {"auto_block": True}
 
     def compress_on_device(self, x: Any) -> G.DeviceStream:
@@ -150,7 +152,7 @@ class SZPGpuCodec(Codec):
                     data = G.to_host(self.compress_on_device(dev))
                 else:
                     host = np.asarray(array)
-                    bnd, flag = self._shape(host)
+                    bnd, flag = self._shape(host, _kernel_version())
                     flag = flag if _takes_auto_flag(G.compress_host) else {}
                     data = G.compress_host(host, self.mode, self.bound, bnd, self.chunk_bytes, **flag)
             except _oom_errors() as exc:
@@ -185,7 +187,7 @@ class SZPGpuCodec(Codec):
             # The choice is made once, where the array is, and its cost is in the meta: the
             # timed calls compress with the shape it chose.
             dev = G.as_device_array(array)
-            bnd, _flag = self._shape(dev if dev is not None else np.asarray(array))
+            bnd, _flag = self._shape(dev) if dev is not None else self._shape(np.asarray(array), _kernel_version())
             t = G.timed_roundtrip(array, self.mode, self.bound, bnd, repeats)
         except _oom_errors() as exc:
             raise CodecError(f"gpu_out_of_memory: {exc}") from exc
@@ -194,6 +196,11 @@ class SZPGpuCodec(Codec):
             compress_s=t.compress_s, decompress_s=t.decompress_s, h2d_s=t.h2d_s, d2h_s=t.d2h_s,
             device_name=t.device_name, samples=t.samples,
         )
+
+
+def _kernel_version() -> int | None:
+    """The stream format the CUDA kernels write, where the driver says (None: the reference's)."""
+    return getattr(G, "WRITE_VERSION", None)
 
 
 def _host_array(array: Any) -> np.ndarray:

@@ -1,0 +1,110 @@
+"""szp's automatic block shape on the GPU: the device chooses what the NumPy reference
+chooses on the same array (the same sample, byte-identical sample streams), the codec and
+the GPU evaluation record it, and what one choice costs on a large field.
+
+Runs only where CuPy sees a CUDA device (the ``gpu`` marker skips it elsewhere). The cost is
+recorded as the test's ``szp_auto_choice_us`` property (``--junitxml``); the measured figures
+come from ``benchmarks/gpu_codec.py autoshape``, never from a timed assertion.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from perfscout.codecs.szp import autoshape as A
+from perfscout.codecs.szp import format as F
+from perfscout.codecs.szp.codec import SZPGpuCodec, _takes_auto_flag
+from tests.unit.test_szp_autoshape import SYNTHETIC, TOLERANCE, smooth3d_slab, stacked_levels
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy", reason="CuPy is needed for the GPU codec tests")
+from perfscout.codecs.szp import gpu as G  # noqa: E402
+
+#: The format the kernels write (the reference writes the sample in the same one).
+V = getattr(G, "WRITE_VERSION", F.VERSION)
+
+
+def _same_choice(dev: A.ShapeChoice, ref: A.ShapeChoice) -> None:
+    assert (dev.block_ndim, dev.sample_bytes, dev.sample_elems, dev.estimated_bytes) == \
+           (ref.block_ndim, ref.sample_bytes, ref.sample_elems, ref.estimated_bytes)
+
+
+@pytest.mark.parametrize("rel", [1e-2, 1e-4])
+@pytest.mark.parametrize("name", ["smooth3d_slab", "stacked_levels", "image2d", "last_axis_3", "last_axis_33",
+                                  "odd_planes_4d", "float64", "with_nonfinite", "noise"])
+def test_the_gpu_chooses_what_the_reference_chooses(name, rel) -> None:
+    x = SYNTHETIC[name]()
+    xd = cp.asarray(x)
+    eb = A.resolved_abs_bound(x, "rel", rel)
+    assert A.resolved_abs_bound(xd, "rel", rel) == eb  # the device's range is the host's
+    _same_choice(A.choose_block_ndim(xd, eb), A.choose_block_ndim(x, eb, version=V))
+
+
+def test_small_and_strided_device_arrays() -> None:
+    x = stacked_levels(12, 90, 180)
+    eb = A.resolved_abs_bound(x, "rel", 1e-3)
+    ref = A.choose_block_ndim(x, eb, version=V)
+    _same_choice(A.choose_block_ndim(cp.asfortranarray(cp.asarray(x)), eb), ref)  # gathered in place
+    small = x[:2, :40, :50].copy()  # compressed whole with each candidate
+    _same_choice(A.choose_block_ndim(cp.asarray(small), eb), A.choose_block_ndim(small, eb, version=V))
+
+
+def test_real_fields(shared_fields: dict[str, np.ndarray]) -> None:
+    for name, x in shared_fields.items():
+        for rel in (1e-2, 1e-3, 1e-4):
+            eb = A.resolved_abs_bound(x, "rel", rel)
+            dev = A.choose_block_ndim(cp.asarray(x), eb)
+            _same_choice(dev, A.choose_block_ndim(x, eb, version=V))
+            full = {b: F.layout(G.compress_device(cp.asarray(x), "rel", rel, b).header).total
+                    for b in A.candidates(x.ndim)}
+            assert full[dev.block_ndim] <= (1 + TOLERANCE) * min(full.values()), (name, rel, full)
+
+
+def test_the_codec_on_the_gpu_chooses_on_the_device_and_records_it() -> None:
+    x = stacked_levels()
+    codec = SZPGpuCodec("rel", 1e-3)
+    c = codec.compress(cp.asarray(x))
+    ref = A.choose_for(x, "rel", 1e-3, version=V)
+    assert c.meta["device"] == "cuda" and c.meta["block_ndim_auto"] is True
+    assert c.meta["block_ndim"] == ref.block_ndim == F.parse_header(c.data).block_ndim
+    assert c.meta["block_sample_bytes"] == {str(k): v for k, v in ref.sample_bytes.items()}
+    flag = {"auto_block": True} if _takes_auto_flag(G.compress_device) else {}
+    assert c.data == F.encode(x, "rel", 1e-3, ref.block_ndim, version=V, **flag)
+    y = codec.decompress(c)
+    assert np.max(np.abs(x.astype(np.float64) - y)) <= c.abs_bound
+    # a host array on the GPU path: chosen with NumPy, the same shape
+    assert codec.compress(x).meta["block_ndim"] == ref.block_ndim
+    t = codec.timed_run(x, repeats=2)
+    assert t is not None and t.compressed.meta["block_ndim"] == ref.block_ndim
+
+
+def test_gpu_evaluation_compresses_with_the_auto_shape() -> None:
+    from perfscout.tools.evaluate import evaluate_full
+
+    x = stacked_levels()
+    ev = evaluate_full(x, "szp-gpu", "rel", 1e-3, device="cuda", repeats=2, isolate=False)
+    assert ev.result.bound_ok, ev.result.error
+    meta = ev.compressed.meta
+    eb = float(ev.result.abs_bound)
+    assert meta["block_ndim_auto"] is True
+    assert meta["block_ndim"] == A.choose_block_ndim(x, eb, version=V).block_ndim
+    assert set(meta["block_sample_bytes"]) == {"1", "2", "3"}
+
+
+def test_the_cost_of_a_choice_on_a_256_mib_field(record_property) -> None:
+    """64 x 1024 x 1024 float32 on the device: the choice agrees with the reference's on the
+    host copy, and its median wall time (synchronized) is recorded, not asserted."""
+    x = cp.asarray(smooth3d_slab(64, 1024, 1024))
+    eb = A.resolved_abs_bound(x, "rel", 1e-3)
+    A.choose_block_ndim(x, eb)  # warm-up: the kernels compile for each block shape
+    runs = [A.choose_block_ndim(x, eb) for _ in range(10)]
+    assert len({(r.block_ndim, tuple(sorted(r.sample_bytes.items()))) for r in runs}) == 1
+    _same_choice(runs[0], A.choose_block_ndim(x.get(), eb, version=V))
+    assert runs[0].sample_elems <= 0.02 * x.size
+    us = statistics.median(r.seconds for r in runs) * 1e6
+    record_property("szp_auto_choice_us", round(us, 1))
+    assert us > 0
