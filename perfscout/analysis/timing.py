@@ -38,7 +38,9 @@ class TimingStats:
 
     ``cv`` is the sample standard deviation over the mean (0 with a single sample,
     where noise cannot be judged). ``noisy``: cv > the noise threshold.
-    ``too_small``: the median is below the timing floor.
+    ``too_small``: the median is below the timing floor. ``cold``: no untimed warm-up
+    ran first, so first-call costs (page faults on fresh buffers, cold caches) are part
+    of the samples.
     """
 
     samples_s: list[float]
@@ -49,13 +51,15 @@ class TimingStats:
     noisy: bool
     too_small: bool
     repeats: int
+    cold: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def stats_from_samples(
-    samples_s: list[float], *, noisy_cv: float = NOISY_CV, floor_s: float = MIN_TIMABLE_S
+    samples_s: list[float], *, noisy_cv: float = NOISY_CV, floor_s: float = MIN_TIMABLE_S,
+    cold: bool = False,
 ) -> TimingStats:
     """Summarise measured durations (seconds); pure, so the flag logic is testable."""
     samples = [float(s) for s in samples_s]
@@ -75,6 +79,7 @@ def stats_from_samples(
         noisy=cv > noisy_cv,
         too_small=median < floor_s,
         repeats=len(samples),
+        cold=bool(cold),
     )
 
 
@@ -82,18 +87,24 @@ def time_callable(
     fn: Callable[[], Any],
     *,
     repeats: int = 3,
-    warmup: int = 1,
+    warmup: int | None = None,
     noisy_cv: float = NOISY_CV,
     floor_s: float = MIN_TIMABLE_S,
 ) -> tuple[TimingStats, Any]:
     """Call ``fn()`` ``warmup`` times untimed, then ``repeats`` times timed.
 
     The warm-up absorbs first-call costs (imports, allocations, page faults, JIT or
-    kernel caches) that the steady state does not pay. Returns the summary and the
-    value the last timed call returned (e.g. the compressed buffer).
+    kernel caches) that the steady state does not pay. ``warmup=None`` (the default)
+    means one warm-up when ``repeats > 1`` and none for a single repeat: one timed call
+    is a cold measurement either way (one sample cannot show noise), and a warm-up
+    would double the cost of the call the user asked to run once (for a codec: the
+    whole evaluation's largest cost). The summary says ``cold=True`` then. Returns the
+    summary and the value the last timed call returned (e.g. the compressed buffer).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if warmup is None:
+        warmup = 1 if repeats > 1 else 0
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise InputError(f"warmup must be an integer >= 0, got {warmup!r}")
     for _ in range(warmup):
@@ -104,4 +115,4 @@ def time_callable(
         t0 = time.perf_counter_ns()
         result = fn()
         samples.append((time.perf_counter_ns() - t0) * 1e-9)
-    return stats_from_samples(samples, noisy_cv=noisy_cv, floor_s=floor_s), result
+    return stats_from_samples(samples, noisy_cv=noisy_cv, floor_s=floor_s, cold=warmup == 0), result

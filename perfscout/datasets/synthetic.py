@@ -11,7 +11,11 @@ Three kinds that stress a compressor differently:
   fronts between flat regions, like many simulation outputs.
 
 The same (kind, shape, dtype, seed) always gives the same array: values are drawn
-from NumPy's PCG64 generator and computed in float64, then cast.
+from NumPy's PCG64 generator in float64. ``smooth`` is computed in float64, then cast;
+``grf`` and ``grayscott`` are computed in the output's dtype (a float32 field in float32,
+with float64 sums for its mean and spread), in place and through slabs, so a field
+needs about twice its own size to generate, not eight times; their float32 fields
+are the float64 ones to float32 precision, not bit for bit.
 """
 
 from __future__ import annotations
@@ -48,9 +52,19 @@ GS_STEPS = 200
 MAX_SYNTHETIC_DIMS = 3
 
 
-def _grid_frequencies(shape: tuple[int, ...]) -> np.ndarray:
-    """|k| on the rfftn grid (cycles per sample) for ``shape``."""
+#: The lean generators (grf, grayscott) work through slabs of about this many elements
+#: along the first axis: their temporaries are slabs, not fields.
+SLAB_ELEMENTS = 1 << 18
+
+
+def _rows(shape: tuple[int, ...]) -> int:
+    return max(1, SLAB_ELEMENTS // max(1, math.prod(shape[1:])))
+
+
+def _grid_frequencies(shape: tuple[int, ...], r0: int = 0, r1: int | None = None) -> np.ndarray:
+    """|k| on the rfftn grid (cycles per sample) for ``shape``, rows r0:r1 of the first axis."""
     axes = [np.fft.fftfreq(n) for n in shape[:-1]] + [np.fft.rfftfreq(shape[-1])]
+    axes[0] = axes[0][r0:r1]
     k2 = np.zeros([len(a) for a in axes])
     for i, a in enumerate(axes):
         view = [1] * len(axes)
@@ -59,17 +73,59 @@ def _grid_frequencies(shape: tuple[int, ...]) -> np.ndarray:
     return np.sqrt(k2)
 
 
-def _grf(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    noise = rng.standard_normal(shape)
-    spectrum = np.fft.rfftn(noise)
-    k = _grid_frequencies(shape)
-    amplitude = np.zeros_like(k)
-    nz = k > 0
+def _normalise(field: np.ndarray) -> None:
+    """(field - mean) / std in place, slab by slab, with float64 sums (two passes:
+    the spread is summed around the mean, no cancellation)."""
+    rows, n = _rows(field.shape), field.size
+    total = sum(float(np.add.reduce(field[r : r + rows], axis=None, dtype=np.float64))
+                for r in range(0, field.shape[0], rows))
+    mean = total / n
+    sq = 0.0
+    for r in range(0, field.shape[0], rows):
+        d = field[r : r + rows].astype(np.float64) - mean
+        sq += float(np.einsum("i,i->", d.reshape(-1), d.reshape(-1)))
+    std = math.sqrt(sq / n)
+    for r in range(0, field.shape[0], rows):
+        block = field[r : r + rows]
+        if std > 0:
+            block -= block.dtype.type(mean)
+            block *= block.dtype.type(1.0 / std)
+
+
+def _grf(shape: tuple[int, ...], rng: np.random.Generator, dtype: Any = np.float64) -> np.ndarray:
+    """White noise (float64 draws, stored in ``dtype``), filtered in Fourier space.
+
+    Memory: the noise and its half spectrum (float32: complex64), each about the size of
+    the output; the filter is applied in place, slab by slab, and the inverse transform
+    runs in the spectrum's place until its last pass writes the field. A float32 field is the float64 one to float32
+    precision (the same draws, the transforms in float32).
+    """
+    import scipy.fft
+
+    real = np.dtype(dtype)
+    noise = np.empty(shape, dtype=real)
+    rows = _rows(shape)
+    for r in range(0, shape[0], rows):  # the same stream as one draw of the whole shape
+        noise[r : r + rows] = rng.standard_normal(noise[r : r + rows].shape)
+    spectrum = scipy.fft.rfftn(noise, workers=1)
+    del noise
     mode_slope = GRF_SHELL_SLOPE + len(shape) - 1
-    amplitude[nz] = k[nz] ** (-mode_slope / 2)  # amplitude^2 = power per mode
-    field = np.fft.irfftn(spectrum * amplitude, s=shape, axes=tuple(range(len(shape))))
-    std = field.std()
-    return (field - field.mean()) / std if std > 0 else field
+    for r in range(0, shape[0], rows):
+        k = _grid_frequencies(shape, r, r + rows)
+        amplitude = np.zeros_like(k)
+        nz = k > 0
+        amplitude[nz] = k[nz] ** (-mode_slope / 2)  # amplitude^2 = power per mode
+        spectrum[r : r + rows] *= amplitude.astype(real, copy=False)
+    # The inverse axis by axis: the complex passes run in place (scipy's irfftn copies
+    # the spectrum first even with overwrite_x: 3x the output instead of 2x, measured);
+    # the last, complex-to-real pass writes the field.
+    for axis in range(len(shape) - 1):
+        spectrum = scipy.fft.ifft(spectrum, axis=axis, overwrite_x=True, workers=1)
+    field = scipy.fft.irfft(spectrum, n=shape[-1], axis=-1, overwrite_x=True, workers=1)
+    del spectrum
+    field = field.astype(real, copy=False)
+    _normalise(field)
+    return field
 
 
 #: The smooth field is built and noised in slabs of about this many elements along its
@@ -107,17 +163,15 @@ def _smooth(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     return field
 
 
-def _laplacian(a: np.ndarray) -> np.ndarray:
-    """Periodic 2*ndim+1-point Laplacian."""
-    out = -2.0 * a.ndim * a
-    for axis in range(a.ndim):
-        out += np.roll(a, 1, axis=axis) + np.roll(a, -1, axis=axis)
-    return out
-
-
-def _grayscott(shape: tuple[int, ...], rng: np.random.Generator, steps: int = GS_STEPS) -> np.ndarray:
-    u = np.ones(shape)
-    v = np.zeros(shape)
+def _grayscott(shape: tuple[int, ...], rng: np.random.Generator, steps: int = GS_STEPS,
+               dtype: Any = np.float64) -> np.ndarray:
+    """Explicit Euler steps of Gray-Scott on a periodic grid, two fields of ``dtype``
+    updated in place slab by slab (the neighbours a slab needs from outside are the old
+    rows kept beside it). In float64 every element sees exactly the arithmetic of the
+    whole-array update (kept in the tests as the oracle)."""
+    real = np.dtype(dtype)
+    u = np.ones(shape, dtype=real)
+    v = np.zeros(shape, dtype=real)
     # Seed a few square patches of V (random centres, ~1/8 of each axis wide).
     for _ in range(int(rng.integers(3, 7))):
         sl = []
@@ -127,13 +181,49 @@ def _grayscott(shape: tuple[int, ...], rng: np.random.Generator, steps: int = GS
             sl.append(slice(max(0, c - half), min(n, c + half + 1)))
         u[tuple(sl)] = 0.50
         v[tuple(sl)] = 0.25
-    v += 0.01 * rng.random(shape)
+    rows = _rows(shape)
+    for r in range(0, shape[0], rows):  # the same stream as one draw of the whole shape
+        block = v[r : r + rows]
+        block += 0.01 * rng.random(block.shape)
     for _ in range(steps):
-        uvv = u * v * v
-        u_next = u + GS_DU * _laplacian(u) - uvv + GS_FEED * (1.0 - u)
-        v = v + GS_DV * _laplacian(v) + uvv - (GS_FEED + GS_KILL) * v
-        u = u_next
+        _grayscott_step(u, v, rows)
     return v
+
+
+def _laplacian_slab(a: np.ndarray, above: np.ndarray, below: np.ndarray) -> np.ndarray:
+    """Periodic 2*ndim+1-point Laplacian of the rows ``a`` (old values), given the old rows
+    just above and below them; summed in the order of the whole-array form
+    ``-2 ndim a + (roll(a, 1) + roll(a, -1))``, axis after axis."""
+    out = -2.0 * a.ndim * a
+    up = np.empty_like(a)  # roll(a, 1, axis=0) with the row above
+    up[0] = above
+    up[1:] = a[:-1]
+    down = np.empty_like(a)  # roll(a, -1, axis=0) with the row below
+    down[:-1] = a[1:]
+    down[-1] = below
+    up += down
+    del down
+    out += up
+    for axis in range(1, a.ndim):
+        out += np.roll(a, 1, axis=axis) + np.roll(a, -1, axis=axis)
+    return out
+
+
+def _grayscott_step(u: np.ndarray, v: np.ndarray, rows: int) -> None:
+    n0 = u.shape[0]
+    first_u, first_v = u[0].copy(), v[0].copy()  # old row 0: the last slab's row below
+    above_u, above_v = u[n0 - 1].copy(), v[n0 - 1].copy()  # old last row: slab 0's row above
+    for r0 in range(0, n0, rows):
+        r1 = min(n0, r0 + rows)
+        uo, vo = u[r0:r1].copy(), v[r0:r1].copy()
+        below_u = u[r1] if r1 < n0 else first_u  # not yet updated: still old
+        below_v = v[r1] if r1 < n0 else first_v
+        lap_u = _laplacian_slab(uo, above_u, below_u)
+        lap_v = _laplacian_slab(vo, above_v, below_v)
+        uvv = uo * vo * vo
+        u[r0:r1] = uo + GS_DU * lap_u - uvv + GS_FEED * (1.0 - uo)
+        v[r0:r1] = vo + GS_DV * lap_v + uvv - (GS_FEED + GS_KILL) * vo
+        above_u, above_v = uo[-1], vo[-1]
 
 
 _GENERATORS: dict[str, tuple[Callable[..., np.ndarray], str]] = {
@@ -149,11 +239,20 @@ def describe_kind(kind: str) -> str:
     return _GENERATORS[kind][1]
 
 
-#: float64 temporaries a generator holds at once, per element (grf: noise, its spectrum
-#: and the inverse transform; grayscott: u, v and their Laplacians; smooth: the field and
-#: numpy's std temporary, the rest in slabs), plus the output in its dtype.
-GENERATOR_BYTES_PER_ELEMENT = 8 * 6
-GENERATOR_BYTES = {"grf": GENERATOR_BYTES_PER_ELEMENT, "grayscott": GENERATOR_BYTES_PER_ELEMENT, "smooth": 8 * 2}
+#: What a generator holds at once per element, besides slab temporaries, in units of
+#: the output's item size (grf: the noise and the half spectrum, about one output each,
+#: the inverse transform writing into the spectrum's place; grayscott: u and v, the
+#: output being v), or in bytes (smooth: its float64 field and numpy's std temporary).
+GENERATOR_ITEMS = {"grf": 2.5, "grayscott": 2.0}
+GENERATOR_BYTES = {"smooth": 8 * 2}
+GENERATOR_BYTES_PER_ELEMENT = 8 * 6  # anything else: a generous float64 estimate
+
+
+def generator_bytes(kind: str, n: int, itemsize: int) -> int:
+    """Bytes ``synthetic(kind)`` needs for ``n`` elements of ``itemsize`` (output included)."""
+    if kind in GENERATOR_ITEMS:
+        return int(n * itemsize * GENERATOR_ITEMS[kind]) + 64 * SLAB_ELEMENTS * 8
+    return n * (GENERATOR_BYTES.get(kind, GENERATOR_BYTES_PER_ELEMENT) + itemsize)
 
 
 def _available_bytes() -> int:
@@ -179,7 +278,7 @@ def _available_bytes() -> int:
 def _refuse_oversized(kind: str, dims: tuple[int, ...], itemsize: int = 8) -> None:
     """InputError before allocating anything when the field cannot be generated here."""
     n = math.prod(dims)
-    need = n * (GENERATOR_BYTES.get(kind, GENERATOR_BYTES_PER_ELEMENT) + itemsize)
+    need = generator_bytes(kind, n, itemsize)
     have = _available_bytes()
     if need > have:
         raise InputError(
@@ -200,7 +299,8 @@ def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: i
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     _refuse_oversized(kind, dims, dt.itemsize)
     make, description = _GENERATORS[kind]
-    values = make(dims, np.random.default_rng(int(seed)))
+    rng = np.random.default_rng(int(seed))
+    values = make(dims, rng) if kind == "smooth" else make(dims, rng, dtype=dt)
     arr = validate_array(values.astype(dt, copy=False), what=f"synthetic {kind}")  # f64: no copy
     del values
     tag = "f32" if dt.itemsize == 4 else "f64"

@@ -9,8 +9,9 @@ non-finite values under the ``refuse`` policy, a CPU codec asked to run on CUDA)
 raises a :class:`~perfscout.errors.PerfscoutError` before anything is measured. A
 failure *while running* the codec becomes a record with ``status="error"`` (or
 ``gpu_unavailable`` / ``gpu_out_of_memory``) and the message, so a sweep loses nothing.
-Times are medians over ``repeats`` after one warm-up (the codec's own ``timed_run``
-when it has one, e.g. CUDA events on the GPU); MB/s = nbytes / 1e6 / median seconds.
+Times are medians over ``repeats`` after one warm-up (none for ``repeats=1``: that one
+measurement is cold, and the notes say so; the codec's own ``timed_run`` when it has one,
+e.g. CUDA events on the GPU); MB/s = nbytes / 1e6 / median seconds.
 Compression timing covers the codec only: the non-finite split/restore is not timed.
 """
 
@@ -245,6 +246,10 @@ def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: Compressio
             lambda: time_callable(lambda: runner.decompress(compressed), repeats=repeats))
         record.compress_s = ev.compress_timing.median_s
         record.decompress_s = ev.decompress_timing.median_s
+        if ev.compress_timing.cold:  # repeats=1: no warm-up ran (it would double the codec's cost)
+            ev.notes.append("timing is cold: repeats=1 runs no untimed warm-up, so first-call costs "
+                            "(fresh buffers, cold caches) are in the one measurement; repeats >= 2 "
+                            "gives a warm median")
     for name in ("compress", "decompress"):
         secs = getattr(record, f"{name}_s")
         if secs and secs > 0:
