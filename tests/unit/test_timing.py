@@ -36,6 +36,16 @@ def test_warmup_and_repeats_are_honoured(warmup: int, repeats: int) -> None:
     assert all(s >= 0 for s in stats.samples_s)
     assert stats.min_s == min(stats.samples_s) and stats.max_s == max(stats.samples_s)
     assert stats.median_s == statistics.median(stats.samples_s)
+    assert stats.cold == (warmup == 0)
+
+
+@pytest.mark.parametrize(("repeats", "calls", "cold"), [(1, 1, True), (2, 3, False), (5, 6, False)])
+def test_default_warmup_only_when_repeating(repeats: int, calls: int, cold: bool) -> None:
+    """One timed call is cold either way: no warm-up doubling its cost, and it says so."""
+    fn = Counter()
+    stats, result = time_callable(fn, repeats=repeats)
+    assert fn.calls == calls and result == calls
+    assert stats.cold is cold and stats.as_dict()["cold"] is cold
 
 
 def test_floor_reaches_the_flag_of_a_measured_call() -> None:
