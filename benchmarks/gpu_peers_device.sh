@@ -47,16 +47,17 @@ EOF
 do_tests() {
 step "GPU tests"
 timeout ${TESTS_S:-150} python3 -m pytest -q -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
-  -p no:cacheprovider -rfE --tb=short --durations=8 > "$O/gpu_peers_tests_$T.log" 2>&1
+  -p no:cacheprovider -v -rfE --tb=short --durations=8 > "$O/gpu_peers_tests_$T.log" 2>&1
 echo "tests exit $?" | tee -a "$LOG"
 grep -E "^(FAILED|ERROR)|passed|failed" "$O/gpu_peers_tests_$T.log" | tail -30 | tee -a "$LOG"
 }
 
 do_bench() {
 step "benchmark"
-timeout 210 python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
+S=$(date +%s)
+timeout ${BENCH_S:-210} python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
   --repeats 5 > "$O/gpu_peers_bench_$T.log" 2>&1
-echo "bench exit $?" | tee -a "$LOG"
+echo "bench exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 tail -3 "$O/gpu_peers_bench_$T.log"
 }
 
@@ -69,8 +70,25 @@ S=$(date +%s)
 timeout -s INT ${SWEEP_S:-230} python3 -m perfscout sweep examples/sweep_gpu.yaml --out runs/gpu --no-progress $RESUME \
   >> "$O/sweep_gpu_$T.log" 2>&1
 echo "sweep exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
-timeout 60 python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
-echo "report exit $?" | tee -a "$LOG"
+S=$(date +%s)
+timeout 90 python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
+echo "report exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
+python3 - <<'EOF' 2>&1 | tee -a "$LOG"
+# per-task seconds: results in completion order (GPU tasks run one at a time), and what the
+# evaluation itself spent (gpu_detail's phases_s)
+import glob, json, os
+from perfscout.analysis.report.gpu import parse_detail
+rows = []
+for f in glob.glob("runs/gpu/raw/*/result.json"):
+    r = json.load(open(f))
+    if str(r.get("device", "")).startswith("cuda"):
+        rows.append((os.path.getmtime(f), r, sum(((parse_detail(r.get("error")) or {}).get("phases_s") or {}).values())))
+rows.sort(key=lambda t: t[0])
+gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:])]
+if gaps:
+    print(f"GPU tasks: {len(rows)}; seconds between completions: median {sorted(gaps)[len(gaps)//2]:.2f}, "
+          f"max {max(gaps):.2f}; evaluation's own phases: median {sorted(t[2] for t in rows)[len(rows)//2]:.2f} s")
+EOF
 cp runs/gpu/report.md "$O/sweep_gpu_report_$T.md" 2>/dev/null
 cp runs/gpu/results.csv "$O/sweep_gpu_results_$T.csv" 2>/dev/null
 tar -czf "$O/sweep_gpu_run_$T.tar.gz" -C runs gpu 2>/dev/null

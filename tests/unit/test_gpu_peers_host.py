@@ -406,7 +406,8 @@ def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
     from perfscout.tools.results_store import STORE_NAME, ResultStore
 
     recs = [
-        _record("t-ok", "szp-gpu", "ok", {"copy_GBps": 4096.0, "n_beyond": 0, "n_violations": 0}),
+        _record("t-ok", "szp-gpu", "ok", {"copy_GBps": 4096.0, "n_beyond": 0, "n_violations": 0,
+                                          "phases_s": {"upload": 0.9, "metrics": 0.25, "verify": 0.1}}),
         _record("t-bad", "cuszp-outlier", "bound_overshoot",
                 {"_message": "bound_overshoot: 12 element(s) exceed the abs bound 0.001, all within float rounding",
                  "copy_GBps": 4000.0, "n_beyond": 12, "n_violations": 0,
@@ -423,6 +424,8 @@ def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
     assert len(section.throughput) == 3  # the CPU row is not a GPU row
     ok = section.throughput.set_index("task").loc["t-ok"]
     assert ok["compress GB/s"] == pytest.approx(4096 / 1e-6 / 1e9) and ok["× copy"] == pytest.approx(4.096 / 4096)
+    assert ok["eval s"] == pytest.approx(1.25)  # the evaluation's own phases, summed
+    assert math.isnan(section.throughput.set_index("task").loc["t-ll", "eval s"])  # a record without them
     v = section.verdicts.set_index("task")
     assert v.loc["t-bad", "verdict"].startswith("OVERSHOOT") and v.loc["t-bad", "worst index"] == "517"
     assert v.loc["t-bad", "excess / bound"] == pytest.approx(7.5e-5) and v.loc["t-ll", "verdict"] == "bit-exact"

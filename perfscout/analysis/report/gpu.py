@@ -76,6 +76,14 @@ def _num(d: dict[str, Any], key: str) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
+def _phases_total(d: dict[str, Any]) -> float:
+    """Wall seconds the evaluation spent in all its steps (gpu_eval's ``phases_s``), or NaN."""
+    phases = d.get("phases_s")
+    if not isinstance(phases, dict):
+        return math.nan
+    return float(sum(v for v in phases.values() if isinstance(v, (int, float)) and not isinstance(v, bool)))
+
+
 def _verdict(row: pd.Series, detail: dict[str, Any]) -> str:
     status = str(row["status"])
     if row["mode"] == "lossless":
@@ -109,7 +117,7 @@ def gpu_section(df: pd.DataFrame) -> GpuSection:
             "decompress GB/s": d_gbps, "× copy ": d_gbps / roof if roof else math.nan,
             "kernel c/d GB/s": ("" if math.isnan(kernel_c) else f"{kernel_c:.4g} / {kernel_d:.4g}"),
             "copy GB/s": roof, "H2D ms": (row["h2d_s"] or math.nan) * 1e3, "D2H ms": (row["d2h_s"] or math.nan) * 1e3,
-            "task": row["task_key"],
+            "eval s": _phases_total(d), "task": row["task_key"],
         })
         worst = d.get("worst") or {}
         verdict = _verdict(row, d)
@@ -137,7 +145,9 @@ def gpu_section(df: pd.DataFrame) -> GpuSection:
         ("GB/s count uncompressed bytes (1e9 per GB); \"× copy\" is that over the copy. Compress and decompress "
          "are end to end: one device-resident API call between two CUDA events (median), allocations and the "
          "library's own host steps included; `rel` was resolved to an absolute bound before the timed calls for "
-         "every backend. Kernel-only figures appear where a benchmark measured them."),
+         "every backend. Kernel-only figures appear where a benchmark measured them. \"eval s\" is the wall time "
+         "of the whole evaluation (upload, warm-up, repeats, copy roof, host round trip, checks, metrics; "
+         "`phases_s` in each record's detail splits it)."),
         (f"Bound verdicts: {len(verdicts) - n_bad} of {len(verdicts)} held (lossless: bit-exact); "
          f"{n_bad} finding(s) below — a violation is never averaged away."),
     ]
