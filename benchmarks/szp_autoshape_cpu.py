@@ -8,12 +8,18 @@ stacked levels, anisotropic spacing, a k^-5 GRF, an image, noise, tiles with sea
 of 1/3/33, a 4-D field, float64, non-finite values) and REL 1e-2/1e-3/1e-4: the full stream
 of each block shape, the one ``block_ndim="auto"`` chose, how much larger it is than the best
 (``auto_vs_best``), the sample's size and what the choice cost on this machine (wall µs with
-NumPy; the GPU's cost comes from ``benchmarks/gpu_codec.py autoshape``). Asserts nothing.
+NumPy; the GPU's cost comes from ``benchmarks/gpu_codec.py autoshape``).
+
+``axis_order``: whether choosing an axis order as well would pay. For every 3-D field and
+REL 1e-2/1e-4, the best stream over all 6 axis permutations x 3 block shapes against the best
+over the block shapes in the array's own order (the format has no axis-order field: this
+measures whether it should). Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -51,6 +57,27 @@ def fields(data: Path) -> dict[str, np.ndarray]:
     return out
 
 
+def axis_orders(data: dict[str, np.ndarray]) -> list[dict]:
+    out = []
+    for name, x in data.items():
+        if x.ndim != 3:
+            continue
+        for rel in (1e-2, 1e-4):
+            eb = A.resolved_abs_bound(x, "rel", rel)
+            own = min(len(F.encode(x, "abs", eb, b)) for b in A.candidates(3))
+            best = (own, [0, 1, 2], None)
+            for perm in itertools.permutations(range(3)):
+                xt = np.ascontiguousarray(x.transpose(perm))
+                for b in A.candidates(3):
+                    n = len(F.encode(xt, "abs", eb, b))
+                    if n < best[0]:
+                        best = (n, list(perm), b)
+            out.append({"field": name, "rel": rel, "own_order_best_bytes": own, "best_bytes": best[0],
+                        "best_axes": best[1], "best_block_ndim": best[2], "gain": own / best[0]})
+            print(f"axis order {name:<22} REL {rel:.0e}: x{own / best[0]:.3f} with axes {best[1]}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
@@ -76,15 +103,17 @@ def main() -> None:
                   f"auto/best {row['auto_vs_best']:.4f}  sample {100 * row['sample_fraction']:5.1f} %  "
                   f"{row['choice_us_numpy'] / 1e3:6.1f} ms", flush=True)
     worst = max(rows, key=lambda r: r["auto_vs_best"])
+    orders = axis_orders(fields(Path(args.data)))
     doc = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
            "wall_s": time.time() - t0, "format_version": F.VERSION,
            "sampling": {"fraction": A.SAMPLE_FRACTION, "min_elems": A.MIN_SAMPLE_ELEMS,
                         "max_elems": A.MAX_SAMPLE_ELEMS, "whole_elems": A.WHOLE_ELEMS},
            "summary": {"pairs": len(rows), "auto_is_best": sum(r["auto_block_ndim"] == r["best_block_ndim"] for r in rows),
                        "worst_auto_vs_best": worst["auto_vs_best"], "worst": [worst["field"], worst["rel"]]},
-           "rows": rows}
+           "rows": rows, "axis_order": orders}
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc["summary"]))
+    print("axis order: best gain", max(r["gain"] for r in orders))
 
 
 if __name__ == "__main__":
