@@ -60,6 +60,10 @@ def evaluate(profiles: Path = HERE / "profiles", host_timing: bool = True) -> di
             "ncu_top_id": ncu[0][2] if ncu else None,
             "ncu_top3": ncu_ids[:3],
             "ncu_false_alarms": [r for r, _, i in ncu if i not in case.allowed] if case.control else [],
+            "cited_absent": [f"{f['id']}: {n}" for f in d["findings"] for e in f["evidence"]
+                             for n in (e["inputs"] if e["metric"].startswith("derived:") else
+                                       [] if e["metric"].startswith("host:") else [e["metric"]])
+                             if n not in k.metrics],
         })
     planted = [r for r in rows if not r["control"]]
     everything = rows
@@ -75,6 +79,7 @@ def evaluate(profiles: Path = HERE / "profiles", host_timing: bool = True) -> di
         "ncu_top1": frac(lambda r: r["ncu_top_id"] == r["expected"]),
         "ncu_top3": frac(lambda r: r["expected"] in r["ncu_top3"]),
         "ncu_false_alarms": sum(len(r["ncu_false_alarms"]) for r in rows),
+        "cited_metrics_absent": sum(len(r["cited_absent"]) for r in rows),
         "host_timing": bool(host),
     }
     return {"summary": summary, "rows": rows}
@@ -84,7 +89,8 @@ def markdown(result: dict) -> str:
     s = result["summary"]
     lines = [
         f"Planted suite: {s['planted']} planted kernels + {s['controls']} negative controls "
-        f"(host timing {'used' if s['host_timing'] else 'not used'}).",
+        f"(host timing {'used' if s['host_timing'] else 'not used'}); cited metrics absent from the "
+        f"profile: {s['cited_metrics_absent']}.",
         "",
         "| | top-1 | top-3 | false alarms on controls |",
         "|---|---|---|---|",
