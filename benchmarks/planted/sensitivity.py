@@ -1,6 +1,9 @@
 """How close to the edge are the thresholds? Scale each one by 0.8 and 1.2 and re-score.
 
-    .venv/bin/python benchmarks/planted/sensitivity.py [--suite planted|library]
+    .venv/bin/python benchmarks/planted/sensitivity.py [--suite planted|library|library-revised]
+
+(``library`` scores against the labels committed before profiling, ``library-revised``
+against planted_library/labels_revised.yaml.)
 
 Every named numeric threshold of classify.py, mma.py, dependent_loads.py and the GPU rule
 modules is scaled on its own; the planted top-1 accuracy and the false alarms on the controls are recomputed. A
@@ -42,12 +45,13 @@ def _scorer(suite: str):
     spec = importlib.util.spec_from_file_location("library_accuracy", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.evaluate
+    label_set = "revised" if suite == "library-revised" else "original"
+    return lambda: mod.evaluate(label_set=label_set)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", choices=("planted", "library"), default="planted")
+    ap.add_argument("--suite", choices=("planted", "library", "library-revised"), default="planted")
     evaluate = _scorer(ap.parse_args().suite)
     mods = [classify, mma, dependent_loads, _occupancy, *GPU_RULES]
     base = evaluate()["summary"]
