@@ -405,11 +405,16 @@ def test_streaming_on_cupy_matches_numpy(nonfinite: bool) -> None:
     before = cupy.cuda.runtime.memGetInfo()[0]
     gpu = S.stream_quality_metrics(cupy.asarray(x), cupy.asarray(y), 1000)
     assert cupy.cuda.runtime.memGetInfo()[0] > 0 and before > 0
+    width = 2 * cpu["max_abs_err"] / S.FINE_HIST_BINS
     for key, value in cpu.items():
         if key == "err_hist":
             assert gpu[key]["counts"] == value["counts"] and gpu[key]["edges"] == value["edges"]
             for q, v in value["quantiles"].items():
-                assert gpu[key]["quantiles"][q] == pytest.approx(v, rel=1e-9, abs=1e-12), q
+                # fine bins by a multiply-add: a fused one on the GPU may move an element
+                # on a fine edge to its neighbour (the stated tolerance: one fine bin)
+                assert abs(gpu[key]["quantiles"][q] - v) <= width * (1 + 1e-9) + 1e-12, q
+        elif key == "ssim":  # float32 window sums, fused multiply-adds on the GPU
+            assert abs(gpu[key] - value) <= SSIM_DISSIM_RTOL * abs(1 - value) + 1e-12, key
         elif isinstance(value, float):
             assert gpu[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
         else:
