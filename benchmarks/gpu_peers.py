@@ -2,6 +2,7 @@
 
     python3 benchmarks/gpu_peers.py bench --data DIR --out FILE.json [--gib 1] [--repeats 5] [--quick]
     python3 benchmarks/gpu_peers.py tile --data DIR --out DIR    # tiled raw files for examples/sweep_gpu.yaml
+    python3 benchmarks/gpu_peers.py table --out FILE.json        # the Markdown table of a run
 
 Every row is one :func:`perfscout.tools.gpu_eval.evaluate_on_gpu` call on a device-resident
 float32 field (so what the sweep records, the benchmark records): the same absolute bound for
@@ -232,7 +233,7 @@ def bench(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["bench", "tile"])
+    ap.add_argument("what", choices=["bench", "tile", "table"], help="table: print the Markdown table of --out's JSON")
     ap.add_argument("--data", default=".device/gpu_peers/data")
     ap.add_argument("--out", default="gpu_peers.json")
     ap.add_argument("--gib", type=float, default=1.0)
@@ -240,7 +241,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="two fields at REL 1e-3 only")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    tile(args) if args.what == "tile" else bench(args)
+    if args.what == "table":
+        print(table(json.loads(Path(args.out).read_text())))
+    else:
+        tile(args) if args.what == "tile" else bench(args)
 
 
 if __name__ == "__main__":

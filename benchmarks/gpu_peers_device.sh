@@ -11,7 +11,8 @@
 #   5. the GPU sweep end to end through the CLI (examples/sweep_gpu.yaml) and its report.
 #   cost: where a sweep task's seconds go (interpreter + imports, CUDA context, one `perfscout
 #   eval` per backend on a 1 GiB field with its phases_s, a 6-task sweep timed per task).
-# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] [TESTS_S=150] [TESTS="tests/gpu/test_cuszp.py ..."]
+# Usage: [STAGES="tests bench sweep"] [SWEEP_S=230] [BENCH_S=210] [TESTS_S=150] [DEADLINE_S=580]
+#        [TESTS="tests/gpu/test_cuszp.py ..."]
 #        bash benchmarks/gpu_peers_device.sh [TAG]
 # (stages run in the order given)
 # (files go to $OUT, named *_TAG.*; TAG default h200). The sweep's run directory comes back as
@@ -19,6 +20,12 @@
 # resumes it (task keys hash the data's content, so the re-made tiled files match).
 set -u
 T=${1:-h200}
+# DEADLINE_S (seconds from now, optional): every stage's timeout is cut to what is left before it,
+# less 15 s for the files to be written, so the whole call ends inside the device's limit
+T0=$(date +%s)
+cap() { local want=$1; [ -z "${DEADLINE_S:-}" ] && { echo "$want"; return; }
+        local left=$(( T0 + DEADLINE_S - 15 - $(date +%s) )); [ "$left" -lt 5 ] && left=5
+        [ "$want" -lt "$left" ] && echo "$want" || echo "$left"; }
 STAGES=${STAGES:-tests bench sweep}
 O=${OUT:-/tmp/o}; mkdir -p "$O"
 G=.device/gpu_peers
@@ -46,7 +53,7 @@ EOF
 
 do_tests() {
 step "GPU tests"
-timeout ${TESTS_S:-150} python3 -m pytest -q -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
+timeout $(cap ${TESTS_S:-150}) python3 -m pytest -q -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
   -p no:cacheprovider -v -rfE --tb=short --durations=8 > "$O/gpu_peers_tests_$T.log" 2>&1
 echo "tests exit $?" | tee -a "$LOG"
 grep -E "^(FAILED|ERROR)|passed|failed" "$O/gpu_peers_tests_$T.log" | tail -30 | tee -a "$LOG"
@@ -55,7 +62,7 @@ grep -E "^(FAILED|ERROR)|passed|failed" "$O/gpu_peers_tests_$T.log" | tail -30 |
 do_bench() {
 step "benchmark"
 S=$(date +%s)
-timeout ${BENCH_S:-210} python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
+timeout $(cap ${BENCH_S:-210}) python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
   --repeats 5 > "$O/gpu_peers_bench_$T.log" 2>&1
 echo "bench exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 tail -3 "$O/gpu_peers_bench_$T.log"
@@ -67,11 +74,11 @@ step "sweep"
 rm -rf runs/gpu; RESUME=""
 if [ -f $G/sweep_run.tar.gz ]; then mkdir -p runs && tar -xzf $G/sweep_run.tar.gz -C runs && RESUME=--resume; fi
 S=$(date +%s)
-timeout -s INT ${SWEEP_S:-230} python3 -m perfscout sweep examples/sweep_gpu.yaml --out runs/gpu --no-progress $RESUME \
+timeout -s INT $(cap ${SWEEP_S:-230}) python3 -m perfscout sweep examples/sweep_gpu.yaml --out runs/gpu --no-progress $RESUME \
   >> "$O/sweep_gpu_$T.log" 2>&1
 echo "sweep exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 S=$(date +%s)
-timeout 90 python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
+timeout $(cap 90) python3 -m perfscout report runs/gpu >> "$O/sweep_gpu_$T.log" 2>&1
 echo "report exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 python3 - <<'EOF' 2>&1 | tee -a "$LOG"
 # per-task seconds: results in completion order (GPU tasks run one at a time), and what the
