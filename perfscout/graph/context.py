@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from perfscout.state.llm_endpoint import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
+
 #: field name -> environment variable it falls back to
 ENV_FALLBACKS = {
     "home": "PERFSCOUT_HOME",
@@ -49,10 +51,10 @@ class Context:
         metadata={"description": "API key for the endpoint (local servers accept any)."},
     )
     llm_timeout_s: float = field(
-        default=120.0, metadata={"description": "Per-request timeout for the LLM endpoint."}
+        default=DEFAULT_TIMEOUT_S, metadata={"description": "Per-request timeout for the LLM endpoint."}
     )
     llm_max_tokens: int = field(
-        default=1024, metadata={"description": "Most tokens the model may generate per reply."}
+        default=DEFAULT_MAX_TOKENS, metadata={"description": "Most tokens the model may generate per reply."}
     )
     llm_review: bool = field(
         default=True,

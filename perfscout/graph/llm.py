@@ -34,6 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from perfscout.graph.context import Context
 from perfscout.state.agent import Plan, Task
 from perfscout.state.intent import DataRef, Intent, Target
+from perfscout.state.llm_endpoint import LLMEndpoint
+from perfscout.state.llm_endpoint import make_chat_model as chat_model_for
 from perfscout.state.modes import REQUEST_MODES, RequestMode
 from perfscout.tools.agent_tools import TOOLS, allowed_roots, tools_by_name
 
@@ -125,21 +127,24 @@ def load_prompt(name: str) -> str:
     return resources.files("perfscout.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
 
 
+def endpoint_of(ctx: Context) -> LLMEndpoint:
+    """The endpoint ``ctx`` names (its fields already fell back to PERFSCOUT_LLM_*)."""
+    return LLMEndpoint(base_url=ctx.llm_base_url, model=ctx.llm_model, api_key=ctx.llm_api_key,
+                       timeout_s=ctx.llm_timeout_s, max_tokens=ctx.llm_max_tokens)
+
+
 def make_chat_model(ctx: Context) -> Any:
-    """The chat model for ``ctx``: an injected one, or ChatOpenAI at ``llm_base_url``."""
+    """The chat model for ``ctx``: an injected one, or the one chat-model factory's
+    ChatOpenAI at ``llm_base_url`` (:func:`perfscout.state.llm_endpoint.make_chat_model`)."""
     if ctx.chat_model is not None:
         return ctx.chat_model
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(base_url=ctx.llm_base_url or None, model=ctx.llm_model or "gpt-4o-mini",
-                      api_key=ctx.llm_api_key or "not-needed", temperature=0,
-                      timeout=ctx.llm_timeout_s, max_retries=0, max_tokens=ctx.llm_max_tokens)
+    return chat_model_for(endpoint_of(ctx))
 
 
 def model_label(ctx: Context) -> str:
     if ctx.chat_model is not None:
         return type(ctx.chat_model).__name__
-    return f"{ctx.llm_model or 'default model'} at {ctx.llm_base_url or 'api.openai.com'}"
+    return endpoint_of(ctx).label()
 
 
 def _tool_catalogue() -> str:

@@ -12,7 +12,6 @@ an engine finding is replaced by the engine's primary.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from perfscout.analysis.diagnosis.arch import Arch, arch_for
 from perfscout.errors import InputError
+from perfscout.state.llm_endpoint import LLMEndpoint, make_chat_model
 from perfscout.state.profiles import KernelProfile
 
 SYSTEM_PROMPT = """You explain GPU kernel profiling results to a performance engineer.
@@ -145,11 +145,7 @@ def explain(diag_kernel: dict, kernel: KernelProfile, model: Any) -> Explanation
 
 
 def model_from_env() -> Any | None:
-    """A ChatOpenAI model when PERFSCOUT_LLM_BASE_URL is set (the ``llm`` extra), else None."""
-    base = os.environ.get("PERFSCOUT_LLM_BASE_URL")
-    if not base:
-        return None
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(base_url=base, model=os.environ.get("PERFSCOUT_LLM_MODEL", "default"),
-                      api_key=os.environ.get("PERFSCOUT_LLM_API_KEY", "none"), temperature=0)
+    """The chat model the ``PERFSCOUT_LLM_*`` variables name, as the agent's planner builds
+    it (:mod:`perfscout.state.llm_endpoint`), when PERFSCOUT_LLM_BASE_URL is set; else None."""
+    endpoint = LLMEndpoint.from_env()
+    return make_chat_model(endpoint) if endpoint.configured else None
