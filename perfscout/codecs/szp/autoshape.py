@@ -31,6 +31,7 @@ fastest: benchmarks/results/szp_gpu_README.md).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -124,34 +125,33 @@ def _superblock(view: tuple[int, int, int], zb: int) -> tuple[tuple[int, int, in
 
 
 def _spread(grid: tuple[int, int, int], count: int) -> np.ndarray:
-    """``count`` distinct cells of ``grid`` (linear C-order indices, increasing), spread
-    by the R3 sequence; every cell when there are no more than ``count``."""
+    """``count`` distinct cells of ``grid`` (linear C-order indices, increasing): the first
+    ``count`` distinct cells the R3 sequence visits; every cell when there are no more."""
     total = math.prod(grid)
     if total <= count:
         return np.arange(total, dtype=np.int64)
     dims = np.array(grid, np.float64)
-    chosen: dict[int, None] = {}
-    start = 0
-    while len(chosen) < count and start < 64 * count:
-        n = np.arange(start + 1, start + 2 * count + 1, dtype=np.float64)
-        u = np.mod(0.5 + n[:, None] * _ALPHA[None, :], 1.0)
+    n = 2 * count
+    while True:
+        u = np.mod(0.5 + np.arange(1, n + 1, dtype=np.float64)[:, None] * _ALPHA[None, :], 1.0)
         cell = np.minimum((u * dims).astype(np.int64), np.array(grid) - 1)
         lin = (cell[:, 0] * grid[1] + cell[:, 1]) * grid[2] + cell[:, 2]
-        for v in lin.tolist():
-            chosen.setdefault(v, None)
-            if len(chosen) == count:
-                break
-        start += 2 * count
+        _, first = np.unique(lin, return_index=True)
+        if len(first) >= count or n >= 64 * count:
+            break
+        n *= 2
+    chosen = lin[np.sort(first)[:count]]  # first visits, in the sequence's order
     if len(chosen) < count:  # a degenerate grid the sequence keeps missing: fill evenly
-        rest = np.setdiff1d(np.arange(total), np.fromiter(chosen, np.int64))
-        pick = rest[np.linspace(0, len(rest) - 1, count - len(chosen)).astype(np.int64)]
-        chosen.update(dict.fromkeys(pick.tolist()))
-    return np.sort(np.fromiter(chosen, np.int64))
+        rest = np.setdiff1d(np.arange(total), chosen)
+        chosen = np.concatenate([chosen, rest[np.linspace(0, len(rest) - 1, count - len(chosen)).astype(np.int64)]])
+    return np.sort(chosen)
 
 
+@functools.lru_cache(maxsize=64)
 def sample_geometry(shape: tuple[int, ...]) -> SampleGeometry | None:
     """The sample of an array of ``shape`` (ndim >= 2), or None when it is compressed whole
-    (at most WHOLE_ELEMS elements, or too small for one superblock)."""
+    (at most WHOLE_ELEMS elements, or too small for one superblock). Cached per shape: a
+    field compressed again (a time series, repeated timings) pays only the gather."""
     n = math.prod(shape)
     if len(shape) < 2 or n <= WHOLE_ELEMS:
         return None
