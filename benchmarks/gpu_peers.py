@@ -185,6 +185,34 @@ def _write(path: str, doc: dict) -> None:
     tmp.replace(path)
 
 
+#: a small evaluation each lossy backend must survive in a child process first: the rows run
+#: in this one process, so a backend that crashes it (a segfault, a CUDA error that kills the
+#: context) is left out with the reason instead of ending the benchmark
+SMOKE = """
+import sys
+import numpy as np
+from perfscout.codecs.registry import codec_class
+from perfscout.state.records import CompressionResult
+from perfscout.tools.gpu_eval import evaluate_on_gpu
+x = np.cumsum(np.random.default_rng(0).standard_normal((32, 64, 64)), axis=-1).astype(np.float32)
+rec = CompressionResult(dataset="smoke", shape="32,64,64", dtype="f32", nbytes=x.nbytes, codec=sys.argv[1],
+                        device="cuda", mode="rel", bound=1e-3, repeats=1)
+r = evaluate_on_gpu(rec, codec_class(sys.argv[1]), x, "rel", 1e-3, repeats=1, options={}).result
+print(r.status, r.ratio)
+"""
+
+
+def survives(codec: str) -> tuple[bool, str]:
+    """(True, '') when ``codec`` evaluates a small field in a child process without dying."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", SMOKE, codec], capture_output=True, text=True, timeout=120,
+                       check=False)
+    if p.returncode == 0:
+        return True, ""
+    return False, f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-400:]}"
+
+
 def bench(args: argparse.Namespace) -> None:
     import cupy as cp
     from gpu_codec import device_info, smooth_field
@@ -197,6 +225,12 @@ def bench(args: argparse.Namespace) -> None:
                  "backends": {c: info(c).model_dump() for c in {c for c, _ in LOSSY} | set(LOSSLESS)}}
     for c, i in doc["backends"].items():
         print(f"{c}: available={i['available']} {i['version']} {i['reason']}", flush=True)
+    for c in dict.fromkeys(c for c, _ in LOSSY):
+        if doc["backends"][c]["available"]:
+            ok, why = survives(c)
+            if not ok:
+                doc["backends"][c].update(available=False, reason=f"crashed a small evaluation ({why})")
+                print(f"{c}: left out, it crashed a small evaluation in a child process: {why}", flush=True)
     fields = [("smooth3d", lambda: (cp.random.seed(SYNTHETIC_SEED), smooth_field(args.gib))[1])]  # = tile's
     for name, (shape, tiles) in REAL.items():
         path = Path(args.data) / name
