@@ -199,6 +199,10 @@ def parse_raw_csv(text: str, source: str = "", keep: Callable[[str], bool] | Non
     col = {name: i for i, name in enumerate(header)}
     if "Kernel Name" not in col and "Function Name" not in col:
         raise InputError(f"{source or 'ncu CSV'}: header has no 'Kernel Name' column; not a raw page")
+    if "Rule Name" in col or {"Metric Name", "Metric Value"} <= col.keys():
+        # One row per metric or rule message, not per launch: the details page.
+        raise InputError(f"{source or 'ncu CSV'}: this is a --page details CSV (one row per metric "
+                         "and rule); pass it with --ncu-details and the --page raw CSV with --ncu-csv")
     units = {h: (units_row[i] if i < len(units_row) else "") for i, h in enumerate(header)}
     ident = set(IDENTITY_COLUMNS)
     # One entry per metric column; the last item maps a cell's text to its Metric, so
@@ -208,9 +212,12 @@ def parse_raw_csv(text: str, source: str = "", keep: Callable[[str], bool] | Non
     name_i = col.get("Kernel Name", col.get("Function Name"))
     rows, truncated = _launch_rows(body, len(header))
     warnings = _warnings(banner + stray)
-    for r, row in truncated:
-        warnings.append(f"launch row {r + 1} (ID {row[0] or '?'}) is truncated: {len(row)} of "
-                        f"{len(header)} cells; not diagnosed (was the file cut off?)")
+    if truncated:
+        ids = ", ".join(row[0] for _, row in truncated[:5]) + (", ..." if len(truncated) > 5 else "")
+        cells = f"{len(truncated[0][1])} of {len(header)} cells" if len(truncated) == 1 else \
+            f"fewer than the header's {len(header)} cells"
+        warnings.append(f"{len(truncated)} launch row(s) (ID {ids}) are truncated ({cells}); not "
+                        "diagnosed (was the file cut off?)")
         log.warning("%s: %s", source or "ncu CSV", warnings[-1])
     if not rows:
         what = (f"its {len(truncated)} launch row(s) are all truncated" if truncated

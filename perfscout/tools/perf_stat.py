@@ -70,6 +70,23 @@ def _counter_fields(line: str) -> tuple[str, str, str, list[str]] | None:
     return raw, unit, event, f[3:]
 
 
+def _split_mode(text: str) -> str:
+    """The perf stat option whose extra leading fields these lines carry, or ''.
+
+    ``-I`` prefixes a timestamp, ``-A`` / ``--per-core`` a CPU or core name (with
+    ``--per-socket`` / ``--per-die`` also a CPU count): counts split over time or CPUs."""
+    for line in text.splitlines():
+        f = line.split(",")
+        for skip in (1, 2):
+            if len(f) > skip + 2 and _counter_fields(",".join(f[skip:])) is not None:
+                head = f[0].strip()
+                if re.match(r"^\d+\.\d+$", head):
+                    return "-I (interval)"
+                if re.match(r"^(CPU|S|D|N|C|L)\d", head):
+                    return "-A / --per-core / --per-socket"
+    return ""
+
+
 def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
     """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit.
 
@@ -97,6 +114,10 @@ def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
         runtime_ns = _float(rest[0]) if rest else None
         _record(prof, event, raw, unit, pct, runtime_ns)
     if not seen:
+        split = _split_mode(text)
+        if split:
+            raise InputError(f"this is perf stat {split} output (one count per {'interval' if '-I' in split else 'CPU or unit'}), "
+                             "which perfscout does not read: run perf stat -x, without it")
         raise InputError("no perf stat counter lines found (expected the output of perf stat -x, : "
                          "lines such as '1234567,,cycles,1000000,100.00,,')")
     if ignored:

@@ -90,8 +90,13 @@ def test_a_cut_off_launch_row_is_reported_and_the_complete_ones_diagnosed(tmp_pa
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert [k["id"] for k in doc["kernels"]] == [0, 1]
-    assert any("is truncated" in w and "not diagnosed" in w for w in doc["warnings"])
-    assert "is truncated" in " ".join(r.stderr.split())  # also said on stderr, for the Markdown report
+    assert any("(ID 2) are truncated" in w and "not diagnosed" in w for w in doc["warnings"])
+    assert "are truncated" in " ".join(r.stderr.split())  # also said on stderr, for the Markdown report
+
+
+def test_a_details_page_given_as_the_raw_csv_exits_2(tmp_path: Path) -> None:
+    _refused(perfscout("diagnose", "--json", "--ncu-csv", str(DETAILS), cwd=tmp_path),
+             "this is a --page details CSV")
 
 
 @pytest.mark.parametrize("name,needle", [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import textwrap
@@ -157,3 +158,23 @@ def test_perf_killed_before_writing_counts_keeps_the_run(tmp_path: Path) -> None
     assert res.status == "timed_out"
     assert prof.fallback.startswith("perf stat wrote no counts (timed_out")
     assert not prof.events and prof.rusage
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("     1.001137945,20.95,msec,task-clock,20952271,100.00,,\n"
+     "     1.001137945,51234567,,cycles,20952271,100.00,,\n", "-I (interval)"),
+    ("CPU0,20.95,msec,task-clock,20952271,100.00,,\nCPU1,51234567,,cycles,20952271,100.00,,\n", "-A"),
+    ("S0,2,41.90,msec,task-clock,41904542,100.00,,\n", "--per-socket"),
+    ("# README\nThe quick, brown, fox\n| a, b, c |\n1,000 kernels, 2 s, done\n", "no perf stat counter lines"),
+    ("1,2,3\n4,5,6\n", "no perf stat counter lines"),
+])
+def test_text_that_is_not_plain_perf_stat_csv_is_refused(text, needle):
+    with pytest.raises(InputError, match=re.escape(needle)):
+        parse_perf_csv(text)
+
+
+def test_stray_lines_among_counters_are_noted_not_read():
+    text = "the program's own stderr, with, commas\n" + (FX / "cpu_loop_x.csv").read_text()
+    prof = parse_perf_csv(text)
+    assert "the program's own stderr" not in " ".join(prof.events) and prof.events
+    assert any("1 line(s) that are not perf stat counter lines" in n for n in prof.notes)
