@@ -369,3 +369,38 @@ def test_the_evaluation_records_the_choice() -> None:
     meta = ev.compressed.meta
     assert meta["block_ndim_auto"] is True and meta["block_ndim"] in (1, 2, 3)
     assert set(meta["block_sample_bytes"]) == {"1", "2", "3"} and meta["block_choice_us"] > 0
+
+
+def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -> None:
+    """Without a GPU here: the driver's entry points replaced by the reference (same
+    signatures as perfscout.codecs.szp.gpu's), to check what the codec hands them. A
+    driver without the ``auto_block`` keyword gets the chosen shape alone."""
+    from perfscout.codecs.szp import gpu as G
+
+    calls: list[tuple[str, int, dict]] = []
+
+    def compress_host(x, mode, bound, block_ndim=None, chunk_bytes=0, *, auto_block=False, version=F.VERSION):
+        calls.append(("host", block_ndim, {"auto_block": auto_block}))
+        return F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
+
+    def old_timed_roundtrip(x, mode, bound, block_ndim, repeats):  # no auto_block keyword
+        calls.append(("timed", block_ndim, {}))
+        data = F.encode(np.asarray(x), mode, bound, block_ndim)
+        return G.GpuTiming(data=data, reconstructed=F.decode(data), compress_s=1e-3, decompress_s=1e-3,
+                           h2d_s=0.0, d2h_s=0.0, samples={}, device_name="fake")
+
+    monkeypatch.setattr(G, "gpu_available", lambda: (True, ""))
+    monkeypatch.setattr(G, "as_device_array", lambda obj: None)
+    monkeypatch.setattr(G, "device_name", lambda: "fake")
+    monkeypatch.setattr(G, "compress_host", compress_host)
+    monkeypatch.setattr(G, "timed_roundtrip", old_timed_roundtrip)
+    x = stacked_levels(12, 90, 180)
+    want = A.choose_for(x, "rel", 1e-3, version=getattr(G, "WRITE_VERSION", None)).block_ndim
+    codec = SZPGpuCodec("rel", 1e-3)
+    c = codec.compress(x)
+    assert calls[-1] == ("host", want, {"auto_block": True})
+    assert c.meta["device"] == "cuda" and c.meta["block_ndim"] == want and "block_sample_bytes" in c.meta
+    t = codec.timed_run(x, 2)
+    assert calls[-1] == ("timed", want, {}) and t.compressed.meta["block_ndim"] == want
+    SZPGpuCodec("rel", 1e-3, block_ndim=3).compress(x)
+    assert calls[-1] == ("host", 3, {"auto_block": False})

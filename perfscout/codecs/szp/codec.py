@@ -187,8 +187,9 @@ class SZPGpuCodec(Codec):
             # The choice is made once, where the array is, and its cost is in the meta: the
             # timed calls compress with the shape it chose.
             dev = G.as_device_array(array)
-            bnd, _flag = self._shape(dev) if dev is not None else self._shape(np.asarray(array), _kernel_version())
-            t = G.timed_roundtrip(array, self.mode, self.bound, bnd, repeats)
+            bnd, flag = self._shape(dev) if dev is not None else self._shape(np.asarray(array), _kernel_version())
+            flag = flag if _takes_auto_flag(G.timed_roundtrip) else {}
+            t = G.timed_roundtrip(array, self.mode, self.bound, bnd, repeats, **flag)
         except _oom_errors() as exc:
             raise CodecError(f"gpu_out_of_memory: {exc}") from exc
         return TimedRun(
