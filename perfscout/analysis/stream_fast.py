@@ -254,19 +254,20 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
 
     ``tiles`` yields the input slices (halo included); ``x``/``y`` have the field's shape.
     """
-    e_r = math.frexp(data_range)[1]
-    scale = math.ldexp(1.0, -e_r)
+    # Scale by a power of two only when the range is far from 1 (a multiply per map less).
+    scale = 1.0 if 2.0**-20 <= data_range <= 2.0**20 else math.ldexp(1.0, -math.frexp(data_range)[1])
     limit = 2.0**_F32_SSIM_MAX_EXP2
-    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 0.5):
+    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 2.0**-21):
         return None
     win = tuple(min(M.SSIM_WINDOW, int(n)) for n in scan.shape)
     N = math.prod(win)
-    inv_n = 1.0 / N
-    norm = N / (N - 1) if N > 1 else 1.0
     r_s = data_range * scale
-    c1 = (M.SSIM_K1 * r_s) ** 2
-    c2 = (M.SSIM_K2 * r_s) ** 2
     f32 = xp.float32
+    # In window sums (S) instead of means: with Sy = Sx + Sd,
+    #   N(N-1) var d = N Sdd - Sd^2,   N(N-1) B = N Sq - Sx^2 - Sy^2 + N(N-1) C2,
+    #   N^2 A = (Sx + N t)^2 + (Sy + N t)^2 + N^2 C1   (t: the tile's centre),
+    # sample (N-1) moments as in metrics.ssim; a one-element window has no variance (t2 = 0).
+    n_f, c1n, c2n = f32(N), f32(N * N * (M.SSIM_K1 * r_s) ** 2), f32(N * (N - 1) * (M.SSIM_K2 * r_s) ** 2)
     native = x.dtype == f32
     total, count = 0.0, 0
     for sl in tiles:
@@ -278,49 +279,47 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
         else:  # float64 data: differences first, then float32
             xs = xp.subtract(xt, float(ts)).astype(f32)
             d = xp.subtract(yt, xt).astype(f32)
-        xs *= f32(scale)
-        d *= f32(scale)
+        if scale != 1.0:
+            xs *= f32(scale)
+            d *= f32(scale)
         q = xs * xs
         ys = xs + d
         ys *= ys
         q += ys
         del ys
-        mxc = box_sums_doubling(xs, win)
+        sx = box_sums_doubling(xs, win)
         del xs
-        md = box_sums_doubling(d, win)
+        sd = box_sums_doubling(d, win)
         d *= d
-        vd = box_sums_doubling(d, win)
+        sdd = box_sums_doubling(d, win)
         del d
-        vsum = box_sums_doubling(q, win)
+        sq = box_sums_doubling(q, win)
         del q
-        mxc *= f32(inv_n)
-        md *= f32(inv_n)
-        # var d (sample): (sum d^2 / N - mu_d^2) * N/(N-1)
-        vd *= f32(inv_n)
-        vd -= md * md
-        vd *= f32(norm)
-        # var x + var y: (sum (x^2 + y^2) / N - mu_x^2 - mu_y^2) * N/(N-1), centred units
-        vsum *= f32(inv_n)
-        vsum -= mxc * mxc
-        myc = mxc + md
-        vsum -= myc * myc
-        vsum *= f32(norm)
-        vsum += f32(c2)  # B
-        vd /= vsum  # t2
-        del vsum
-        shift = f32(float(ts) * scale)
-        mxc += shift  # mu_x
-        myc += shift  # mu_y
-        mxc *= mxc
-        myc *= myc
-        mxc += myc
-        mxc += f32(c1)  # A
-        md *= md
-        md /= mxc  # t1
-        # 1 - SSIM_w = t1 + t2 - t1 t2
-        dis = md + vd
-        md *= vd
-        dis -= md
+        sd2 = sd * sd
+        sy = sx + sd
+        if N > 1:
+            sdd *= n_f
+            sdd -= sd2  # N(N-1) var d
+            sq *= n_f
+            sq -= sx * sx
+            sq -= sy * sy
+            sq += c2n  # N(N-1) B
+            sdd /= sq  # t2
+        del sq
+        centre = f32(float(ts) * scale * N)
+        sx += centre
+        sx *= sx
+        sy += centre
+        sy *= sy
+        sx += sy
+        sx += c1n  # N^2 A
+        sd2 /= sx  # t1
+        if N > 1:  # 1 - SSIM_w = t1 + t2 - t1 t2
+            dis = sd2 + sdd
+            sd2 *= sdd
+            dis -= sd2
+        else:
+            dis = sd2
         total += to_float(xp.sum(dis, dtype=xp.float64))
         count += int(dis.size)
     return 1.0 - total / count

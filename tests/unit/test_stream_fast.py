@@ -100,3 +100,13 @@ def test_row_tiles_keep_rows_whole_and_cover_whole_windows(shape) -> None:
     covered = sum(math.prod(max(1, s.stop - s.start - w + 1) for s, w in zip(sl, win2))
                   for sl in S._tiles(n_out, tile_out, win2))
     assert covered == math.prod(n_out)  # every output window exactly once
+
+
+@pytest.mark.parametrize("factor", [1e-30, 1e-7, 1e7, 1e30])
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_fast_path_on_ranges_far_from_one(factor, offset, monkeypatch) -> None:
+    """Data ranges where the float32 SSIM rescales by a power of two (and a mean far
+    from zero relative to the range): still the oracle's figures."""
+    x, y = _field((12, 14, 16), np.float64, seed=8, noise=1e-3)
+    _no_general_pass(monkeypatch)
+    assert_matches_reference((x + offset) * factor, (y + offset) * factor)
