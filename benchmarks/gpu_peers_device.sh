@@ -63,7 +63,7 @@ do_bench() {
 step "benchmark"
 S=$(date +%s)
 timeout $(cap ${BENCH_S:-210}) python3 benchmarks/gpu_peers.py bench --data $G/data --out "$O/gpu_peers_bench_$T.json" \
-  --repeats 5 > "$O/gpu_peers_bench_$T.log" 2>&1
+  --repeats 5 ${BENCH_ARGS:-} > "$O/gpu_peers_bench_$T.log" 2>&1
 echo "bench exit $? in $(( $(date +%s) - S )) s" | tee -a "$LOG"
 tail -3 "$O/gpu_peers_bench_$T.log"
 }
