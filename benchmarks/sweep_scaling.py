@@ -1,4 +1,10 @@
-"""Tasks per second of one sweep spec: the local executor against a Dask cluster.
+"""Tasks per second of one sweep spec: forked tasks, spawned tasks, and a Dask cluster.
+
+``local-jobs2`` is the default local executor (CPU tasks forked from the session's task
+server, which imported numpy, pydantic, the codecs and the evaluation once);
+``local-jobs2-spawn`` starts a fresh interpreter per task (``--task-start spawn``, what every
+task did before the task server); ``dask-local-2workers`` a LocalCluster whose workers spawn
+each task's child.
 
 Each configuration runs the whole spec into a fresh run directory through the CLI (a
 separate process, as a user would), ``rounds`` times, alternating configurations so both
@@ -21,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,6 +43,7 @@ from perfscout.tools.results_store import ResultStore  # noqa: E402
 
 CONFIGS = {
     "local-jobs2": ["--jobs", "2"],
+    "local-jobs2-spawn": ["--jobs", "2", "--task-start", "spawn"],
     "dask-local-2workers": ["--executor", "dask", "--workers", "2"],
 }
 
@@ -79,11 +87,15 @@ def task_span_s(run_dir: Path) -> float:
 
 def run_once(spec: Path, args: list[str], out: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
                           "--out", str(out), "--json", "--no-progress", *args],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the CLI and everything it waited for (task processes, the task server, Dask workers)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if res.returncode != 0:
         raise SystemExit(f"sweep failed ({args}): {res.stderr[-2000:]}")
     doc = json.loads(res.stdout)
@@ -92,7 +104,7 @@ def run_once(spec: Path, args: list[str], out: Path) -> dict:
 
     df = open_results(out)
     not_ok = df[df["status"] != "ok"][["task_key", "codec", "mode", "bound", "dataset", "status", "error"]]
-    return {"wall_s": round(wall, 3), "tasks": doc["tasks"], "statuses": doc["statuses"],
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "tasks": doc["tasks"], "statuses": doc["statuses"],
             "not_ok": json.loads(not_ok.to_json(orient="records")),
             "tasks_per_s_wall": round(doc["tasks"] / wall, 3), "task_span_s": round(span, 3),
             "tasks_per_s_span": round(doc["tasks"] / span, 3) if span > 0 else None}
@@ -123,9 +135,11 @@ def main() -> int:
         c["median_tasks_per_s_wall"] = statistics.median(x["tasks_per_s_wall"] for x in c["runs"])
         c["median_tasks_per_s_span"] = statistics.median(x["tasks_per_s_span"] for x in c["runs"])
         c["median_wall_s"] = statistics.median(x["wall_s"] for x in c["runs"])
+        c["median_cpu_s_per_task"] = round(statistics.median(x["cpu_s"] / x["tasks"] for x in c["runs"]), 4)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({k: {m: v[m] for m in ("median_wall_s", "median_tasks_per_s_wall", "median_tasks_per_s_span")}
+    print(json.dumps({k: {m: v[m] for m in ("median_wall_s", "median_tasks_per_s_wall", "median_tasks_per_s_span",
+                                             "median_cpu_s_per_task")}
                       for k, v in doc["configs"].items()}, indent=1))
     return 0
 

@@ -1,4 +1,4 @@
-"""`perfscout sweep SPEC --out DIR [--resume] [--jobs N] [--wait] [--allow-plugins]`: run a campaign.
+"""`perfscout sweep SPEC --out DIR [--resume] [--jobs N] [--cores N] [--wait] [--allow-plugins]`: run a campaign.
 
 Progress goes to stderr; ``--json`` prints a summary document on stdout. Exit status: 0
 when every task ran (whatever its verdict), 2 for a bad spec or run directory (also: the
@@ -20,6 +20,10 @@ def sweep_command(
     out: Path = typer.Option(None, "--out", help="Run directory (default: the spec's `output`, else under PERFSCOUT_HOME/runs)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: skip finished tasks, re-run unfinished ones."),
     jobs: int = typer.Option(None, "--jobs", min=1, help="Tasks run at once (default: the spec's `jobs`, else one per core)."),
+    cores: int = typer.Option(None, "--cores", min=1, help="Cores the running tasks' codec threads may use together "
+                              "(default: the spec's `cores`, else all); jobs x threads never exceeds them."),
+    task_start: str = typer.Option(None, "--task-start", help="fork (CPU tasks forked from a task server with the "
+                                   "imports done, the default) or spawn (a fresh interpreter per task)."),
     report: bool = typer.Option(False, "--report", help="Write report.md / report.html when the sweep ends."),
     as_json: bool = typer.Option(False, "--json", help="Print a summary as one JSON document on stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
@@ -41,15 +45,17 @@ def sweep_command(
 ) -> None:
     """Run every task of a sweep spec in child processes and store each result as it lands."""
     from perfscout.sweep.api import default_run_dir
-    from perfscout.errors import PerfscoutError
+    from perfscout.errors import InputError, PerfscoutError
     from perfscout.sweep import SweepInterrupted, load_spec, run_sweep
 
     try:
         dask = _dask_options(executor, scheduler, cluster, cluster_config, workers, retries)
         model = load_spec(spec, allow_plugins=allow_plugins)
         run_dir = out if out is not None else default_run_dir(model)
+        if task_start not in (None, "fork", "spawn"):
+            raise InputError(f"--task-start must be fork or spawn (got {task_start!r})")
         outcome = run_sweep(spec, run_dir, resume=resume, jobs=jobs, progress=not no_progress,
-                            allow_plugins=allow_plugins, wait=wait, dask=dask)
+                            allow_plugins=allow_plugins, wait=wait, dask=dask, cores=cores, task_start=task_start)
         report_path = None
         if report:
             from perfscout.sweep.api import report as write_report
@@ -65,6 +71,7 @@ def sweep_command(
         "tasks": outcome.total, "already_done": outcome.already_done, "ran": outcome.ran,
         "statuses": outcome.statuses, "report": str(report_path) if report_path else None,
         "executor": outcome.executor, "dashboard": outcome.dashboard or None,
+        "scheduling": outcome.scheduling or None,
     }
     if as_json:
         emit_json(summary)

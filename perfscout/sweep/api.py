@@ -43,7 +43,7 @@ def default_run_dir(spec: SweepSpec) -> Path:
 
 def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, resume: bool = False,
           jobs: int | None = None, progress: bool = True, *, allow_plugins: bool = False, wait: bool = False,
-          dask: DaskOptions | None = None) -> pd.DataFrame:
+          dask: DaskOptions | None = None, cores: int | None = None, task_start: str | None = None) -> pd.DataFrame:
     """Run a sweep spec (YAML path, YAML text, dict or model) and return its results table.
 
     The run directory (``out``, else the spec's ``output``, else under ``PERFSCOUT_HOME``)
@@ -51,14 +51,16 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, re
     ``df.attrs["run_dir"]`` says where it is. ``resume=True`` continues a stopped run.
     A spec's ``plugins:`` (code) run only with ``allow_plugins=True``; ``wait=True`` queues
     behind another sweep writing the same directory; ``dask=DaskOptions(...)`` runs the
-    tasks on a Dask cluster (``perfscout.sweep.dask_executor``).
+    tasks on a Dask cluster (``perfscout.sweep.dask_executor``); ``cores`` caps the cores the
+    running tasks' codec threads use together; ``task_start="spawn"`` starts a fresh
+    interpreter per task instead of forking CPU tasks from the task server.
     """
     model = load_spec(spec, allow_plugins=allow_plugins)
     run_dir = Path(out) if out is not None else default_run_dir(model)
     source = spec if isinstance(spec, (str, Path)) else model
     log.info("sweep %s into %s%s", model.name, run_dir, " (resuming)" if resume else "")
     outcome = run_sweep(source, run_dir, resume=resume, jobs=jobs, progress=progress, allow_plugins=allow_plugins,
-                        wait=wait, dask=dask)
+                        wait=wait, dask=dask, cores=cores, task_start=task_start)
     df = open_results(outcome.run_dir)
     df.attrs["run_dir"] = str(outcome.run_dir)
     df.attrs["run_id"] = outcome.run_id

@@ -1,8 +1,9 @@
 """One attempt at one task: the contained child process, its limits and its verdict.
 
 Both executors use this: the local runner polls many at once, a Dask worker runs one and
-waits. The child is ``python -m perfscout.sweep.worker TASK RESULT`` in its own
-session; this side enforces the wall-clock timeout and watches its resident memory (the
+waits. The child is forked from the session's task server (:mod:`.forkserver`: the imports
+done once, one fresh process per task) for CPU tasks, else ``python -m perfscout.sweep.worker
+TASK RESULT``; either way it runs in its own session, and this side enforces the wall-clock timeout and watches its resident memory (the
 worker also limits its own address space), and when it dies without a record, writes the
 ``codec_crashed`` / ``codec_timeout`` record from the outside.
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfscout.state.records import CompressionResult
+from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.spec import Task
 
 #: What the worker reads beside its task file (run identity for the record).
@@ -98,18 +100,27 @@ class TaskChild:
     task: Task
     tag: str
     work_dir: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedTask
     log: Any
     started: float
     peak_rss_mb: float = 0.0
     killed_for: str = ""
 
     @classmethod
-    def start(cls, task: Task, work_dir: Path, tag: str, run_meta: dict[str, Any], env: dict[str, str]) -> TaskChild:
+    def start(cls, task: Task, work_dir: Path, tag: str, run_meta: dict[str, Any], env: dict[str, str],
+              server: ForkServer | None = None) -> TaskChild:
+        """Start the task's process: forked by ``server`` (CPU tasks) or a fresh interpreter."""
         work_dir.mkdir(parents=True, exist_ok=True)
         paths = attempt_paths(work_dir, tag)
         write_atomic(paths["task"], task.model_dump_json(indent=1))
         write_atomic(work_dir / RUN_META, json.dumps(run_meta))
+        if server is not None and task.device == "cpu":
+            try:
+                forked = server.spawn(paths["task"], paths["result"], paths["log"], env)
+            except ForkServerError:
+                pass  # the server is gone: this task starts the slow way, the driver replaces it
+            else:
+                return cls(task=task, tag=tag, work_dir=work_dir, proc=forked, log=None, started=time.monotonic())
         log = open(paths["log"], "wb")
         try:
             proc = subprocess.Popen(
@@ -152,13 +163,19 @@ class TaskChild:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            # a forked child between fork() and its setsid(): not yet a group of its own
+            if self.proc.poll() is None and self.proc.pid > 0:
+                try:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         self.proc.wait()
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.kill()
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
 
     def outcome(self, run_id: str, platform_id: str) -> CompressionResult:
         """The child's record, or one written from outside when it did not write one.
@@ -166,7 +183,8 @@ class TaskChild:
         Raises :class:`StorageFull` when the child could not write because the disk is
         full: that is not the codec's fault and must not become a stored result.
         """
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
         t = self.task
         result_path, log_path = self.paths["result"], self.paths["log"]
         rc = self.proc.returncode
@@ -194,6 +212,8 @@ class TaskChild:
                 except ValueError:
                     name = f"signal {-rc}"
                 reason = f"the worker died from {name} ({rc})"
+                if getattr(self.proc, "note", ""):  # the task server died under it
+                    reason += f": {self.proc.note}"
             else:
                 reason = f"the worker exited with code {rc} without writing a result"
             if tail:

@@ -1,11 +1,13 @@
 """Run a sweep: one contained child process per task, results committed one by one.
 
-Each task runs in its own interpreter (``perfscout.sweep.worker``, see
-:mod:`.child`) in its own session, so a codec that segfaults, aborts or hangs takes only
-its child down: the sweep writes a ``codec_crashed`` or ``codec_timeout`` record and goes
-on. Locally up to ``jobs`` children run at once, fewer when their estimated memory would
-exceed the budget; CUDA tasks run one per device so they do not disturb each other's
-timings. On Dask (:mod:`.dask_executor`) the same child runs on a cluster's workers and
+Each task runs in a process of its own (see :mod:`.child`) in its own session, so a codec
+that segfaults, aborts or hangs takes only its child down: the sweep writes a
+``codec_crashed`` or ``codec_timeout`` record and goes on. CPU tasks are forked from the
+session's task server, which did the heavy imports once (:mod:`.forkserver`; ``task_start:
+spawn`` starts a fresh interpreter per task instead, as CUDA tasks always do). Locally up to
+``jobs`` children run at once, fewer when their estimated memory would exceed the budget or
+their codec threads (the codec option ``threads``) would add up to more than ``cores``;
+CUDA tasks run one per device so they do not disturb each other's timings. On Dask (:mod:`.dask_executor`) the same child runs on a cluster's workers and
 this process, the driver, stays the only writer of the run directory. Ctrl-C (or SIGTERM)
 stops every child, keeps what finished and leaves the run resumable.
 
@@ -48,6 +50,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
+from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.lock import RunDirLock
 from perfscout.sweep.outcome import SweepOutcome
 from perfscout.sweep.spec import SweepSpec, Task, expand, load_spec
@@ -125,10 +128,18 @@ class SweepRunner:
     """The driver of one pass over a run directory (one *session*)."""
 
     def __init__(self, spec: SweepSpec, out: Path, *, jobs: int | None, progress: bool, spec_text: str | None,
-                 resume: bool, wait: bool = False, dask: DaskOptions | None = None) -> None:
+                 resume: bool, wait: bool = False, dask: DaskOptions | None = None, cores: int | None = None,
+                 task_start: str | None = None) -> None:
         self.spec = spec
         self.out = out
-        self.jobs = max(1, jobs or spec.jobs or os.cpu_count() or 1)
+        self.cores = max(1, cores or spec.cores or os.cpu_count() or 1)
+        self.jobs = max(1, jobs or spec.jobs or self.cores)
+        self.task_start = task_start or spec.task_start
+        if self.task_start not in ("fork", "spawn"):
+            raise InputError(f"task start must be fork or spawn (got {self.task_start!r})")
+        self._server: ForkServer | None = None
+        self._server_failed = ""
+        self.scheduling: dict[str, Any] = {}
         budget = spec.max_memory_mb or 0.5 * _mem_available_mb()
         self.memory_budget_mb = float(budget)
         self.progress_enabled = progress
@@ -147,8 +158,28 @@ class SweepRunner:
             return False
         if task.device.startswith("cuda") and any(c.task.device == task.device for c in running):
             return False
+        # codec threads share the cores: jobs x threads never exceeds them
+        if running and sum(c.task.threads for c in running) + task.threads > self.cores:
+            return False
         used = sum(c.task.est_memory_mb for c in running)
         return not running or used + task.est_memory_mb <= self.memory_budget_mb
+
+    def plan_cores(self, tasks: list[Task]) -> dict[str, Any]:
+        """Refuse a task whose codec threads exceed the cores; say when jobs x threads is scaled down."""
+        too_many = [t for t in tasks if t.threads > self.cores]
+        if too_many:
+            t = too_many[0]
+            raise InputError(
+                f"{len(too_many)} task(s) ask for more codec threads than the {self.cores} core(s) this sweep "
+                f"may use (e.g. {t.codec} with threads={t.threads}); lower the codec option `threads`, or raise "
+                "`cores:` / --cores if the machine has them")
+        widest = max((t.threads for t in tasks), default=1)
+        plan: dict[str, Any] = {"cores": self.cores, "jobs": self.jobs, "max_codec_threads": widest}
+        if self.jobs * widest > self.cores:
+            plan["note"] = (f"jobs {self.jobs} x codec threads {widest} would need {self.jobs * widest} cores; "
+                            f"{self.cores} available: tasks start only while their threads fit "
+                            f"(at most {max(1, self.cores // widest)} task(s) of {widest} threads at once)")
+        return plan
 
     def task_dir(self, task: Task) -> Path:
         return self.out / "raw" / task.task_key
@@ -156,12 +187,34 @@ class SweepRunner:
     def run_meta(self) -> dict[str, str]:
         return {"run_id": self.run_id, "platform_id": self.platform_id}
 
+    def _task_server(self, task: Task) -> ForkServer | None:
+        """The session's task server for a CPU task (started, or replaced when it died)."""
+        if self.task_start != "fork" or task.device != "cpu" or self._server_failed:
+            return None
+        if self._server is not None and not self._server.alive:
+            self._server.close()
+            self._server = None
+        if self._server is None:
+            try:
+                (self.out / "raw").mkdir(parents=True, exist_ok=True)
+                self._server = ForkServer(child_env(task, 1), log_path=self.out / "raw" / "forkserver.log")
+            except (ForkServerError, OSError) as exc:
+                # every task still runs, each in a fresh interpreter; the session says so
+                self._server_failed = str(exc)
+                self.console.print(f"[yellow]task server unavailable ({exc}); tasks start as fresh processes[/]")
+                return None
+        return self._server
+
     def _start(self, task: Task, store: ResultStore, session: int) -> tuple[TaskChild, int]:
         attempt = store.start_attempt(task.task_key, session, worker="local")
         tag = f"s{session}-a{attempt}"
         store.set_attempt_tag(attempt, tag)
-        child = TaskChild.start(task, self.task_dir(task), tag, self.run_meta(),
-                                child_env(task, max(1, (os.cpu_count() or 1) // self.jobs)))
+        server = self._task_server(task)
+        child = TaskChild.start(task, self.task_dir(task), tag, self.run_meta(), child_env(task, task.threads),
+                                server=server)
+        if isinstance(child.proc, ForkedTask):
+            store.set_attempt_worker(attempt, "forkserver",
+                                     json.dumps({"server_pid": child.proc.server.pid, "pid": child.proc.pid}))
         return child, attempt
 
     def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,
@@ -212,6 +265,10 @@ class SweepRunner:
                 "pass --resume to continue it, or choose another --out"
             )
         tasks, skipped = expand(self.spec)
+        if self.dask is None:
+            self.scheduling = self.plan_cores(tasks)  # before anything is stored: a refusal loses nothing
+            if "note" in self.scheduling:
+                self.console.print(f"[yellow]{self.scheduling['note']}[/]")
         _prepare_run_dir(self.spec, self.spec_text, self.out, store, self.resume)
         self.run_id = store.get_meta("run_id") or f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
         store.set_meta("run_id", self.run_id)
@@ -228,11 +285,13 @@ class SweepRunner:
         executor = "dask" if self.dask is not None else "local"
         store.set_meta(f"session_{session}", json.dumps({
             "jobs": self.jobs, "memory_budget_mb": self.memory_budget_mb, "executor": executor,
+            "task_start": self.task_start if executor == "local" else "spawn", **self.scheduling,
             "started_at": datetime.now(timezone.utc).isoformat()}))
         done = store.finished_keys()
         pending = [t for t in tasks if t.task_key not in done]
         outcome = SweepOutcome(run_dir=self.out, run_id=self.run_id, session=session, total=len(tasks),
-                               already_done=len(tasks) - len(pending), ran=0, executor=executor)
+                               already_done=len(tasks) - len(pending), ran=0, executor=executor,
+                               scheduling=dict(self.scheduling))
         old_term = None
         if threading.current_thread() is threading.main_thread():
             old_term = signal.signal(signal.SIGTERM, self._on_term)
@@ -300,6 +359,9 @@ class SweepRunner:
             # outlive the loop that watches its timeout, least of all in a long-lived agent
             for child, _ in running:
                 child.close()
+            if self._server is not None:
+                self._server.close()
+                self._server = None
 
     @property
     def stopping(self) -> bool:
@@ -311,12 +373,15 @@ class SweepRunner:
 
 def run_sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, resume: bool = False, jobs: int | None = None,
               progress: bool = True, allow_plugins: bool = False, wait: bool = False,
-              dask: DaskOptions | None = None) -> SweepOutcome:
+              dask: DaskOptions | None = None, cores: int | None = None,
+              task_start: str | None = None) -> SweepOutcome:
     """Run (or resume) a sweep into ``out``. See :mod:`perfscout.sweep.runner`.
 
     ``allow_plugins``: run the spec's ``plugins:`` (refused by default); ``wait``: queue
     behind another sweep holding ``out`` instead of refusing; ``dask``: run the tasks on a
-    Dask cluster (:class:`perfscout.sweep.dask_executor.DaskOptions`).
+    Dask cluster (:class:`perfscout.sweep.dask_executor.DaskOptions`); ``cores``: the cores the
+    running tasks' codec threads may use together (default: the spec's ``cores``, else all);
+    ``task_start``: ``fork`` (CPU tasks forked from a preloaded task server) or ``spawn``.
     """
     spec_text = None
     if isinstance(spec, (str, Path)) and Path(str(spec)).suffix in (".yaml", ".yml") and Path(str(spec)).is_file():
@@ -328,4 +393,4 @@ def run_sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, resume: b
         spec_text = spec
     model = load_spec(spec, allow_plugins=allow_plugins)
     return SweepRunner(model, Path(out), jobs=jobs, progress=progress, spec_text=spec_text, resume=resume,
-                       wait=wait, dask=dask).run()
+                       wait=wait, dask=dask, cores=cores, task_start=task_start).run()

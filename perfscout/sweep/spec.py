@@ -15,6 +15,10 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
     memory_limit_mb: 4096        # per task (address space on CPU, resident size on GPU)
     max_memory_mb: 16384         # estimated memory of all running tasks together
     jobs: 2                      # tasks at once (default: cores); CUDA tasks one per device
+    cores: 2                     # cores the sweep may use (default: all); running tasks' codec
+                                 #   threads (codec option `threads`) never add up to more
+    task_start: fork             # fork: CPU tasks forked from a preloaded task server (fast);
+                                 #   spawn: a fresh interpreter per task
     nonfinite: refuse            # or passthrough (see perfscout.tools.bounds)
     plugins: [my.module]         # imported first, in the parent and in every task
     output: runs/quick           # run directory (relative to the spec) if --out is not given
@@ -27,7 +31,8 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
         var: z                   #   dtype: f32|f64 optional, fill_masked: V fills masked points
       - synthetic: "grf:64,64,64"  # generator:shape, with seed: N
         label: rough             # optional display name (the `dataset` column)
-    codecs: [sz3, {id: zfp, options: {}}]   # required
+    codecs: [sz3, {id: zfp, options: {}}]   # required; {id: sz3, options: {threads: 2}}
+                                 #   compresses 2 chunks in parallel (see perfscout.codecs.chunked)
     devices: [cpu, cuda:0]
     modes: [abs, rel]            # default: the keys of `bounds` when it is a mapping
     bounds: [1.0e-2, 1.0e-3]     # or per mode: {rel: [...], psnr: [60, 80]}
@@ -186,6 +191,8 @@ class SweepSpec(GridFields):
     memory_limit_mb: int = Field(default=4096, ge=64)  # per task (address space / resident)
     max_memory_mb: int | None = Field(default=None, ge=64)  # all running tasks together
     jobs: int | None = Field(default=None, ge=1)
+    cores: int | None = Field(default=None, ge=1)  # cores the running tasks' threads may use together
+    task_start: Literal["fork", "spawn"] = "fork"  # how CPU task processes start (see sweep.forkserver)
     nonfinite: Literal["refuse", "passthrough"] = "refuse"  # see perfscout.tools.bounds
     plugins: list[str] = Field(default_factory=list)  # modules imported first (register codecs)
     output: str | None = None
@@ -451,6 +458,12 @@ class Task(BaseModel):
     memory_limit_mb: int
     plugins: list[str] = Field(default_factory=list)
     base_dir: str = ""
+
+    @property
+    def threads(self) -> int:
+        """Cores the task's codec uses at once (its ``threads`` option; GPU tasks: one host thread)."""
+        value = self.options.get("threads", 1) if self.device == "cpu" else 1
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
     @property
     def est_memory_mb(self) -> float:

@@ -143,6 +143,11 @@ class ResultStore:
         with self._tx():
             self.conn.execute("UPDATE attempts SET tag=? WHERE id=?", (tag, attempt_id))
 
+    def set_attempt_worker(self, attempt_id: int, worker: str, detail: str = "") -> None:
+        """Where the attempt runs, once known (``forkserver`` and the server's pid, say)."""
+        with self._tx():
+            self.conn.execute("UPDATE attempts SET worker=?, detail=? WHERE id=?", (worker, detail, attempt_id))
+
     def finish_attempt(self, attempt_id: int, outcome: str, detail: str = "") -> None:
         """Close an attempt that produced no stored result (e.g. its worker was lost)."""
         with self._tx():

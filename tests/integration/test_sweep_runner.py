@@ -151,7 +151,8 @@ def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> No
     from perfscout.sweep.spec import expand, load_spec
 
     spec = load_spec({
-        "max_memory_mb": 1000, "jobs": 3, "datasets": [{"synthetic": "grf:64,64,64"}],  # 1 MiB -> ~156 MiB each
+        # cores: 16 so that the job limit, not this machine's cores, is what stops the fourth
+        "max_memory_mb": 1000, "jobs": 3, "cores": 16, "datasets": [{"synthetic": "grf:64,64,64"}],  # ~156 MiB each
         "codecs": ["sz3"], "bounds": [0.1, 0.01, 0.001, 0.0001],
     })
     tasks, _ = expand(spec)
@@ -161,7 +162,7 @@ def test_scheduler_bounds_jobs_memory_and_one_task_per_gpu(tmp_path: Path) -> No
         if runner._can_start(t, running):
             running.append(SimpleNamespace(task=t))
     assert len(running) == 3  # the job limit
-    big = load_spec({"max_memory_mb": 1000, "jobs": 8, "datasets": [{"synthetic": "grf:128,128,128"}],
+    big = load_spec({"max_memory_mb": 1000, "jobs": 8, "cores": 16, "datasets": [{"synthetic": "grf:128,128,128"}],
                      "codecs": ["sz3"], "bounds": [0.1, 0.01, 0.001]})
     big_tasks, _ = expand(big)  # 8 MiB fields -> ~198 MiB estimated each
     runner = SweepRunner(big, tmp_path, jobs=None, progress=False, spec_text=None, resume=False)
