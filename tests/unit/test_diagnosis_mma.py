@@ -227,3 +227,21 @@ def test_profiles_missing_metrics_never_break_the_rules_or_cite_absent_ones():
                         assert all(i in reduced.metrics for i in e["inputs"]), (trial, k.name, f["id"], e)
                     elif not e["metric"].startswith("host:"):
                         assert e["metric"] in reduced.metrics, (trial, k.name, f["id"], e["metric"])
+
+
+def test_mma_pipeline_lever_is_bounded_by_the_unit_that_limits():
+    """A DRAM-bound MMA kernel's warps wait for data because DRAM is busy: the pipeline
+    lever wins at most DRAM's headroom, and is not offered once DRAM is at its roof."""
+    decode = diagnose_kernel(kernel("sdpa_decode_bf16"))  # cuDNN flash decode, DRAM at roof
+    assert decode["primary"]["id"] == "dram_bandwidth_bound" and decode["primary"]["extra"]["at_roof"]
+    assert "mma_pipeline_stalls" not in ids(decode)
+    gemv = diagnose_kernel(kernel("gemv_bf16_8192"))  # nvjet GEMV, DRAM-bound below its roof
+    roof = gemv["primary"]
+    assert roof["id"] == "dram_bandwidth_bound" and not roof["extra"]["at_roof"]
+    lever = next(f for f in gemv["findings"] if f["id"] == "mma_pipeline_stalls")
+    assert 0 < lever["expected_gain"] <= roof["expected_gain"]
+    # the tensor-bound case keeps the tensor pipe's headroom as its bound
+    prefill = diagnose_kernel(kernel("sdpa_prefill_bf16"))
+    assert prefill["primary"]["id"] == "tensor_core_bound"
+    lever = next(f for f in prefill["findings"] if f["id"] == "mma_pipeline_stalls")
+    assert lever["expected_gain"] <= prefill["primary"]["expected_gain"]

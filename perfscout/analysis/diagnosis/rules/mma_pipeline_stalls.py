@@ -4,6 +4,10 @@ each other (async-copy/TMA arrivals, pipeline barriers between producer and cons
 A lever, not a cause: in warp-specialised MMA kernels producer warps sit at barriers by
 design, so stall shares overstate the time lost; what can be won is bounded by the tensor
 pipe's headroom to its roof. It is ranked below the roof finding with that headroom.
+
+When another unit limits the kernel (an MMA kernel that is DRAM-bound: a GEMV, decode
+attention), its warps wait for data because that unit is busy: a deeper pipeline wins at
+most that unit's headroom, and nothing once it is at its roof (no finding then).
 """
 
 from __future__ import annotations
@@ -48,8 +52,13 @@ def check(ctx: KernelContext) -> Finding | None:
     share = sum(waits.values()) / total
     if share < WAIT_SHARE_MIN:
         return None
+    cls = ctx.cls
+    if cls is not None and cls.kind == "memory" and cls.at_roof:
+        return None  # the memory unit is at its roof: feeding the MMAs faster cannot help
     head = tensor_headroom(info)
     gain = head * share
+    if cls is not None and not (cls.kind == "compute" and cls.unit == "tensor"):
+        gain = min(gain, cls.headroom)  # another unit limits: its headroom bounds the win
     used = [n for n in (ctx.name_of(N.stall(r)) for r in cycles) if n]
     ev = [ctx.ev(N.TENSOR_PIPE, f"below the {TENSOR_ROOF_PCT:.0f}% roof"),
           ctx.derived("stall_share_waiting_for_data", share, used, "fraction", f">= {WAIT_SHARE_MIN:.0%}")]
