@@ -40,9 +40,18 @@ def test_decode_scratch_layout_fits_and_covers_every_tile(nblocks) -> None:
     geo = G.Geometry((1, 1, 32 * nblocks), (1, 1, nblocks), 1)
     ctas, first = G._scan_slots(geo)
     # the width scan's last CTA owns slot ntiles (the total); its status words, the
-    # counter, ntiles + 1 offsets and the error flag fit the scratch new_scratch allocates
+    # counter, ntiles + 1 offsets, the error flags and the corners' byte count fit the
+    # scratch new_scratch allocates
     assert ctas * G.SCAN_CTA_TILES > geo.ntiles
     scratch_len = G.scratch_words(geo)
-    assert first + geo.ntiles + 2 <= scratch_len
-    # compress tiles of 4 or more warps need at most 2 * ntiles + 2 status words
-    assert -(-nblocks // (4 * G.STEPS * 4)) + 2 <= scratch_len
+    assert first + geo.ntiles + 3 <= scratch_len
+    # compress tiles of 4 or more warps need at most 2 * ntiles status words, then the
+    # counter, the outlier count and the corners' byte count
+    assert -(-nblocks // (4 * G.STEPS * 4)) + 3 <= G._corner_region(geo)
+    # format 3's corner scan: its own status words, counter and ntiles + 1 offsets, after
+    # everything the compress and the width scan use
+    assert first + geo.ntiles + 3 <= G._corner_region(geo)
+    assert G._corner_region(geo) + ctas + 1 + geo.ntiles + 1 <= scratch_len
+    # its pack/unpack grid has a warp for every tile
+    (blocks,), (threads,) = G._corner_grid(geo)
+    assert blocks * threads // 32 >= geo.ntiles

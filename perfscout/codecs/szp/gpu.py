@@ -36,6 +36,8 @@ THREADS = WARPS * 32
 VAL_MASK = (1 << 62) - 1
 #: Stage arrays larger than this through the chunked, pinned, two-stream path.
 DEFAULT_CHUNK_BYTES = 1 << 30
+#: The stream format version the GPU writes (the kernels' SZP_FORMAT build); it reads 1-3.
+WRITE_VERSION = F.VERSION
 
 
 def gpu_available() -> tuple[bool, str]:
@@ -62,12 +64,20 @@ def _cp() -> Any:
 NARROW_LIMIT = 2**31
 
 
+def _kernel_format(version: int) -> int:
+    """The SZP_FORMAT build that reads or writes ``version`` (version 1 is read by 2's)."""
+    if version not in F.READABLE_VERSIONS:
+        raise CodecError(f"unsupported szp format version {version}")
+    return 3 if version >= 3 else 2
+
+
 @functools.lru_cache(maxsize=None)
-def _module(dtype: str, block_ndim: int, wide: bool = False) -> Any:
+def _module(dtype: str, block_ndim: int, wide: bool = False, fmt: int = 3) -> Any:
     cp = _cp()
     src = importlib.resources.files(__package__).joinpath("szp_kernels.cu").read_text()
     opts = ["--std=c++17", "--fmad=false", "--ftz=false", "--prec-div=true",
-            f"-DSZP_T={'double' if dtype == 'float64' else 'float'}", f"-DSZP_BDIM={block_ndim}"]
+            f"-DSZP_T={'double' if dtype == 'float64' else 'float'}", f"-DSZP_BDIM={block_ndim}",
+            f"-DSZP_FORMAT={fmt}"]
     if dtype == "float64":
         opts.append("-DSZP_F64")
     if wide:
@@ -124,8 +134,8 @@ class Geometry:
         """Whether element offsets need 64 bits (the SZP_WIDE kernels)."""
         return math.prod(self.view) >= NARROW_LIMIT
 
-    def module(self, dtype: Any) -> Any:
-        return _module(str(np.dtype(dtype)), self.block_ndim, self.wide)
+    def module(self, dtype: Any, version: int = WRITE_VERSION) -> Any:
+        return _module(str(np.dtype(dtype)), self.block_ndim, self.wide, _kernel_format(version))
 
     def args(self, data: Any) -> tuple[Any, ...]:
         """Geometry arguments of the kernels for the device array ``data``: the view in
@@ -141,8 +151,16 @@ class Geometry:
 def scratch_words(geo: Geometry) -> int:
     """u64 words of scratch one compress or decompress launch of ``geo`` needs: look-back
     status words, counters, and the decoder's tile offsets (compress tiles of 4 or more
-    warps have at most twice the decoder's tiles)."""
-    return 2 * geo.ntiles + geo.ntiles // WARPS + 8
+    warps have at most twice the decoder's tiles), then the corner scan's region
+    (format 3, at _corner_region)."""
+    ctas, _first = _scan_slots(geo)
+    return _corner_region(geo) + ctas + 1 + geo.ntiles + 1 + 8
+
+
+def _corner_region(geo: Geometry) -> int:
+    """Scratch offset of the corner scan: [status (one per CTA), counter, tile prefix
+    (ntiles + 1)], after everything the compress or the width scan uses."""
+    return 2 * geo.ntiles + 8
 
 
 def new_scratch(geo: Geometry) -> Any:
@@ -180,6 +198,10 @@ class _Pieces:
     ntiles: int = 0  # compress tiles (their look-back status words lead the scratch)
     payload_words: int = -1
     n_out: int = -1
+    corner_ext: Any = None  # u32 per block: a corner block's ext0 (format 3)
+    corner_prefix: Any = None  # u64 per decode tile: its first corner byte (format 3)
+    corner_bytes: int = 0
+    version: int = WRITE_VERSION
 
 
 def device_range(xd: Any) -> tuple[float, float] | None:
@@ -211,11 +233,11 @@ def _outlier_cap(n: int) -> int:
     return max(1024, n // 64)
 
 
-def _compress_shape(geo: Geometry, dtype: Any) -> tuple[Any, int, int, int]:
+def _compress_shape(geo: Geometry, dtype: Any, version: int = WRITE_VERSION) -> tuple[Any, int, int, int]:
     """(kernel, threads per CTA, tiles, CTAs) of a compress launch. The CTA size comes back
     from the compiled kernel (its __launch_bounds__), so a build with another SZP_CWARPS
     (benchmarks/szp_try.sh A/B runs) launches correctly."""
-    fn = geo.module(dtype).get_function("szp_compress")
+    fn = geo.module(dtype, version).get_function("szp_compress")
     threads = int(fn.max_threads_per_block)
     cwarps = threads // 32
     ntiles = -(-geo.nblocks // (cwarps * STEPS * 4))
@@ -223,49 +245,91 @@ def _compress_shape(geo: Geometry, dtype: Any) -> tuple[Any, int, int, int]:
     return fn, threads, ntiles, max(1, min(ntiles, ctas))
 
 
-def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch: Any) -> _Pieces:
+def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any) -> Any:
+    """Launch szp_corner_scan (format 3): the first corner byte of each decode tile, in the
+    scratch's corner region (returned), the total also written to ``total_out`` (a u64
+    scratch slot read back with the other counts)."""
+    cp = _cp()
+    ctas, _first = _scan_slots(geo)
+    r = _corner_region(geo)
+    scratch[r : r + ctas + 1] = 0
+    prefix = scratch[r + ctas + 1 : r + ctas + 2 + geo.ntiles]
+    _module("float32", 1, False, 3).get_function("szp_corner_scan")(
+        (ctas,), (THREADS,),
+        (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[r : r + ctas],
+         scratch[r + ctas : r + ctas + 1].view(cp.uint32), total_out))
+    return prefix
+
+
+def _corner_grid(geo: Geometry) -> tuple[tuple[int], tuple[int]]:
+    """Grid of szp_corner_pack / szp_corner_unpack: one warp per decode tile."""
+    return (geo.ntiles // WARPS + 1,), (THREADS,)
+
+
+def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch: Any,
+                     version: int = WRITE_VERSION) -> _Pieces:
     """Launch the fused kernel; it writes widths and payload straight into a buffer laid
-    out like the final stream (so no copy of the payload follows)."""
+    out like the final stream (so no copy of the payload follows). Format 3: a corner
+    block's ext0 goes to a per-block side array, and a scan of the corner byte counts
+    follows (its total lands in the scratch next to the payload size and outlier count,
+    so that one read-back brings all three); _pack_corners then byte-packs them."""
     cp = _cp()
     nb = geo.nblocks
     T = xd.dtype.type
-    pay_off = F.HEADER_LEN + F.pad16(nb)
+    hlen = F.HEADER_LEN if version >= 3 else F.HEADER_LEN_V2
+    pay_off = hlen + F.pad16(nb)
     pay_max = F.pad16(4 * (F.MAX_WIDTH + 1) * nb)
-    size = pay_off + pay_max + F.pad16(8 * cap) + F.pad16(xd.dtype.itemsize * cap) + 16
+    corner_max = F.pad16(4 * nb) if version >= 3 else 0
+    size = pay_off + pay_max + corner_max + F.pad16(8 * cap) + F.pad16(xd.dtype.itemsize * cap) + 16
     body = cp.empty(size, dtype=cp.uint8)
-    widths = body[F.HEADER_LEN:pay_off]
+    widths = body[hlen:pay_off]
     payload = body[pay_off : pay_off + pay_max].view(cp.uint32)
     out_idx = cp.empty(max(1, cap), dtype=cp.uint64)
     out_val = cp.empty(max(1, cap), dtype=xd.dtype)
+    corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
     ntiles = 0
+    cprefix = None
     if nb:
-        fn, threads, ntiles, ctas = _compress_shape(geo, xd.dtype)
-        scratch[: ntiles + 2] = 0
+        fn, threads, ntiles, ctas = _compress_shape(geo, xd.dtype, version)
+        scratch[: ntiles + 3] = 0
         status = scratch[:ntiles]
         counter = scratch[ntiles : ntiles + 1].view(cp.uint32)
         count = scratch[ntiles + 1 : ntiles + 2]
         fn((ctas,), (threads,),
-           (xd, *geo.args(xd), T(qz.recip), T(qz.step), T(qz.check), widths, payload, status,
-            counter, out_idx, out_val, count, np.uint64(cap)))
-    return _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles)
+           (xd, *geo.args(xd), T(qz.recip), T(qz.step), T(qz.check), widths, corner_ext, payload,
+            status, counter, out_idx, out_val, count, np.uint64(cap)))
+        if version >= 3:
+            cprefix = _corner_scan(geo, widths, scratch, scratch[ntiles + 2 : ntiles + 3])
+    return _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles, corner_ext=corner_ext,
+                   corner_prefix=cprefix, version=version)
 
 
 def _finish_launch(p: _Pieces, geo: Geometry, scratch: Any) -> None:
-    """Read the payload size (the last tile's inclusive prefix) and outlier count."""
+    """Read the payload size (the last tile's inclusive prefix), the outlier count and the
+    corners' byte count, in one read-back."""
     if geo.nblocks == 0:
-        p.payload_words, p.n_out = 0, 0
+        p.payload_words, p.n_out, p.corner_bytes = 0, 0, 0
         return
-    tail = scratch[p.ntiles - 1 : p.ntiles + 2].get()
+    tail = scratch[p.ntiles - 1 : p.ntiles + 3].get()
     p.payload_words = int(tail[0]) & VAL_MASK
     p.n_out = int(tail[2])
+    p.corner_bytes = int(tail[3]) if p.version >= 3 else 0
 
 
-def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer) -> _Pieces:
+def _pack_corners(p: _Pieces, geo: Geometry, out: Any) -> None:
+    """Byte-pack the corner blocks' ext0 into ``out`` (p.corner_bytes bytes, format 3)."""
+    if p.corner_bytes:
+        _module("float32", 1, False, 3).get_function("szp_corner_pack")(
+            *_corner_grid(geo),
+            (p.widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), p.corner_ext, p.corner_prefix, out))
+
+
+def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer, version: int = WRITE_VERSION) -> _Pieces:
     scratch = new_scratch(geo)
-    p = _launch_compress(xd, geo, qz, _outlier_cap(xd.size), scratch)
+    p = _launch_compress(xd, geo, qz, _outlier_cap(xd.size), scratch, version)
     _finish_launch(p, geo, scratch)
     if p.n_out > p.cap:  # rare: very many outliers; run again with room for all of them
-        p = _launch_compress(xd, geo, qz, p.n_out, scratch)
+        p = _launch_compress(xd, geo, qz, p.n_out, scratch, version)
         _finish_launch(p, geo, scratch)
     return p
 
@@ -280,9 +344,13 @@ def _sorted_outliers(p: _Pieces) -> tuple[Any, Any]:
     return idx, val
 
 
-def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = None) -> DeviceStream:
-    """Compress a device array; the stream body stays on the device."""
+def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = None, *,
+                    auto_block: bool = False, version: int = WRITE_VERSION) -> DeviceStream:
+    """Compress a device array; the stream body stays on the device. ``auto_block`` sets
+    the header flag saying the block shape was chosen automatically (format 3);
+    ``version`` 2 writes the previous format."""
     cp = _cp()
+    _check_write_version(version, auto_block)
     xd = x if x.flags.c_contiguous else cp.ascontiguousarray(x)  # keeps 0-d arrays 0-d
     if xd.dtype not in F.DTYPE_CODES:
         raise InputError(f"szp compresses float32 and float64, not {xd.dtype}")
@@ -294,20 +362,29 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = No
     frange = device_range(xd) if mode == "rel" else None
     qz = F.resolve_quantizer(xd.dtype, mode, bound, frange)
     geo = geometry(tuple(xd.shape), bnd)
-    p = _compress_pieces(xd, geo, qz)
+    p = _compress_pieces(xd, geo, qz, version)
     h = F.Header(xd.dtype, tuple(xd.shape), mode, float(bound), qz.abs_bound, float(qz.step),
-                 bnd, geo.nblocks, p.payload_words, p.n_out)
+                 bnd, geo.nblocks, p.payload_words, p.n_out, version, p.corner_bytes,
+                 F.FLAG_AUTO_BLOCK if auto_block else 0)
     lay = F.layout(h)
     body = p.body
-    body[: F.HEADER_LEN] = cp.asarray(np.frombuffer(h.pack(), np.uint8))
+    body[: h.header_len] = cp.asarray(np.frombuffer(h.pack(), np.uint8))
     body[lay.widths + geo.nblocks : lay.payload] = 0  # pads are zero
-    body[lay.payload + 4 * p.payload_words : lay.crc] = 0  # payload pad + outlier area
+    body[lay.payload + 4 * p.payload_words : lay.crc] = 0  # payload pad, corners, outlier area
+    _pack_corners(p, geo, body[lay.corners : lay.corners + p.corner_bytes])
     if p.n_out:
         idx, val = _sorted_outliers(p)
         body[lay.out_index : lay.out_index + 8 * p.n_out] = idx.view(cp.uint8)
         nv = h.dtype.itemsize * p.n_out
         body[lay.out_value : lay.out_value + nv] = val.view(cp.uint8)
     return DeviceStream(body[: lay.crc], h)
+
+
+def _check_write_version(version: int, auto_block: bool) -> None:
+    if version not in (2, 3):
+        raise InputError(f"szp writes format version 2 or 3, not {version!r}")
+    if auto_block and version < 3:
+        raise InputError("the auto_block flag needs format version 3")
 
 
 def to_host(ds: DeviceStream) -> bytes:
@@ -324,16 +401,18 @@ def to_host(ds: DeviceStream) -> bytes:
 
 def _scan_slots(geo: Geometry) -> tuple[int, int]:
     """Scratch layout of a decompress launch: [status (one per CTA of the width scan),
-    counter, tile offsets (ntiles + 1, the last one the total), error flag]; returns
-    (CTAs of the scan, index of the first tile offset)."""
+    counter, tile offsets (ntiles + 1, the last one the total), error flags, the corners'
+    byte count (format 3)]; returns (CTAs of the scan, index of the first tile offset)."""
     ctas = geo.ntiles // SCAN_CTA_TILES + 1  # the last CTA also writes the total at [ntiles]
     return ctas, ctas + 1
 
 
 def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payload: Any,
-                       scratch: Any) -> None:
+                       scratch: Any, corners: Any = None, version: int = WRITE_VERSION) -> None:
     """Width scan (one word offset per tile), then the decode kernel. ``payload`` is the
-    u32 view of the payload section; the decoder never reads past its end."""
+    u32 view of the payload section; the decoder never reads past its end. Format 3: a
+    pre-pass expands ``corners`` (the corners section, u8; None reads as empty) into one
+    u32 per block, which the decode kernel reads for corner blocks."""
     cp = _cp()
     if geo.nblocks == 0:
         return
@@ -343,30 +422,45 @@ def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payloa
     ctas, first = _scan_slots(geo)
     end = first + geo.ntiles + 1
     scratch[:first] = 0
-    scratch[end] = 0
+    scratch[end : end + 2] = 0
     prefix = scratch[first:end]
-    mod = geo.module(out.dtype)
+    error = scratch[end : end + 1].view(cp.uint32)
+    mod = geo.module(out.dtype, version)
     mod.get_function("szp_width_scan")(
         (ctas,), (THREADS,),
         (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[:ctas],
-         scratch[ctas:first].view(cp.uint32), scratch[end : end + 1].view(cp.uint32)),
+         scratch[ctas:first].view(cp.uint32), error),
     )
+    corner_ext = cp.empty(geo.nblocks if version >= 3 else 1, dtype=cp.uint32)
+    if version >= 3:
+        cprefix = _corner_scan(geo, widths, scratch, scratch[end + 1 : end + 2])
+        clen = 0 if corners is None else int(corners.size)
+        if not clen:
+            corners = cp.zeros(1, dtype=cp.uint8)
+        mod.get_function("szp_corner_unpack")(
+            *_corner_grid(geo),
+            (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), corners, np.uint64(clen), cprefix,
+             corner_ext, error))
     mod.get_function("szp_decompress")(
         (geo.ntiles,), (THREADS,),
-        (out, *geo.args(out), T(step), widths, payload, prefix, np.uint64(payload.size)),
+        (out, *geo.args(out), T(step), widths, payload, prefix, np.uint64(payload.size), corner_ext),
     )
 
 
-def _check_decompress(geo: Geometry, scratch: Any, payload_words: int) -> None:
+def _check_decompress(geo: Geometry, scratch: Any, payload_words: int, corner_bytes: int = 0,
+                      version: int = WRITE_VERSION) -> None:
     if geo.nblocks == 0:
         return
     _ctas, first = _scan_slots(geo)
-    total, error = (int(v) for v in scratch[first + geo.ntiles : first + geo.ntiles + 2].get())
-    if error & 0xFFFFFFFF:
+    total, error, corners = (int(v) for v in scratch[first + geo.ntiles : first + geo.ntiles + 3].get())
+    if error & 1:
         raise CodecError(f"corrupt szp stream: a block width exceeds {F.MAX_WIDTH} or has "
                          "unknown flag bits")
     if total != payload_words:
         raise CodecError("corrupt szp stream: block widths do not add up to the payload size")
+    if version >= 3 and (error & 2 or corners != corner_bytes):
+        raise CodecError(f"corrupt szp stream: the corner blocks need {corners} corner bytes, "
+                         f"the header says {corner_bytes} (or a corner is not in its fewest bytes)")
 
 
 def _scatter(out: Any, idx: Any, val: Any) -> None:
@@ -392,12 +486,13 @@ def decompress_device(src: DeviceStream | bytes) -> Any:
     scratch = new_scratch(geo)
     widths = body[lay.widths : lay.widths + max(1, geo.nblocks)]
     payload = body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
-    _launch_decompress(out, geo, h.step, widths, payload, scratch)
+    corners = body[lay.corners : lay.corners + h.corner_bytes]
+    _launch_decompress(out, geo, h.step, widths, payload, scratch, corners, h.version)
     if h.n_outliers:
         idx = body[lay.out_index : lay.out_index + 8 * h.n_outliers].view(cp.uint64)
         val = body[lay.out_value : lay.out_value + h.dtype.itemsize * h.n_outliers].view(h.dtype)
         _scatter(out, idx, val)
-    _check_decompress(geo, scratch, h.payload_words)
+    _check_decompress(geo, scratch, h.payload_words, h.corner_bytes, h.version)
     return out
 
 
@@ -434,7 +529,8 @@ def _sub_geometry(geo: Geometry, axis: int, b0: int, b1: int) -> tuple[Geometry,
 
 
 def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None,
-                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> bytes:
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, *, auto_block: bool = False,
+                  version: int = WRITE_VERSION) -> bytes:
     """Compress a NumPy array on the GPU. Arrays larger than ``chunk_bytes`` stream
     through the GPU in block-aligned slabs (pinned staging, two CUDA streams: slab k+1's
     copy and kernel run while slab k's results come back). The bytes equal the
@@ -442,12 +538,14 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
     cp = _cp()
     import cupyx
 
+    _check_write_version(version, auto_block)
     x = np.asarray(x, order="C")
     if x.dtype not in F.DTYPE_CODES:
         raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
     chunk_bytes = min(chunk_bytes, _fit_chunk(DEFAULT_CHUNK_BYTES))
     if x.nbytes <= chunk_bytes:
-        return to_host(compress_device(cp.asarray(x), mode, bound, block_ndim))
+        return to_host(compress_device(cp.asarray(x), mode, bound, block_ndim,
+                                       auto_block=auto_block, version=version))
     bnd = F.default_block_ndim(x.ndim) if block_ndim is None else int(block_ndim)
     qz = F.resolve_quantizer(x.dtype, mode, bound, _host_range(x, chunk_bytes) if mode == "rel" else None)
     geo = geometry(x.shape, bnd)
@@ -458,16 +556,20 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
     biggest = max(math.prod(g.view) for g, _ in subs)
     pinned = [cupyx.empty_pinned(biggest, dtype=x.dtype) for _ in range(2)]
     devbuf = [cp.empty(biggest, dtype=x.dtype) for _ in range(2)]
-    widths, payloads, idxs, vals = [], [], [], []
+    widths, payloads, corners, idxs, vals = [], [], [], [], []
 
     def collect(k: int, dev: Any, p: _Pieces, scratch: Any) -> None:
         g, sl = subs[k]
         with streams[k % 2]:
             _finish_launch(p, g, scratch)
             if p.n_out > _outlier_cap(math.prod(g.view)):
-                p = _compress_pieces(dev, g, qz)  # the slab is still on the device
+                p = _compress_pieces(dev, g, qz, version)  # the slab is still on the device
             widths.append(p.widths[: g.nblocks].get())
             payloads.append(p.payload[: p.payload_words].get())
+            if p.corner_bytes:  # slabs are consecutive block ranges: their corners concatenate
+                cb = cp.empty(p.corner_bytes, dtype=cp.uint8)
+                _pack_corners(p, g, cb)
+                corners.append(cb.get())
             if p.n_out:
                 li, lv = (a.get() for a in _sorted_outliers(p))
                 local = np.unravel_index(li.astype(np.int64), g.view)
@@ -486,7 +588,7 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
             dev = devbuf[k % 2][:n].reshape(g.view)
             dev.set(host, stream=s)
             scratch = new_scratch(g)
-            p = _launch_compress(dev, g, qz, _outlier_cap(n), scratch)
+            p = _launch_compress(dev, g, qz, _outlier_cap(n), scratch, version)
         if pending is not None:
             collect(*pending)
         pending = (k, dev, p, scratch)
@@ -494,14 +596,16 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
         collect(*pending)
     w = np.concatenate(widths) if widths else np.zeros(0, np.uint8)
     pl = np.concatenate(payloads) if payloads else np.zeros(0, "<u4")
+    cn = np.concatenate(corners) if corners else np.zeros(0, np.uint8)
     oi = np.concatenate(idxs) if idxs else np.zeros(0, "<u8")
     ov = np.concatenate(vals) if vals else np.zeros(0, x.dtype)
     if axis > 0 and len(oi) > 1:  # slabs along y or x interleave in flat order
         order = np.argsort(oi, kind="stable")
         oi, ov = oi[order], ov[order]
     h = F.Header(x.dtype, tuple(x.shape), mode, float(bound), qz.abs_bound, float(qz.step), bnd,
-                 geo.nblocks, len(pl), len(oi))
-    return F.assemble(h, w, pl, oi, ov)
+                 geo.nblocks, len(pl), len(oi), version, len(cn),
+                 F.FLAG_AUTO_BLOCK if auto_block else 0)
+    return F.assemble(h, w, pl, oi, ov, cn)
 
 
 def _host_range(x: np.ndarray, chunk_bytes: int) -> tuple[float, float] | None:
@@ -527,8 +631,9 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
         return decompress_device(data).get()
     geo = geometry(h.shape, h.block_ndim)
     axis, ranges = _chunk_plan(geo, h.dtype.itemsize, chunk_bytes)
-    sizes = F.block_words(parsed.widths)
+    sizes = F.block_words(parsed.widths, h.version)
     offs = np.concatenate([[0], np.cumsum(sizes)])
+    coffs = np.concatenate([[0], np.cumsum(F.corner_nbytes(parsed.widths))]) if h.version >= 3 else None
     out = np.empty(geo.view, dtype=h.dtype)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
     subs = [_sub_geometry(geo, axis, b0, b1) for b0, b1 in ranges]
@@ -547,7 +652,9 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
         host = pinned_out[k % 2][:n].reshape(g.view)
         dev.get(stream=s, out=host)
         s.synchronize()
-        _check_decompress(g, scratch, int(offs[bstarts[k + 1]] - offs[bstarts[k]]))
+        b0, b1 = bstarts[k], bstarts[k + 1]
+        ncb = int(coffs[b1] - coffs[b0]) if coffs is not None else 0
+        _check_decompress(g, scratch, int(offs[b1] - offs[b0]), ncb, h.version)
         out[sl] = host
 
     for k, (g, sl) in enumerate(subs):
@@ -559,9 +666,12 @@ def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.n
         with s:
             wd = cp.asarray(parsed.widths[b0:b1]) if b1 > b0 else cp.zeros(1, cp.uint8)
             pd = cp.asarray(parsed.payload[w0:w1]) if w1 > w0 else cp.zeros(1, cp.uint32)
+            cd = None
+            if coffs is not None and coffs[b1] > coffs[b0]:
+                cd = cp.asarray(parsed.corners[int(coffs[b0]) : int(coffs[b1])])
             dev = cp.empty(g.view, dtype=h.dtype)
             scratch = new_scratch(g)
-            _launch_decompress(dev, g, h.step, wd, pd, scratch)
+            _launch_decompress(dev, g, h.step, wd, pd, scratch, cd, h.version)
         pending.append((k, dev, scratch))
     for item in pending:
         drain(item)

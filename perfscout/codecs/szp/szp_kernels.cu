@@ -1,5 +1,5 @@
 // szp kernels: compress / decompress for the stream format in format.py.
-// Compiled by CuPy (NVRTC) once per (SZP_T, SZP_BDIM, SZP_WIDE) with --fmad=false
+// Compiled by CuPy (NVRTC) once per (SZP_T, SZP_BDIM, SZP_WIDE, SZP_FORMAT) with --fmad=false
 // --ftz=false, so every float operation rounds exactly like NumPy's; the critical ones
 // also use the explicit round-to-nearest intrinsics.
 //
@@ -7,8 +7,9 @@
 // block j = l / 8 and holds slot t = l % 8, i.e. 4 consecutive x-elements (one 16-byte
 // load for f32, two for f64). Block element e = 4 t + s sits at bit 8 s + t of each
 // stream word. Word m of a block is bit plane m of ext = |residual| << 1 | sign (m = 0
-// is the sign word; a corner block keeps its corner's magnitude out of the planes and in
-// one more word, FORMAT.md). Lane t gathers byte g of its 4 ext values into one word, and an
+// is the sign word; a corner block keeps its corner out of the planes, FORMAT.md: format 3
+// stores it byte-packed in the corners section, format 2 its magnitude in one more word).
+// Lane t gathers byte g of its 4 ext values into one word, and an
 // 8 x 8 bit transpose across the block's 8 lanes (3 shuffles) leaves lane t holding
 // stream word 8 g + t: 8 words per 9 instructions after the gather, the reverse for
 // decoding. A CTA (8 warps x 4 steps) owns a tile of 128 consecutive blocks.
@@ -35,6 +36,9 @@
 #ifndef SZP_BDIM
 #define SZP_BDIM 1
 #endif
+#ifndef SZP_FORMAT
+#define SZP_FORMAT 3  // stream format version the kernels write / read (2 also reads 1)
+#endif
 
 typedef SZP_T T;
 typedef unsigned int u32;
@@ -57,7 +61,7 @@ typedef u32 IDX;
 #define FULL 0xffffffffu
 #define QLIMIT 67108864.0
 #define MAX_WIDTH 29
-#define CORNER_FLAG 0x80u  // width byte: bits 0-4 width, bit 7 corner block (format.py)
+#define CORNER_FLAG 0x80u  // width byte: bits 0-4 width, bits 5-6 nb - 1 (format 3), bit 7 corner block
 #define WARP_WORDS (STEPS * 4 * (MAX_WIDTH + 1))  // worst-case payload of a warp's 16 blocks
 #define FLAG_AGG (1ULL << 62)
 #define FLAG_PRE (2ULL << 62)
@@ -378,8 +382,8 @@ __device__ __forceinline__ u32 packed_total(u32 packed) { return (packed * 0x010
 template <bool EXACT>
 __device__ __forceinline__ u32 compress_warp(
     const T* __restrict__ x, const Geom& g, u32 tile, T recip, T step, T check,
-    unsigned char* __restrict__ widths, u64* __restrict__ out_idx, T* __restrict__ out_val,
-    u64* out_count, u64 out_cap, u32* __restrict__ slice) {
+    unsigned char* __restrict__ widths, u32* __restrict__ corner_ext, u64* __restrict__ out_idx,
+    T* __restrict__ out_val, u64* out_count, u64 out_cap, u32* __restrict__ slice) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane >> 3, t = lane & 7;
     const Transpose tc = transpose_consts(t);
     const u32 b0 = tile * CTILE_BLOCKS + warp * (STEPS * 4) + j;
@@ -423,6 +427,30 @@ __device__ __forceinline__ u32 compress_warp(
         u32 ext[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) ext[s] = __funnelshift_l((u32)q[s], (u32)abs(q[s]), 1);
+#if SZP_FORMAT >= 3
+        // The block corner (element 0) is slot 0 of lane t == 0. mr: the ext bits of the
+        // other 31 elements; e0: the corner's ext, in all 8 lanes. The bit length of an
+        // OR of ext values is 0 or width + 1: exactly a block's word count.
+        u32 mr = (t == 0 ? 0u : ext[0]) | ext[1] | ext[2] | ext[3];
+        mr |= __shfl_xor_sync(FULL, mr, 1);
+        mr |= __shfl_xor_sync(FULL, mr, 2);
+        mr |= __shfl_xor_sync(FULL, mr, 4);
+        const u32 nw_plain = 32 - __clz(mr | __shfl_sync(FULL, ext[0], lane & ~7));  // 0, or width + 1
+        const u32 nw_rest = 32 - __clz(mr);        // as a corner block: 0, or w_rest + 1
+        // The reference's rule 4 nw_rest + nb < 4 nw_plain, nb = max(1, ceil(bitlen(ext0) / 8)):
+        // only when nw_rest < nw_plain, and then the corner alone sets the width, so
+        // bitlen(ext0) = nw_plain and nb = ceil(nw_plain / 8); with nw_plain - nw_rest == 1
+        // that needs nb < 4, i.e. nw_plain <= 24.
+        const bool corner = valid && nw_rest < nw_plain && (nw_rest + 1 < nw_plain || nw_plain <= 24);
+        const u32 nw = corner ? nw_rest : (valid ? nw_plain : 0u);
+        const u32 planes = nw;                     // every word is a bit plane
+        if (t == 0 && valid) {
+            const u32 wbyte = nw ? nw - 1 : 0u;
+            widths[b] = corner ? wbyte | ((((nw_plain + 7) >> 3) - 1) << 5) | CORNER_FLAG : wbyte;
+            if (corner) corner_ext[b] = ext[0];    // szp_corner_pack byte-packs it afterwards
+        }
+        if (corner && t == 0) ext[0] = 0u;         // the corner leaves the planes, sign and all
+#else
         // The block corner (element 0) is slot 0 of lane t == 0. mr: every ext bit of the
         // block but the corner's magnitude; m0: the corner's magnitude, in all 8 lanes.
         u32 mr = (t == 0 ? (ext[0] & 1u) : ext[0]) | ext[1] | ext[2] | ext[3];
@@ -437,6 +465,7 @@ __device__ __forceinline__ u32 compress_warp(
         const u32 planes = corner ? w_rest + 1 : nw;      // words that are bit planes
         if (corner && t == 0) ext[0] &= 1u;                // the corner's magnitude leaves them
         if (t == 0 && valid) widths[b] = corner ? (w_rest | CORNER_FLAG) : (nw ? nw - 1 : 0u);
+#endif
         const u32 packed = __reduce_or_sync(FULL, t == 0 ? nw << (8 * j) : 0u);
         u32* const blk = slice + wrun + packed_before(packed, j);
         const u32 maxn = __reduce_max_sync(FULL, planes);
@@ -449,7 +478,9 @@ __device__ __forceinline__ u32 compress_warp(
             const u32 mi = 8 * gi + t;
             if (mi < planes) blk[mi] = word;
         }
+#if SZP_FORMAT < 3
         if (corner && t == 0) blk[planes] = m0;  // the corner block's last word
+#endif
         wrun += packed_total(packed);
         advance4(g, pos);
     }
@@ -474,17 +505,17 @@ struct CompressShared {
 template <bool EXACT>
 __device__ __forceinline__ void compress_tiles(
     const T* __restrict__ x, const Geom& g, u32 ntiles, T recip, T step, T check,
-    unsigned char* __restrict__ widths, u32* __restrict__ payload, u64* status, u32* tile_counter,
-    u64* __restrict__ out_idx, T* __restrict__ out_val, u64* out_count, u64 out_cap,
-    CompressShared& sh) {
+    unsigned char* __restrict__ widths, u32* __restrict__ corner_ext, u32* __restrict__ payload,
+    u64* status, u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
+    u64* out_count, u64 out_cap, CompressShared& sh) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // per-tile state lives in shared memory (registers are the limit here)
     for (int buf = 0, prev = -1;; prev = buf, buf ^= 1) {
         const u32 tile = sh.tile[buf];
         const bool have = tile < ntiles;
         if (have) {
-            const u32 wrun = compress_warp<EXACT>(x, g, tile, recip, step, check, widths, out_idx,
-                                                  out_val, out_count, out_cap, sh.words[buf][warp]);
+            const u32 wrun = compress_warp<EXACT>(x, g, tile, recip, step, check, widths, corner_ext,
+                                                  out_idx, out_val, out_count, out_cap, sh.words[buf][warp]);
             if (lane == 0) sh.wcount[buf][warp] = wrun;
         }
         __syncthreads();
@@ -525,34 +556,43 @@ __device__ __forceinline__ void compress_tiles(
 #endif
 extern "C" __global__ void __launch_bounds__(CWARPS * 32, COMPRESS_MIN_CTAS)
 szp_compress(const T* __restrict__ x, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32 nblocks, int vec,
-             T recip, T step, T check, unsigned char* __restrict__ widths, u32* __restrict__ payload,
-             u64* status, u32* tile_counter, u64* __restrict__ out_idx, T* __restrict__ out_val,
-             u64* out_count, u64 out_cap) {
+             T recip, T step, T check, unsigned char* __restrict__ widths, u32* __restrict__ corner_ext,
+             u32* __restrict__ payload, u64* status, u32* tile_counter, u64* __restrict__ out_idx,
+             T* __restrict__ out_val, u64* out_count, u64 out_cap) {
     __shared__ CompressShared sh;
     const Geom g = {Z, Y, X, NBy, NBx, nblocks, vec != 0};
     const u32 ntiles = (nblocks + CTILE_BLOCKS - 1) / CTILE_BLOCKS;
     if (threadIdx.x == 0) sh.tile[0] = atomicAdd(tile_counter, 1u);
     __syncthreads();
     if (check > (T)0)
-        compress_tiles<false>(x, g, ntiles, recip, step, check, widths, payload, status, tile_counter,
-                              out_idx, out_val, out_count, out_cap, sh);
+        compress_tiles<false>(x, g, ntiles, recip, step, check, widths, corner_ext, payload, status,
+                              tile_counter, out_idx, out_val, out_count, out_cap, sh);
     else  // a zero check bound: only exact reconstructions pass
-        compress_tiles<true>(x, g, ntiles, recip, step, check, widths, payload, status, tile_counter,
-                             out_idx, out_val, out_count, out_cap, sh);
+        compress_tiles<true>(x, g, ntiles, recip, step, check, widths, corner_ext, payload, status,
+                             tile_counter, out_idx, out_val, out_count, out_cap, sh);
 }
 
-// Word counts of 4 blocks from their 4 width bytes, still one per byte: 0 for a plain block
-// of width 0, w + 1 for a plain block, w + 2 for a corner block. A byte with a width above
-// MAX_WIDTH or with bits 5-6 set (only in a corrupt stream) counts as 0 words; *bad says so.
+// Word counts of 4 blocks from their 4 width bytes, still one per byte: 0 for width 0,
+// else w + 1 (format 2: a corner block has w + 2, even for w == 0). A byte with a width above
+// MAX_WIDTH or with bits 5-6 set where the format has none (only in a corrupt stream)
+// counts as 0 words; *bad says so.
 __device__ __forceinline__ u32 word_counts4(u32 w4, bool* bad) {
     const u32 w = w4 & 0x1f1f1f1fu;
-    const u32 corner = (w4 >> 7) & 0x01010101u;
     const u32 big = (w + (0x80808080u - 0x1e1e1e1eu)) & 0x80808080u;  // width >= 30
-    const u32 junk = ((w4 & 0x60606060u) + 0x7f7f7f7fu) & 0x80808080u;  // bits 5-6 set
+    const u32 bits56 = ((w4 & 0x60606060u) + 0x7f7f7f7fu) & 0x80808080u;  // bits 5-6 set
+#if SZP_FORMAT >= 3
+    const u32 junk = bits56 & ~w4;  // a corner's byte count on a plain block
+    const u32 any = ((w + 0x7f7f7f7fu) & 0x80808080u) >> 7;  // the block has words
+    const u32 extra = 0u;
+#else
+    const u32 junk = bits56;
+    const u32 corner = (w4 >> 7) & 0x01010101u;
+    const u32 any = (((w + 0x7f7f7f7fu) & 0x80808080u) >> 7) | corner;
+    const u32 extra = corner;  // the corner's magnitude word
+#endif
     const u32 invalid = (big | junk) >> 7;
     *bad = invalid != 0;
-    const u32 any = (((w + 0x7f7f7f7fu) & 0x80808080u) >> 7) | corner;  // the block has words
-    return (w + any + corner) & ((invalid ^ 0x01010101u) * 0xffu);
+    return (w + any + extra) & ((invalid ^ 0x01010101u) * 0xffu);
 }
 
 // The 4 width bytes of blocks b .. b + 3 (b a multiple of 4); bytes past nblocks are 0.
@@ -567,13 +607,22 @@ __device__ __forceinline__ u32 widths4(const unsigned char* __restrict__ widths,
 #define SCAN_WARP_TILES (32 * SCAN_LANE_BLOCKS / TILE_BLOCKS)  // 4 tiles per warp
 #define SCAN_CTA_TILES (WARPS * SCAN_WARP_TILES)               // 32 tiles per CTA
 
-// tile_prefix[tile] = first payload word of each tile, tile_prefix[ntiles] = the total.
+// Corner-section bytes of 4 blocks from their 4 width bytes (format 3), one per byte: nb
+// for a corner block (bits 5-6 + 1), else 0.
+__device__ __forceinline__ u32 corner_counts4(u32 w4) {
+    const u32 corner = (w4 >> 7) & 0x01010101u;
+    return (((w4 >> 5) & 0x03030303u) + 0x01010101u) & (corner * 0xffu);
+}
+
+// tile_prefix[tile] = first payload word (CORNERS: first corner byte) of each tile,
+// tile_prefix[ntiles] = the total, also written to *total_out when that is given.
 // A lane reads 16 widths with one 16-byte load, a warp covers 4 tiles, and a CTA scans
 // its 32 tiles and looks back over CTAs (claimed in order through cta_counter). Launch
 // ntiles / 32 + 1 CTAs, so that some lane owns slot ntiles.
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
-               u64* __restrict__ tile_prefix, u64* status, u32* cta_counter, u32* error) {
+template <bool CORNERS>
+__device__ __forceinline__ void width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+                                           u64* __restrict__ tile_prefix, u64* status, u32* cta_counter,
+                                           u32* error, u64* total_out) {
     __shared__ u32 s_cta;
     __shared__ u32 s_tot[WARPS];
     __shared__ u64 s_base;
@@ -595,11 +644,15 @@ szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles
     u32 sum = 0;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        bool bk;
-        sum += packed_total(word_counts4(w[k], &bk));
-        bad = bad || bk;
+        if (CORNERS) {
+            sum += packed_total(corner_counts4(w[k]));
+        } else {
+            bool bk;
+            sum += packed_total(word_counts4(w[k], &bk));
+            bad = bad || bk;
+        }
     }
-    if (__any_sync(FULL, bad) && lane == 0) atomicOr(error, 1u);
+    if (!CORNERS && __any_sync(FULL, bad) && lane == 0) atomicOr(error, 1u);
     const u32 incl = warp_scan_incl<32>(sum, lane);
     if (lane == 31) s_tot[warp] = incl;
     __syncthreads();
@@ -613,8 +666,24 @@ szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles
     }
     __syncthreads();
     const u32 tile = tile0 + lane / (TILE_BLOCKS / SCAN_LANE_BLOCKS);
-    if (lane % (TILE_BLOCKS / SCAN_LANE_BLOCKS) == 0 && tile <= ntiles)
-        tile_prefix[tile] = s_base + s_tot[warp] + (incl - sum);
+    if (lane % (TILE_BLOCKS / SCAN_LANE_BLOCKS) == 0 && tile <= ntiles) {
+        const u64 v = s_base + s_tot[warp] + (incl - sum);
+        tile_prefix[tile] = v;
+        if (tile == ntiles && total_out) *total_out = v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+               u64* __restrict__ tile_prefix, u64* status, u32* cta_counter, u32* error) {
+    width_scan<false>(widths, nblocks, ntiles, tile_prefix, status, cta_counter, error, nullptr);
+}
+
+// The same scan over the corners' byte counts (format 3); the total also lands in *total.
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+szp_corner_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+                u64* __restrict__ tile_prefix, u64* status, u32* cta_counter, u64* total) {
+    width_scan<true>(widths, nblocks, ntiles, tile_prefix, status, cta_counter, nullptr, total);
 }
 
 // float32 with 32-bit indices fits 32 registers: 8 CTAs per SM (full occupancy); float64
@@ -632,7 +701,8 @@ szp_width_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles
 extern "C" __global__ void __launch_bounds__(WARPS * 32, SZP_DEC_MIN_CTAS)
 szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32 nblocks, int vec,
                T step, const unsigned char* __restrict__ widths, const u32* __restrict__ payload,
-               const u64* __restrict__ tile_prefix, u64 payload_words) {
+               const u64* __restrict__ tile_prefix, u64 payload_words,
+               const u32* __restrict__ corner_ext) {
     __shared__ T s_stage[WARPS][4 * 32];  // one step of one warp: BZ * BY rows of 4 * BX
     const Geom g = {Z, Y, X, NBy, NBx, nblocks, vec != 0};
     const u32 tile = blockIdx.x;
@@ -657,8 +727,15 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
         const u64 boff = wbase + packed_before(packed, j);
         u32 nw = (packed >> (8 * j)) & 0xffu;
         if (boff + nw > payload_words) nw = 0;  // corrupt stream: never read past the payload
+#if SZP_FORMAT >= 3
+        // a corner block's corner comes from szp_corner_unpack (b < nblocks: widths4 reads
+        // 0 past the end); a corner-only block has no words at all
+        const bool corner = (raw >> (8 * j)) & CORNER_FLAG;
+        const u32 planes = nw;
+#else
         const bool corner = ((raw >> (8 * j)) & CORNER_FLAG) && nw;
         const u32 planes = corner ? nw - 1 : nw;  // a corner block's last word is not a plane
+#endif
         const u32 maxn = __reduce_max_sync(FULL, planes);
         const u32* blk = payload + boff;
         // all loads first (one memory round trip per step), then the transposes
@@ -668,7 +745,11 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
             const u32 mi = 8 * gi + t;
             G[gi] = mi < planes ? __ldg(blk + mi) : 0u;
         }
+#if SZP_FORMAT >= 3
+        const u32 e0 = corner && t == 0 ? __ldg(corner_ext + b) : 0u;  // the corner's ext
+#else
         const u32 m0 = corner && t == 0 ? __ldg(blk + planes) : 0u;  // the corner's magnitude
+#endif
 #pragma unroll
         for (int gi = 0; gi < 4; gi++)
             if ((u32)(8 * gi) < maxn) G[gi] = transpose8(G[gi], tc);
@@ -676,7 +757,11 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
+#if SZP_FORMAT >= 3
+            if (s == 0 && corner && t == 0) e = e0;  // replaces whatever the planes say
+#else
             if (s == 0) e |= m0 << 1;
+#endif
             d[s] = (e >> 1) * (1u - 2u * (e & 1u));  // sign-magnitude to two's complement
         }
         unlorenzo(d, t);
@@ -729,6 +814,66 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
         }
         advance4(g, pos);
     }
+}
+
+// Format 3 corners section: one warp per tile of TILE_BLOCKS blocks, lane l for its blocks
+// 4 l .. 4 l + 3; a corner's first byte is its tile's prefix (szp_corner_scan) plus the
+// corner bytes of the blocks before it in the tile (a warp scan of per-lane totals, then
+// the byte-packed counts' own prefix). Launch ntiles / WARPS + 1 CTAs of WARPS warps.
+
+// Byte-pack each corner block's ext0 (written by szp_compress into corner_ext) into `out`.
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+szp_corner_pack(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+                const u32* __restrict__ corner_ext, const u64* __restrict__ tile_prefix,
+                unsigned char* __restrict__ out) {
+    const int lane = threadIdx.x & 31;
+    const u32 tile = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (tile >= ntiles) return;  // whole warps
+    const u32 b = tile * TILE_BLOCKS + 4 * lane;
+    const u32 c4 = corner_counts4(widths4(widths, b, nblocks));
+    const u32 tot = packed_total(c4);
+    const u64 off = tile_prefix[tile] + (warp_scan_incl<32>(tot, lane) - tot);
+    if (!tot) return;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const u32 nb = (c4 >> (8 * k)) & 0xffu;
+        if (!nb) continue;
+        const u32 e = corner_ext[b + k];
+        unsigned char* const p = out + off + packed_before(c4, k);
+        for (u32 i = 0; i < nb; i++) p[i] = (unsigned char)(e >> (8 * i));
+    }
+}
+
+// The reverse: each corner block's ext0 into corner_ext. A corner past the section's `len`
+// bytes or not in its fewest bytes sets bit 1 of *error (a corrupt stream; the host also
+// checks the scan's total against the header), with one atomic per warp at most.
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+szp_corner_unpack(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
+                  const unsigned char* __restrict__ corners, u64 len,
+                  const u64* __restrict__ tile_prefix, u32* __restrict__ corner_ext, u32* error) {
+    const int lane = threadIdx.x & 31;
+    const u32 tile = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (tile >= ntiles) return;  // whole warps
+    const u32 b = tile * TILE_BLOCKS + 4 * lane;
+    const u32 c4 = corner_counts4(widths4(widths, b, nblocks));
+    const u32 tot = packed_total(c4);
+    const u64 off = tile_prefix[tile] + (warp_scan_incl<32>(tot, lane) - tot);
+    bool bad = false;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const u32 nb = (c4 >> (8 * k)) & 0xffu;
+        if (!nb) continue;
+        const u64 at = off + packed_before(c4, k);
+        u32 e = 0;
+        if (at + nb > len) {
+            bad = true;
+        } else {
+            for (u32 i = 0; i < nb; i++) e |= (u32)corners[at + i] << (8 * i);
+            bad = bad || (nb > 1 && (e >> (8 * (nb - 1))) == 0);
+        }
+        corner_ext[b + k] = e;
+    }
+    if (__any_sync(FULL, bad) && lane == 0) atomicOr(error, 2u);
 }
 
 // Outliers: put the exact values back after the main decode.
