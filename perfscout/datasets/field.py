@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from perfscout.errors import InputError
-
-#: Codecs here compress IEEE floats; more than 4 axes is beyond every backend.
-MAX_DIMS = 4
+# the one shape parser lives in state (graph and tools read shapes too); re-exported here
+from perfscout.state.shapes import MAX_DIMS, parse_shape, shape_str  # noqa: F401
 
 #: Accepted spellings of the two supported dtypes.
 _DTYPE_ALIASES: dict[str, np.dtype] = {
@@ -67,39 +66,6 @@ def parse_endian(endian: str) -> str:
     if key not in _ENDIAN_ALIASES:
         raise InputError(f"unknown byte order {endian!r}: use '<' (little), '>' (big) or '=' (native)")
     return _ENDIAN_ALIASES[key]
-
-
-def parse_shape(shape: str | Iterable[int]) -> tuple[int, ...]:
-    """A shape tuple from "Z,Y,X", "64x64" or a sequence of positive ints (1 to 4 axes)."""
-    if isinstance(shape, str):
-        text = shape.strip().lower().replace("x", ",").replace(" ", "")
-        parts = text.split(",") if text else []
-        try:
-            dims = tuple(int(p) for p in parts)
-        except ValueError as exc:
-            raise InputError(
-                f"bad shape {shape!r}: expected integers separated by commas, e.g. 41,128,128"
-            ) from exc
-    else:
-        try:
-            given = list(shape)  # once: a generator would be empty on a second pass
-            dims = tuple(int(d) for d in given)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"bad shape {shape!r}: expected a sequence of integers") from exc
-        if any(int(d) != d for d in given):
-            raise InputError(f"bad shape {shape!r}: dimensions must be integers")
-    if not dims:
-        raise InputError("empty shape: give at least one dimension, e.g. 512,512")
-    if len(dims) > MAX_DIMS:
-        raise InputError(f"shape {dims} has {len(dims)} axes; at most {MAX_DIMS} are supported")
-    if any(d < 1 for d in dims):
-        raise InputError(f"shape {dims}: every dimension must be >= 1")
-    return dims
-
-
-def shape_str(shape: Iterable[int]) -> str:
-    """"Z,Y,X" (C order, slowest first), the record's spelling of a shape."""
-    return ",".join(str(int(d)) for d in shape)
 
 
 def _describe_nonfinite(a: np.ndarray) -> str:

@@ -21,14 +21,15 @@ from typing import Any
 
 from langgraph.types import interrupt
 
+from perfscout.errors import InputError
 from perfscout.graph.context import Context
 from perfscout.state.agent import Note, Observation, Task
+from perfscout.state.shapes import parse_shape, shape_str
 
 #: GPU codec -> a CPU codec that implements the same format, where one is registered
 #: separately (szp-gpu needs none: it runs its own NumPy reference without a GPU).
 CPU_FALLBACK: dict[str, str] = {}
 
-_SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
 MAX_QUESTIONS = 3  # a task whose answers keep failing validation is skipped
 
 
@@ -72,11 +73,10 @@ def validate_answer(needs: dict[str, str], answer: Any) -> tuple[dict[str, Any] 
         if value is None:
             return None, f"the answer has no {key!r}."
         if key == "shape":
-            value = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
-            if not _SHAPE.match(value):
-                return None, f"shape {value!r} is not a list of positive integers."
-            value = re.sub(r"\s*[x,]\s*", ",", value.strip())
-            updates["shape"] = value
+            try:  # the one shape parser: "512,512", "512x512", [512, 512]
+                updates["shape"] = shape_str(parse_shape(value if isinstance(value, list) else str(value)))
+            except InputError as exc:
+                return None, f"{exc}."
         elif key == "dtype":
             if value not in ("f32", "f64"):
                 return None, f"dtype must be 'f32' or 'f64', got {value!r}."

@@ -6,7 +6,6 @@ than each other; nothing here is a tool.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,6 @@ Artifact = dict[str, Any]
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError, ConnectionError, BlockingIOError, InterruptedError,
 )
-
-_SHAPE_RE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
-
 
 def _artifact(kind: str, *, data: Any = None, error: str = "", transient: bool = False,
               needs: dict[str, str] | None = None) -> Artifact:

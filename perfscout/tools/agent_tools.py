@@ -25,6 +25,7 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import Field
 
 from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
+from perfscout.state.shapes import is_shape, parse_shape
 
 from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's API
     TRANSIENT_ERRORS,
@@ -32,7 +33,6 @@ from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's
     _artifact,
     _failure,
     _run_info,
-    _SHAPE_RE,
     allowed_roots,
     confine,
 )
@@ -70,7 +70,7 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
             raise InputError("reading variables of netCDF/HDF5/Zarr files is not available in this installation")
         return load_variable(str(path), var, dtype=dtype), None
     needs: dict[str, str] = {}
-    if not shape or not _SHAPE_RE.match(shape):
+    if not shape or not is_shape(shape):
         needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
                           f"e.g. '512,512' ({path.stat().st_size} bytes on disk)")
     if dtype not in ("f32", "f64"):
@@ -78,7 +78,7 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
     if needs:
         return None, _artifact("needs_input", error=f"raw file {path.name} needs " + " and ".join(needs),
                                needs=needs)
-    dims = tuple(int(s) for s in re.split(r"\s*[,x]\s*", shape.strip()))
+    dims = parse_shape(shape)
     return ds.load_raw(str(path), dims, dtype, endian or "<"), None
 
 

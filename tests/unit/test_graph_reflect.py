@@ -86,7 +86,7 @@ def test_answers_are_validated_field_by_field():
     assert validate_answer(needs, '{"shape": "64x32", "dtype": "f64"}')[0] == {"shape": "64,32", "dtype": "f64"}
     assert validate_answer(needs, {"skip": True}) == (None, "")
     assert "no 'dtype'" in validate_answer(needs, {"shape": "4"})[1]
-    assert "not a list of positive integers" in validate_answer(needs, {"shape": "4,a", "dtype": "f32"})[1]
+    assert "bad shape '4,a'" in validate_answer(needs, {"shape": "4,a", "dtype": "f32"})[1]  # the one parser's words
     # answers in words work too; words that hold no shape are asked again
     assert validate_answer(needs, "48x40 float32") == ({"shape": "48,40", "dtype": "f32"}, "")
     assert validate_answer(needs, "skip") == (None, "")
