@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfscout.codecs.registry import codec_class
 from perfscout.codecs.szp import autoshape as A
@@ -404,3 +406,47 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
     assert calls[-1] == ("timed", want, {}) and t.compressed.meta["block_ndim"] == want
     SZPGpuCodec("rel", 1e-3, block_ndim=3).compress(x)
     assert calls[-1] == ("host", 3, {"auto_block": False})
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 70), min_size=2, max_size=5).map(tuple)
+       .filter(lambda s: math.prod(s) <= 200_000))
+def test_any_shape_gets_a_sample_of_the_fields_own_aligned_blocks(shape) -> None:
+    """For any shape (the whole-array threshold lifted): the superblocks lie inside the view at
+    aligned positions, the 1-D runs are 32-aligned flat runs holding the superblocks' rows,
+    both samples have the same length, and when every superblock is taken and they tile the
+    view the sample streams are the field's."""
+    import unittest.mock as mock
+
+    n = math.prod(shape)
+    with mock.patch.object(A, "WHOLE_ELEMS", 0), mock.patch.object(A, "MIN_SAMPLE_ELEMS", n):
+        A.sample_geometry.cache_clear()
+        try:
+            geo = A.sample_geometry(shape)
+        finally:
+            A.sample_geometry.cache_clear()
+        if geo is None:  # too small for one superblock: compressed whole
+            assert n < 32 * 32 * 32
+            return
+        Z, Y, X = geo.view
+        sz, sy, sx = geo.box
+        z, rem = np.divmod(geo.origins, Y * X)
+        y, x = np.divmod(rem, X)
+        zb = 2 if len(shape) >= 3 else 1
+        assert np.all(z + sz <= Z) and np.all(y + sy <= Y) and np.all(x + sx <= X)
+        assert np.all(z % zb == 0) and np.all(y % 4 == 0) and np.all(x % 32 == 0)
+        assert sz % zb == 0 or sz == Z
+        assert sy % 4 == 0 or sy == Y
+        assert sx == 32 or sx == X
+        field = np.arange(n, dtype=np.float64).reshape(shape)  # value = flat index
+        box_sample, flat_sample = A.draw_sample(field, geo)
+        assert box_sample.size == flat_sample.size == geo.elems
+        runs = flat_sample.reshape(-1, 32).astype(np.int64)
+        assert np.all(runs[:, 0] % 32 == 0) and np.all(np.diff(runs, axis=1) == 1)
+        if geo.elems == n:  # every superblock, tiling the view: the sample is the field
+            rng = np.random.default_rng(n)
+            f = np.cumsum(rng.standard_normal(shape), axis=-1).astype(np.float32)
+            eb = A.resolved_abs_bound(f, "rel", 1e-3)
+            if eb > 0:
+                c = A.choose_block_ndim(f, eb)
+                assert c.sample_bytes == {b: len(F.encode(f, "abs", eb, b)) for b in A.candidates(f.ndim)}
