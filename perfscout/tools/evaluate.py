@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from typing_extensions import TypedDict, Unpack
 
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.registry import codec_class, evaluable_modes
@@ -115,32 +116,30 @@ def _failure_status(exc: BaseException) -> str:
     return "error"
 
 
-def evaluate(
-    data: Any,
-    codec: str,
-    mode: str,
-    bound: float,
-    *,
-    device: str = "cpu",
-    repeats: int = 3,
-    dataset: str | None = None,
-    nonfinite: str = "refuse",
-    options: dict[str, Any] | None = None,
-    run_id: str = "",
-    task_key: str = "",
-    platform_id: str = "",
-    isolate: bool = True,
-    timeout_s: float | None = None,
-    memory_limit_mb: int | None = None,
-) -> CompressionResult:
+class EvaluateOptions(TypedDict, total=False):
+    """The keyword options of :func:`evaluate_full` (and so of :func:`evaluate`), written
+    once; the defaults are :func:`evaluate_full`'s."""
+
+    device: str  # "cpu" (default) or "cuda": must be where the codec runs
+    repeats: int  # timed runs; the median is reported (default 3; 1 = cold, no warm-up)
+    dataset: str | None  # name in the record (default: the field's own name, else "array")
+    nonfinite: str  # NaN/Inf in the input: "refuse" (default) or "passthrough" (B.NONFINITE_POLICIES)
+    options: dict[str, Any] | None  # the codec's own options (e.g. szp-gpu's block_ndim)
+    run_id: str  # record keys, for a run or a sweep that stores the record
+    task_key: str
+    platform_id: str
+    isolate: bool  # run the codec in a child process (default True; see evaluate_full)
+    timeout_s: float | None  # wall-clock limit of that child (default grows with the input)
+    memory_limit_mb: int | None  # what the child may add to the address space
+
+
+def evaluate(data: Any, codec: str, mode: str, bound: float,
+             **options: Unpack[EvaluateOptions]) -> CompressionResult:
     """Compress ``data`` with ``codec`` in ``mode`` at ``bound``; verify; time; one record.
 
-    The codec runs in a child process by default (see :func:`evaluate_full`)."""
-    return evaluate_full(
-        data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
-        nonfinite=nonfinite, options=options, run_id=run_id, task_key=task_key,
-        platform_id=platform_id, isolate=isolate, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
-    ).result
+    A thin wrapper: ``evaluate_full(...).result``, with the same options
+    (:class:`EvaluateOptions`); the codec runs in a child process by default."""
+    return evaluate_full(data, codec, mode, bound, **options).result
 
 
 class _RunFailed(Exception):
@@ -257,6 +256,12 @@ def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: Compressio
     if recon.shape != work.shape or recon.dtype != work.dtype:
         raise _RunFailed("error", f"{record.codec} returned {recon.dtype}{recon.shape} for {work.dtype}{work.shape}")
     return compressed, recon
+
+
+def _chunk_count(compressed: Compressed) -> int:
+    """Streams in the result (a CPU codec's ``threads`` option makes several, :mod:`perfscout.codecs.chunked`)."""
+    chunks = (compressed.meta or {}).get("chunks", 1)
+    return chunks if isinstance(chunks, int) and chunks >= 1 else 1
 
 
 def _gpu_fallback(device: str, cls: type[Codec], compressed: Compressed, record: CompressionResult) -> str:
@@ -399,6 +404,7 @@ def _evaluate_here(
         record.status, record.error = exc.status, str(exc)  # type: ignore[assignment]
         return ev
     ev.compressed = compressed
+    record.chunks = _chunk_count(compressed)
     gpu_note = _gpu_fallback(device, cls, compressed, record)
 
     # -- verify element by element (non-finite positions: restored exactly, not checked) --

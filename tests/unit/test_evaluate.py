@@ -307,3 +307,23 @@ def test_sz2_pointwise_sign_loss_is_reported() -> None:
     r = evaluate(x, "sz2", "pw_rel", 1e-2, repeats=1)
     assert r.status == "bound_violated" and r.bound_ok is False and "index (0,)" in r.error
     assert r.max_abs_err == 1.0
+
+
+def test_evaluate_and_evaluate_full_share_one_option_list() -> None:
+    """evaluate is a thin wrapper: its options are EvaluateOptions, exactly evaluate_full's keywords."""
+    import inspect
+    import typing
+
+    from perfscout.tools.evaluate import EvaluateOptions, evaluate_full
+
+    params = inspect.signature(evaluate_full).parameters
+    keywords = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert keywords == list(typing.get_type_hints(EvaluateOptions))
+    x = np.linspace(0, 1, 256, dtype=np.float32).reshape(16, 16)
+    kw = dict(repeats=1, isolate=False, dataset="ramp", run_id="r", task_key="k")
+    short, full = evaluate(x, "sz3", "abs", 1e-3, **kw), evaluate_full(x, "sz3", "abs", 1e-3, **kw).result
+    assert (short.dataset, short.run_id, short.task_key, short.repeats) == ("ramp", "r", "k", 1)
+    assert short.model_dump(exclude={"started_at", "compress_s", "decompress_s", "compress_MBps", "decompress_MBps"}) == \
+        full.model_dump(exclude={"started_at", "compress_s", "decompress_s", "compress_MBps", "decompress_MBps"})
+    with pytest.raises(TypeError):
+        evaluate(x, "sz3", "abs", 1e-3, bogus=1)  # type: ignore[call-arg]
