@@ -152,6 +152,10 @@ def _split_table(text: str) -> tuple[list[str], list[str], list[str]]:
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID",')), None)
     if start is None:
+        if any("No kernels were profiled" in ln for ln in lines if ln.startswith("==")):
+            raise InputError("ncu profiled no kernels (its output says 'No kernels were profiled'): "
+                             "check the -k / --kernel-name filter and -c, and that the program "
+                             "launches CUDA kernels")
         raise InputError(
             "no ncu CSV header (a line starting with \"ID\",) found: is this the output of "
             "ncu --csv --page raw (or --page details)?"

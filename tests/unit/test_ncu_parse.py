@@ -203,6 +203,8 @@ def test_transpose_details_flag_bank_conflicts_or_shared_memory() -> None:
     ("==PROF== Connected to process 1\n==PROF== Disconnected\n", "no ncu CSV header"),
     ('"ID","Process ID","Kernel Name"\n"","",""\n', "no kernel rows"),
     ('"ID","Process ID","Stream"\n"0","1","7"\n', "no 'Kernel Name'"),
+    ("==PROF== Connected to process 7 (/usr/bin/python3)\n==PROF== Disconnected from process 7\n"
+     "==WARNING== No kernels were profiled.\n", "ncu profiled no kernels"),
 ])
 def test_bad_input_gives_clear_errors(text: str, needle: str) -> None:
     with pytest.raises(InputError, match=needle):
