@@ -38,9 +38,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
              "--no-build-isolation", "--target", str(target), str(source)],
             capture_output=True, text=True, timeout=300,
         )
-        if proc.returncode != 0 and "setuptools" in proc.stderr and "No module named" in proc.stderr:
-            pytest.skip(f"setuptools is not installed, so pip cannot build {name}: {proc.stderr[-300:]}")
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, proc.stderr  # setuptools comes with the test extra
         assert list(target.glob("*.dist-info")), f"pip left no metadata for {name} in {target}"
         targets[name] = target
     return targets
