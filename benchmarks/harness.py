@@ -11,6 +11,8 @@ For a smooth float32 field (``synthetic smooth``) at REL 1e-3 with SZ3, per size
 - **peak RSS**: a fresh process loads the field and runs evaluate once; its peak RSS
   minus what it held before loading (the interpreter and imports), as a multiple of
   the input (and the same for the direct pysz calls: what the codec itself needs);
+- **synthetic generators**: peak RSS of building a float32 grf / grayscott (3 steps) /
+  smooth field of that shape in a fresh process, as a multiple of the output;
 
 then **sweep tasks/s** for examples/sweep_quick.yaml (the real CLI, a temporary run
 directory) and **diagnose** of 1,000 kernels (benchmarks/ncu_parse_bench.py's files,
@@ -83,7 +85,7 @@ def _sz_conf():
 
 
 def _profile_top(fn: Callable[[], Any], n: int = 10) -> list[str]:
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)  # CPU seconds: the machine is shared, wall time waits
     prof.enable()
     fn()
     prof.disable()
@@ -184,6 +186,28 @@ def child_rss(path: str, what: str) -> dict[str, Any]:
     return {"what": what, "status": status, "baseline_bytes": base, "after_load_bytes": loaded,
             "peak_bytes": peak, "nbytes": int(x.nbytes),
             "peak_over_input": (peak - base) / x.nbytes, "peak_total_over_input": peak / x.nbytes}
+
+
+def child_generate(kind: str, shape_text: str) -> dict[str, Any]:
+    """Peak RSS and time of building one synthetic float32 field in a fresh process.
+    ``grayscott`` runs 3 steps (its memory is the same at every step; 200 steps of a
+    1 GiB field would take an hour here)."""
+    import importlib
+
+    syn = importlib.import_module("perfscout.datasets.synthetic")
+    import scipy.fft  # noqa: F401  (imports in the baseline)
+
+    shape = tuple(int(n) for n in shape_text.split(","))
+    base = _rss_now()
+    c0, t0 = time.process_time(), time.perf_counter()
+    if kind == "grayscott":
+        out = syn._grayscott(shape, np.random.default_rng(0), steps=3, dtype=np.float32)
+    else:
+        out = syn.synthetic(kind, shape, "f32").array
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _status_bytes("VmHWM:")
+    return {"kind": kind, "shape": list(shape), "steps": 3 if kind == "grayscott" else None,
+            "wall_s": wall, "cpu_s": cpu, "nbytes": int(out.nbytes), "peak_over_output": (peak - base) / out.nbytes}
 
 
 def _child(*args: str, timeout: float = 3000) -> dict[str, Any]:
@@ -304,6 +328,10 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=1000)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--skip-diagnose", action="store_true",
+                    help="With --out, a skipped sweep/diagnose part keeps its value from the existing file.")
+    ap.add_argument("--generators", default="grf,grayscott,smooth",
+                    help="Synthetic kinds whose generation peak RSS is measured per size ('' for none).")
     ap.add_argument("--only-diagnose", action="store_true",
                     help="Only the diagnose part; with --out, replace that part of an existing file.")
     ap.add_argument("--out", type=Path, default=None)
@@ -313,6 +341,8 @@ def main() -> None:
         kind, *rest = args.child
         if kind == "timing":
             print(json.dumps(child_timing(rest[0], int(rest[1]), rest[2] == "1")))
+        elif kind == "generate":
+            print(json.dumps(child_generate(rest[0], rest[1])))
         else:
             print(json.dumps(child_rss(rest[0], rest[1])))
         return
@@ -335,7 +365,9 @@ def main() -> None:
                      "timing": _child("timing", path, str(args.repeats if mib < 1024 else 1),
                                       "1" if args.profile else "0"),
                      "rss_evaluate": _child("rss", path, "evaluate"),
-                     "rss_direct": _child("rss", path, "direct")}
+                     "rss_direct": _child("rss", path, "direct"),
+                     "rss_synthetic": {k: _child("generate", k, ",".join(map(str, shape)))
+                                       for k in args.generators.split(",") if k}}
             doc["sizes"][str(mib)] = entry
             os.remove(path)
             t = entry["timing"]
@@ -358,6 +390,9 @@ def main() -> None:
             print(f"  peak RSS of evaluate: {_fmt(r.get('peak_over_input'), '.2f')}x the input above the interpreter "
                   f"({_fmt(r.get('peak_total_over_input'), '.2f')}x in all); pysz alone: "
                   f"{_fmt(rd.get('peak_over_input'), '.2f')}x; target <= {TARGETS['peak_rss_over_input']}x")
+            for k, g in entry["rss_synthetic"].items():
+                print(f"  synthetic {k}: peak RSS {_fmt(g.get('peak_over_output'), '.2f')}x the output, "
+                      f"cpu {_fmt(g.get('cpu_s'))} s" + (f" ({g['steps']} steps)" if g.get("steps") else ""))
             for key in ("quality_metrics_profile", "evaluate_profile"):
                 if key in t:
                     print(f"  {key}:\n    " + "\n    ".join(t[key]))
@@ -366,7 +401,13 @@ def main() -> None:
         doc["sweep"] = s
         print(f"[sweep examples/sweep_quick.yaml] {s.get('tasks')} tasks in {s['wall_s']:.1f} s wall = "
               f"{_fmt(s.get('tasks_per_s'))} tasks/s (children cpu {_fmt(s.get('cpu_s'))} s)")
-    doc["diagnose"] = _print_diagnose(diagnose_times(args.kernels), args.kernels)
+    if not args.skip_diagnose:
+        doc["diagnose"] = _print_diagnose(diagnose_times(args.kernels), args.kernels)
+    if args.out and args.out.exists():  # parts not measured this run stay as they were
+        old_doc = json.loads(args.out.read_text())
+        for part in ("sweep", "diagnose"):
+            if part not in doc and part in old_doc:
+                doc[part] = old_doc[part]
     doc["machine"]["loadavg_end"] = os.getloadavg()
     print(f"load average: start {doc['machine']['loadavg_start'][0]:.1f}, end {doc['machine']['loadavg_end'][0]:.1f} "
           f"on {os.cpu_count()} CPUs")
