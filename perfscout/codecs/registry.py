@@ -25,6 +25,7 @@ listed by :func:`list_codecs`, with the reason.
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Mapping
 from importlib import metadata
@@ -91,7 +92,10 @@ class PluginCodec(BaseModel):
     distribution: str  # "name version" of the distribution that declares it
 
 
-FailureKind = Literal["import_error", "not_a_codec", "id_mismatch", "shadows_builtin", "duplicate"]
+FailureKind = Literal["invalid_id", "import_error", "not_a_codec", "id_mismatch", "shadows_builtin", "duplicate"]
+
+#: What a codec id may look like: it names result rows, task keys and file names.
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
 
 class PluginFailure(BaseModel):
@@ -119,6 +123,7 @@ _registered: dict[str, str] = {}  # run-time registrations, id -> "module:Class"
 _plugins: dict[str, type[Codec]] | None = None  # loaded plug-in classes; None = not scanned
 _listing: PluginListing | None = None
 _use_entry_points = True
+_scanning = False  # a plug-in that asks the registry while it is imported sees no plug-ins yet
 
 
 def _check_import_path(import_path: str) -> None:
@@ -135,8 +140,9 @@ def register_codec(codec_id: str, import_path: str) -> None:
     plug-in of the same id; a built-in id cannot be replaced.
     """
     _check_import_path(import_path)
-    if not codec_id or not isinstance(codec_id, str):
-        raise CodecError(f"a codec id must be a non-empty string, got {codec_id!r}")
+    if not isinstance(codec_id, str) or not _ID.match(codec_id):
+        raise CodecError(f"a codec id is 1 to 64 letters, digits and . _ + - (starting with a letter "
+                         f"or digit), got {codec_id!r}")
     if codec_id in _BUILTIN and _BUILTIN[codec_id] != import_path:
         raise CodecError(f"codec id {codec_id!r} is one of perfscout's own codecs "
                          f"({_BUILTIN[codec_id]}); register the plug-in under another id")
@@ -220,6 +226,11 @@ def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
                 fail(ep, "shadows_builtin", f"codec id {codec_id!r} is a perfscout built-in "
                      f"({_BUILTIN[codec_id]}); the built-in is used, this plug-in is ignored")
             continue
+        if not _ID.match(codec_id):
+            for ep in group:
+                fail(ep, "invalid_id", f"entry point name {codec_id!r} is not a codec id (1 to 64 letters, "
+                     "digits and . _ + -, starting with a letter or digit)")
+            continue
         if len(group) > 1:
             names = ", ".join(_distribution_label(ep) for ep in group)
             for ep in group:
@@ -229,7 +240,7 @@ def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
         ep = group[0]
         try:
             obj = ep.load()
-        except Exception as exc:  # a plug-in that breaks on import is listed, never fatal
+        except (Exception, SystemExit) as exc:  # a plug-in that breaks on import is listed, never fatal
             fail(ep, "import_error", f"importing {ep.value} failed: {type(exc).__name__}: {exc}")
             continue
         if not (isinstance(obj, type) and issubclass(obj, Codec)):
@@ -247,10 +258,16 @@ def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
 
 
 def _plugin_classes() -> dict[str, type[Codec]]:
-    global _plugins, _listing
+    global _plugins, _listing, _scanning
     with _LOCK:
+        if _scanning:  # re-entered from a plug-in's import: the scan is not finished
+            return {}
         if _plugins is None:
-            _plugins, _listing = _scan()
+            _scanning = True
+            try:
+                _plugins, _listing = _scan()
+            finally:
+                _scanning = False
         return _plugins
 
 
@@ -258,7 +275,8 @@ def plugin_listing() -> PluginListing:
     """The installed plug-ins that loaded and those that failed, with the reason (cached)."""
     _plugin_classes()
     with _LOCK:
-        assert _listing is not None
+        if _listing is None:  # asked from a plug-in's import, during the scan
+            return PluginListing(enabled=_use_entry_points)
         return _listing.model_copy(deep=True)
 
 
@@ -298,7 +316,7 @@ def _load_path(codec_id: str, import_path: str) -> type[Codec]:
         cls = getattr(module, class_name)
     except ModuleNotFoundError as exc:
         raise CodecUnavailable(f"codec {codec_id!r} is unavailable: module {exc.name!r} not found") from exc
-    except Exception as exc:  # a backend that breaks on import is unavailable, not fatal
+    except (Exception, SystemExit) as exc:  # a backend that breaks on import is unavailable, not fatal
         raise CodecUnavailable(
             f"codec {codec_id!r} is unavailable: importing {import_path} failed: "
             f"{type(exc).__name__}: {exc}"

@@ -104,7 +104,7 @@ def test_a_plugin_is_gone_after_its_distribution_leaves_sys_path(installed, monk
 def test_broken_plugins_are_listed_with_the_reason_and_never_break_perfscout(on_path) -> None:
     on_path("perfscout-plugin-broken")
     failed = _failures()
-    assert set(failed) == {"explodes", "absent", "not-a-codec", "mislabelled", "sz3"}
+    assert set(failed) == {"explodes", "exits", "absent", "not-a-codec", "mislabelled", "sz3", "../escape"}
     assert all(f.distribution == "perfscout-plugin-broken 0.2.0" for f in failed.values())
     assert failed["explodes"].kind == "import_error"
     assert "RuntimeError: the plug-in's native library failed to initialise" in failed["explodes"].reason
@@ -113,14 +113,20 @@ def test_broken_plugins_are_listed_with_the_reason_and_never_break_perfscout(on_
     assert failed["not-a-codec"].kind == "not_a_codec" and "not a subclass" in failed["not-a-codec"].reason
     assert failed["mislabelled"].kind == "id_mismatch" and "'something-else'" in failed["mislabelled"].reason
     assert failed["sz3"].kind == "shadows_builtin" and "built-in is used" in failed["sz3"].reason
-    assert registry.plugin_listing().loaded == []
+    assert failed["exits"].kind == "import_error" and "SystemExit: perfscout_plugin_broken.exits" in failed["exits"].reason
+    assert failed["../escape"].kind == "invalid_id"
+    # a module that asks the registry while it is imported loads, and saw the built-ins
+    assert [p.id for p in registry.plugin_listing().loaded] == ["asks-registry"]
+    from perfscout_plugin_broken.asks import SEEN_WHILE_IMPORTED
+
+    assert SEEN_WHILE_IMPORTED[: len(registry._BUILTIN)] == list(registry._BUILTIN)
 
     # the built-in wins; the refused plug-ins are no codecs, and asking for one says why
     from perfscout.codecs.sz3 import SZ3Codec
 
     assert registry._load("sz3") is SZ3Codec and registry.source_of("sz3") == "builtin"
     ids = [c.id for c in registry.list_codecs() if c.source != "registered"]  # not tests.fakes
-    assert ids == list(registry._BUILTIN)
+    assert ids == [*registry._BUILTIN, "asks-registry"]
     with pytest.raises(CodecUnavailable, match="plug-in from perfscout-plugin-broken 0.2.0: importing"):
         registry.get_codec("explodes")
 
@@ -155,6 +161,9 @@ def test_registrations_cannot_replace_a_builtin_and_win_over_a_plugin(on_path) -
     assert registry.source_of("quantize") == "plugin"
     with pytest.raises(CodecError, match="import path must look like"):
         registry.refresh(registered={"x": "no_colon"})
+    for bad in ("", "../x", "a b", "x" * 65, None):
+        with pytest.raises(CodecError, match="a codec id is"):
+            registry.register_codec(bad, "m:C")  # type: ignore[arg-type]
 
 
 def test_perfscout_codecs_lists_plugins_with_their_distribution_and_failures(installed) -> None:
@@ -166,10 +175,10 @@ def test_perfscout_codecs_lists_plugins_with_their_distribution_and_failures(ins
     doc = json.loads(proc.stdout)
     row = next(r for r in doc["codecs"] if r["id"] == "quantize")
     assert (row["source"], row["distribution"], row["available"]) == ("plugin", "perfscout-plugin-quantize 0.1.0", True)
-    assert [p["id"] for p in doc["plugins"]["loaded"]] == ["quantize"]
+    assert [p["id"] for p in doc["plugins"]["loaded"]] == ["asks-registry", "quantize"]
     assert {f["id"]: f["kind"] for f in doc["plugins"]["failed"]} == {
-        "absent": "import_error", "explodes": "import_error", "mislabelled": "id_mismatch",
-        "not-a-codec": "not_a_codec", "sz3": "shadows_builtin"}
+        "absent": "import_error", "explodes": "import_error", "exits": "import_error", "mislabelled": "id_mismatch",
+        "not-a-codec": "not_a_codec", "sz3": "shadows_builtin", "../escape": "invalid_id"}
 
     text = subprocess.run(cmd, capture_output=True, text=True, env={**env, "COLUMNS": "200"}, timeout=120)
     assert text.returncode == 0, text.stderr
