@@ -311,6 +311,8 @@ def _metric(name: str, raw: str, scale: float, norm_unit: str, raw_unit: str) ->
     try:
         value: float | str = float(raw.replace(",", "") if "," in raw else raw) * scale
         unit = norm_unit
+        if value - value != 0.0:  # "nan" / "inf": no measurement, kept as the text printed
+            value, unit = raw, raw_unit
     except ValueError:
         value, unit = raw, raw_unit  # text metrics (names, enums) stay as printed
     m = _new(Metric)

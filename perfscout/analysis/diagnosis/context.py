@@ -11,6 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
+from math import isfinite
 from typing import Any
 
 from perfscout.analysis.diagnosis import names as N
@@ -70,10 +71,11 @@ class KernelContext:
 
     # ---------------------------------------------------------------- reading
     def name_of(self, names: tuple[str, ...]) -> str | None:
-        """The first alternative present with a numeric value."""
+        """The first alternative present with a finite numeric value (a NaN or inf cell
+        measures nothing: it is read as absent, like an empty one)."""
         for n in names:
             m = self.kernel.metrics.get(n)
-            if m is not None and isinstance(m.value, (int, float)):
+            if m is not None and isinstance(m.value, (int, float)) and isfinite(m.value):
                 return n
         return None
 

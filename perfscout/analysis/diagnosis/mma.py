@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from math import isfinite
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.context import KernelContext
@@ -75,7 +76,7 @@ def _precisions(ctx: KernelContext, counters: tuple[str, ...]) -> tuple[list[str
         if not name.endswith(".sum"):
             continue
         m = metrics[name]
-        if not isinstance(m.value, (int, float)) or m.value <= 0:
+        if not isinstance(m.value, (int, float)) or not isfinite(m.value) or m.value <= 0:
             continue
         spec = name[len(N.TENSOR_OPS_PREFIX):-len(".sum")]
         src, _, dst = spec.partition("_dst_")
