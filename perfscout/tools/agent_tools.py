@@ -25,6 +25,7 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import Field
 
 from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
+from perfscout.state.modes import RequestMode
 from perfscout.state.shapes import is_shape, parse_shape
 
 from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's API
@@ -108,7 +109,7 @@ def evaluate_codec(
     dataset: Annotated[str, Field(description="Dataset name (e.g. 'vorticity.512_512'), "
                                   "'synthetic:grf:64,64', or a path to a raw file.")],
     codec: Annotated[str, Field(description="Codec id, e.g. 'sz3', 'zfp', 'sz2', 'szp-gpu'.")],
-    mode: Literal["abs", "rel", "pw_rel", "psnr", "ratio", "fixed_rate"],
+    mode: RequestMode,
     bound: Annotated[float, Field(gt=0, description="Error bound in the unit of `mode`.")],
     device: Literal["cpu", "cuda"] = "cpu",
     repeats: Annotated[int, Field(ge=1, le=50)] = 3,
