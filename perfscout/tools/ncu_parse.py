@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from perfscout.errors import InputError
 from perfscout.state.profiles import KernelProfile, Metric
+from perfscout.tools.profile_text import read_profile_text
 
 log = logging.getLogger(__name__)
 
@@ -457,10 +458,7 @@ def duration_digest(kernels: list[KernelProfile], top: int = 10) -> list[dict[st
 
 
 def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    return read_profile_text(path, what)
 
 
 def load_raw_csv(path: str | Path, keep: Callable[[str], bool] | None = None) -> NcuReport:

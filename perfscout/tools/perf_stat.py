@@ -21,6 +21,7 @@ from perfscout.errors import InputError, ToolRefused
 from perfscout.state.perf_events import DEFAULT_EVENTS, HARDWARE_EVENTS, SOFTWARE_EVENTS, event_base
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Finding
+from perfscout.tools.profile_text import read_profile_text
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_run_file
 
 __all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
@@ -291,12 +292,7 @@ def _add_rusage(prof: PerfProfile, res: SandboxResult) -> None:
 def load_perf_file(path: str | Path) -> PerfProfile:
     """Parse a saved ``perf stat -x,`` or ``-j`` output file (format detected)."""
     p = Path(path)
-    try:
-        text = p.read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read perf output {p}: {exc.strerror or exc}") from exc
-    if "\x00" in text:
-        raise InputError(f"{p}: binary data, not perf stat output (perf stat -x, or -j)")
+    text = read_profile_text(p, "perf output")
     if any(ln.lstrip().startswith("{") for ln in text.splitlines()):
         try:
             return parse_perf_json(text)

@@ -73,7 +73,7 @@ def test_perf_csv_that_is_not_perf_output_exits_2(bad, tmp_path: Path, name: str
 
 
 @pytest.mark.parametrize("name,needle", [
-    ("empty", "no ncu CSV header"), ("readme", "no ncu CSV header"), ("garbage", "no ncu CSV header"),
+    ("empty", "no ncu CSV header"), ("readme", "no ncu CSV header"), ("garbage", "binary data"),
     ("header_only", "no kernel rows"), ("header_units", "no kernel rows"), ("header_cut", "no kernel rows"),
     ("one_row_cut", "all truncated"),
 ])
@@ -143,3 +143,25 @@ def test_real_perf_output_with_stray_lines_is_read_and_the_strays_noted(tmp_path
     assert r.returncode == 0, r.stderr
     perf = json.loads(r.stdout)["perf"]
     assert perf["events"] and any("not perf stat counter lines" in n for n in perf["notes"])
+
+
+def test_a_windows_export_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """The Nsight Compute GUI on Windows may write UTF-8 with a BOM, or UTF-16."""
+    want = perfscout("diagnose", "--json", "--ncu-csv", str(RAW), cwd=tmp_path)
+    text = RAW.read_text()
+    for name, data in (("bom8.csv", b"\xef\xbb\xbf" + text.encode()), ("utf16.csv", text.encode("utf-16")),
+                       ("crlf.csv", text.replace("\n", "\r\n").encode())):
+        (tmp_path / name).write_bytes(data)
+        r = perfscout("diagnose", "--json", "--ncu-csv", str(tmp_path / name), cwd=tmp_path)
+        assert r.returncode == 0, (name, r.stderr[-1000:])
+        assert [k["primary"] for k in json.loads(r.stdout)["kernels"]] == \
+            [k["primary"] for k in json.loads(want.stdout)["kernels"]], name
+
+
+def test_a_compressed_profile_is_refused_with_what_it_is(tmp_path: Path) -> None:
+    import gzip
+
+    f = tmp_path / "raw.csv.gz"
+    f.write_bytes(gzip.compress(RAW.read_bytes()))
+    _refused(perfscout("diagnose", "--json", "--ncu-csv", str(f), cwd=tmp_path), "gzip-compressed")
+    _refused(perfscout("diagnose", "--json", "--perf-csv", str(f), cwd=tmp_path), "gzip-compressed")
