@@ -44,6 +44,25 @@ def test_the_gpu_chooses_what_the_reference_chooses(name, rel) -> None:
     _same_choice(A.choose_block_ndim(xd, eb), A.choose_block_ndim(x, eb, version=V))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernel_only_sizes_equal_whole_streams(dtype) -> None:
+    """autoshape sizes a device sample by the compress kernels alone (no outlier sort, corner
+    packing or header): those sizes are compress_device's streams' lengths, outliers included
+    (more of them than the first launch has room for, too)."""
+    x = SYNTHETIC["with_nonfinite"]().astype(dtype)
+    many = x.copy()
+    many.reshape(-1)[::3] = np.nan  # a third outliers: beyond the first launch's room (n / 64)
+    for arr in (x, many):
+        xd = cp.asarray(arr)
+        eb = A.resolved_abs_bound(arr, "rel", 1e-3)
+        heads = A._device_headers(dict.fromkeys(A.candidates(arr.ndim), xd), eb)
+        for b, h in heads.items():
+            full = G.compress_device(xd, "abs", eb, b).header
+            assert F.layout(h).total == F.layout(full).total
+            assert (h.payload_words, h.n_outliers, h.corner_bytes, h.nblocks) == \
+                   (full.payload_words, full.n_outliers, full.corner_bytes, full.nblocks)
+
+
 def test_small_and_strided_device_arrays() -> None:
     x = stacked_levels(12, 90, 180)
     eb = A.resolved_abs_bound(x, "rel", 1e-3)
