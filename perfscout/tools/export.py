@@ -440,29 +440,44 @@ _WRITERS = {"numcodecs": _write_numcodecs, "zarr": _write_zarr, "xarray": _write
 
 
 # -- the agent's report ------------------------------------------------------------------------------
-def use_it_markdown(records: list[dict[str, Any]], *, targets: tuple[str, ...] = ("numcodecs", "zarr", "xarray", "hdf5"),
-                    source: str = "this run") -> str:
-    """A "Use it" Markdown section for the best-ratio record whose bound held ("" if none):
-    the setting in words and each target's snippet, ready to end a report."""
+def use_it_blocks(records: list[dict[str, Any]], *, targets: tuple[str, ...] = ("numcodecs", "zarr", "xarray", "hdf5"),
+                  source: str = "this run", level: int = 2) -> list[Any]:
+    """A "Use it" section (report blocks) for the best-ratio record whose bound held ([] if
+    none): the setting in words and each target's snippet, ready to end a report."""
+    from perfscout.analysis.report.blocks import BulletList, Code, CodeBlock, Heading, Paragraph, Strong
+
     held = [r for r in records if r.get("status") == "ok" and r.get("bound_ok") in (True, 1)
             and r.get("ratio") is not None and r.get("codec") in _exportable()]
     if not held:
-        return ""
+        return []
     best = max(held, key=lambda r: float(r["ratio"]))
     try:
         setting = _setting_from_record(best, source)
     except InputError:
-        return ""
+        return []
     snips = setting_snippets(setting)
-    lines = ["## Use it", "",
-             f"Best verified setting: **{setting.codec} {best['mode']} {float(best['bound']):g}** on "
-             f"{best.get('dataset', '?')} (ratio {float(best['ratio']):.3g}, bound held). `perfscout export` "
-             "prints these for any row, and `--check DATA` re-verifies them on your data.", ""]
-    lines += [f"- {n}" for n in setting.notes]
+    blocks: list[Any] = [
+        Heading("Use it", level),
+        Paragraph(["Best verified setting: ", Strong(f"{setting.codec} {best['mode']} {float(best['bound']):g}"),
+                   f" on {best.get('dataset', '?')} (ratio {float(best['ratio']):.3g}, bound held). ",
+                   Code("perfscout export"), " prints these for any row, and ", Code("--check DATA"),
+                   " re-verifies them on your data."]),
+    ]
+    if setting.notes:
+        blocks.append(BulletList(list(setting.notes)))
     for target in targets:
         if target in snips:
-            lines += [f"{target}:", "", "```python", snips[target].rstrip("\n"), "```", ""]
-    return "\n".join(lines)
+            blocks += [Paragraph(f"{target}:"), CodeBlock(snips[target], "python")]
+    return blocks
+
+
+def use_it_markdown(records: list[dict[str, Any]], *, targets: tuple[str, ...] = ("numcodecs", "zarr", "xarray", "hdf5"),
+                    source: str = "this run") -> str:
+    """:func:`use_it_blocks` as a Markdown section ("" if there is no setting to recommend)."""
+    from perfscout.analysis.report.markdown import render_blocks
+
+    blocks = use_it_blocks(records, targets=targets, source=source)
+    return render_blocks(blocks) if blocks else ""
 
 
 def _exportable() -> tuple[str, ...]:

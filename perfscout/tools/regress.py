@@ -541,16 +541,17 @@ def metrics_table(result: RegressionResult) -> pd.DataFrame:
 
 def regression_blocks(result: RegressionResult, *, level: int = 2) -> list[Any]:
     """The comparison as report blocks (the sweep report's block model), to embed anywhere."""
-    from perfscout.analysis.report.render import Bullets, Heading, Para, Table
+    from perfscout.analysis.report.blocks import BulletList, Code, Heading, Paragraph, Strong, Table, markup
 
     blocks: list[Any] = [
         Heading("Regression check", level),
-        Para(f"**{R.VERDICT_TEXT[result.verdict]}**: {result.sentence}"),
-        Bullets([
-            f"baseline: `{result.baseline.source}` ({result.baseline.kind}"
-            + (f", stored as `{result.baseline.name}`" if result.baseline.name else "")
-            + f", {result.baseline.tasks} task(s))",
-            f"candidate: `{result.candidate.source}` ({result.candidate.kind}, {result.candidate.tasks} task(s))",
+        Paragraph([Strong(R.VERDICT_TEXT[result.verdict]), ": ", result.sentence]),
+        BulletList([
+            ["baseline: ", Code(result.baseline.source), f" ({result.baseline.kind}",
+             [", stored as ", Code(result.baseline.name)] if result.baseline.name else "",
+             f", {result.baseline.tasks} task(s))"],
+            ["candidate: ", Code(result.candidate.source),
+             f" ({result.candidate.kind}, {result.candidate.tasks} task(s))"],
             f"rules: a timing is decided only with ≥ {result.min_repeats} repeats per side, a change beyond "
             f"{result.threshold:.0%} and beyond the repeats' spread, a {result.confidence:.0%} bootstrap CI "
             f"clear of zero and Mann–Whitney p < {result.alpha:g}; quality (CR, max error) beyond "
@@ -569,29 +570,30 @@ def regression_blocks(result: RegressionResult, *, level: int = 2) -> list[Any]:
     if result.candidate_only:
         extra.append("only in the candidate: " + ", ".join(f"`{k}`" for k in result.candidate_only))
     if extra:
-        blocks += [Heading("Notes", level + 1), Bullets(extra)]
+        # the notes are written with `code` marks around task keys (values from the runs)
+        blocks += [Heading("Notes", level + 1), BulletList([markup(n) for n in extra])]
     return blocks
 
 
 def regression_markdown(result: RegressionResult, *, level: int = 2) -> str:
     """The comparison as a Markdown section (no page title), to paste into another report."""
-    from perfscout.analysis.report.render import to_markdown
+    from perfscout.analysis.report.markdown import render_blocks
 
-    text = to_markdown("", regression_blocks(result, level=level), Path("."))
-    return text.split("\n", 2)[2] if text.startswith("# \n") else text
+    return render_blocks(regression_blocks(result, level=level))
 
 
 def write_report(result: RegressionResult, *, md: str | os.PathLike[str] | None = None,
                  html: str | os.PathLike[str] | None = None) -> list[Path]:
     """Write the regression section as a Markdown and/or a self-contained HTML page."""
-    from perfscout.analysis.report.render import to_html, to_markdown
+    from perfscout.analysis.report.blocks import Document
+    from perfscout.analysis.report.html import to_html
+    from perfscout.analysis.report.markdown import to_markdown
 
-    title = "perfscout regression check"
-    blocks = regression_blocks(result)
+    doc = Document("perfscout regression check", regression_blocks(result))
     written = []
     if md is not None:
         p = Path(md)
-        written.append(_atomic_write(p, to_markdown(title, blocks, p.parent)))
+        written.append(_atomic_write(p, to_markdown(doc, p.parent)))
     if html is not None:
-        written.append(_atomic_write(Path(html), to_html(title, blocks)))
+        written.append(_atomic_write(Path(html), to_html(doc)))
     return written

@@ -602,21 +602,23 @@ def _fill(card: ExperimentCard, cmp_: RegressionResult, m: R.MetricComparison | 
 
 
 def _write_outputs(outcome: TuneOutcome, base: RunSamples, out: Path) -> None:
-    from perfscout.analysis.report.render import to_html, to_markdown
+    from perfscout.analysis.report.blocks import Document
+    from perfscout.analysis.report.html import to_html
+    from perfscout.analysis.report.markdown import to_markdown
 
     write_samples(base, out / "baseline" / SAMPLES_NAME)
     (out / "trials.json").write_text(json.dumps([t.model_dump() for t in outcome.trials], indent=1), encoding="utf-8")
     (out / "cards.json").write_text(json.dumps([c.model_dump() for c in outcome.cards], indent=1), encoding="utf-8")
-    title, blocks = f"perfscout tune: {outcome.name}", tune_blocks(outcome)
+    doc = Document(f"perfscout tune: {outcome.name}", tune_blocks(outcome))
     outcome.report_md, outcome.report_html = str(out / "report.md"), str(out / "report.html")
-    (out / "report.md").write_text(to_markdown(title, blocks, out), encoding="utf-8")
-    (out / "report.html").write_text(to_html(title, blocks), encoding="utf-8")
+    (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
+    (out / "report.html").write_text(to_html(doc), encoding="utf-8")
     (out / "tune.json").write_text(outcome.model_dump_json(indent=1), encoding="utf-8")
 
 
 def card_blocks(card: ExperimentCard, level: int = 3) -> list[Any]:
     """One experiment card as report blocks."""
-    from perfscout.analysis.report.render import Bullets, Heading
+    from perfscout.analysis.report.blocks import BulletList, Heading, markup
 
     ci = f" (CI {card.measured_ci[0]:+.1%} .. {card.measured_ci[1]:+.1%})" if card.measured_ci else ""
     findings = card.evidence.get("findings") or []
@@ -639,18 +641,19 @@ def card_blocks(card: ExperimentCard, level: int = 3) -> list[Any]:
     if card.prediction_met is not None:
         items.append(f"**prediction**: {card.prediction_note}")
     items.append("**what not to do**: " + ("; ".join(card.what_not_to_do) or "nothing found to avoid"))
-    return [Heading(f"Card {card.id} ({card.stage})", level), Bullets(items)]
+    # the items are the house's `code`/**bold** templates
+    return [Heading(f"Card {card.id} ({card.stage})", level), BulletList([markup(i) for i in items])]
 
 
 def tune_blocks(outcome: TuneOutcome) -> list[Any]:
     import pandas as pd
 
-    from perfscout.analysis.report.render import Bullets, Heading, Para, Table
+    from perfscout.analysis.report.blocks import BulletList, Code, Heading, Paragraph, Strong, Table
 
     blocks: list[Any] = [
-        Para(f"**{R.VERDICT_TEXT[outcome.verdict]}**: {outcome.sentence}."),
+        Paragraph([Strong(R.VERDICT_TEXT[outcome.verdict]), f": {outcome.sentence}."]),
         Heading("Search space"),
-        Bullets([f"`{k}`: {v}" for k, v in outcome.space.items()] + outcome.narrowing),
+        BulletList([[Code(k), f": {v}"] for k, v in outcome.space.items()] + outcome.narrowing),
         Heading("Trials"),
         Table(pd.DataFrame([{"trial": t.number, "params": _params_text(t.params),
                              f"median {outcome.figure}": "" if t.value is None else f"{t.value:.6g}",
@@ -667,13 +670,12 @@ def tune_blocks(outcome: TuneOutcome) -> list[Any]:
 
 def cards_markdown(cards: list[dict[str, Any]] | list[ExperimentCard], *, level: int = 3) -> str:
     """Experiment cards (as stored in cards.json or a tool artifact) as a Markdown section."""
-    from perfscout.analysis.report.render import to_markdown
+    from perfscout.analysis.report.markdown import render_blocks
 
     blocks: list[Any] = []
     for c in cards:
         blocks += card_blocks(c if isinstance(c, ExperimentCard) else ExperimentCard.model_validate(c), level)
-    text = to_markdown("", blocks, Path("."))
-    return text.split("\n", 2)[2] if text.startswith("# \n") else text
+    return render_blocks(blocks)
 
 
 def tune_digest(outcome: TuneOutcome) -> dict[str, Any]:

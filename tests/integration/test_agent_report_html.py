@@ -12,10 +12,12 @@ import pytest
 from matplotlib import image as mpimg
 
 from perfscout import agent
-from perfscout.graph.report import md_text
+from perfscout.analysis.report.blocks import BulletList, Code, Document, Heading, Link, ListItem, Paragraph, Strong, Table
+from perfscout.analysis.report.html import to_html
+from perfscout.analysis.report.markdown import to_markdown
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.graph.context import Context
-from perfscout.graph.report import markdown_html
+from perfscout.graph.report import md_text
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -46,7 +48,7 @@ def run(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     mp = pytest.MonkeyPatch()
     mp.setenv("PERFSCOUT_HOME", str(home))
-    registry.register_codec("hostile", f"{__name__}:HostileCodec")
+    mp.setitem(registry._KNOWN, "hostile", f"{__name__}:HostileCodec")
     try:
         spec = {"goal": "html report", "datasets": ["synthetic:grf:16,16"], "codecs": ["sz3", "zfp", "hostile"],
                 "mode": "abs", "bounds": [1e-1, 1e-2], "repeats": 1}
@@ -54,7 +56,6 @@ def run(tmp_path_factory: pytest.TempPathFactory):
         yield agent.run(spec, thread_id="html1", context=ctx)
     finally:
         mp.undo()
-        registry.unregister_codec("hostile")
 
 
 def test_html_report_sits_beside_the_markdown_with_table_and_inlined_plots(run):
@@ -94,17 +95,24 @@ def test_one_record_gets_the_page_without_plots(perfscout_home):
     assert not (Path(out.run_dir) / "plots").exists()
 
 
-def test_converter_escapes_every_construct_and_refuses_script_links():
-    lines = ["## A <b>head</b>", "", "- top `<i>code</i>` **<u>bold</u>**", "  - nested [x](javascript:alert(1))",
-             "- [r.md](sweeps/a b/r.md)", "", "| a | b |", "|---|---|", "| <img src=x> | x \\| y |", "", "<p>para"]
-    out = markdown_html(lines)
+def test_every_construct_is_escaped_and_script_links_refused():
+    # the report is blocks (perfscout.analysis.report.blocks); the HTML renderer must escape
+    # every piece of text and make a link only of a safe target
+    blocks = [Heading("A <b>head</b>"),
+              BulletList([ListItem(["top ", Code("<i>code</i>"), " ", Strong("<u>bold</u>")],
+                                   [["nested ", Link("x", "javascript:alert(1)")]]),
+                          Link("r.md", "sweeps/a b/r.md")]),
+              Table([["<img src=x>", "x | y"]], columns=["a", "b"]), Paragraph("<p>para")]
+    out = to_html(Document("t", blocks))
     assert "<b>" not in out and "<i>" not in out and "<u>" not in out and "<img" not in out and "<p>para" not in out
     assert "<h2>A &lt;b&gt;head&lt;/b&gt;</h2>" in out
     assert "<code>&lt;i&gt;code&lt;/i&gt;</code>" in out and "<strong>&lt;u&gt;bold&lt;/u&gt;</strong>" in out
     assert "href" not in out.split("nested")[1].split("</li>")[0]  # a javascript: link stays text
-    assert '<a href="sweeps/a b/r.md" rel="noopener noreferrer">r.md</a>' in out
+    assert '<a href="sweeps/a%20b/r.md" rel="noopener noreferrer">r.md</a>' in out
     assert "<ul><li>top" in out and "<ul><li>nested" in out and out.count("<ul>") == out.count("</ul>") == 2
     assert "<td>&lt;img src=x&gt;</td><td>x | y</td>" in out
+    md = to_markdown(Document("t", blocks))
+    assert not re.search(r"(?<!\\)<(img|b>)", md) and "](javascript:" not in md and md_text("<p>para") in md
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -38,9 +38,10 @@ from perfscout.analysis.report.blocks import (
     markup,
     plain,
     safe_target,
-    write,
 )
-from perfscout.analysis.report.markdown import clean, render_blocks
+from perfscout.analysis.report.html import to_html
+from perfscout.analysis.report.markdown import clean, render_blocks, to_markdown
+from perfscout.analysis.report.output import write
 
 HOSTILE = [
     "<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[click](javascript:alert(1))",
@@ -103,7 +104,7 @@ def test_text_renders_as_written_in_markdown(text):
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_text_renders_as_written_in_html(text):
-    page = Document(text, [Heading(text), Paragraph(text), BulletList([text]), Note(text)]).to_html()
+    page = to_html(Document(text, [Heading(text), Paragraph(text), BulletList([text]), Note(text)]))
     parsed = parse_html(page)
     assert {t for t, _ in parsed.tags} <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p",
                                           "ul", "li", "aside", "strong"}
@@ -146,7 +147,7 @@ def test_fenced_code_survives_backticks_in_its_content():
     fences = [t for t in md_parser().parse(md) if t.type == "fence"]
     assert len(fences) == 1 and fences[0].content == content and fences[0].info == "yamlrm-rf"
     assert md_text_of(md) == "after"  # the paragraph after it is outside the block
-    page = Document("t", [CodeBlock(content)]).to_html()
+    page = to_html(Document("t", [CodeBlock(content)]))
     assert "<pre><code>a\n```\nb\n````\n~~~\n&lt;script&gt;x&lt;/script&gt;</code></pre>" in page
 
 
@@ -160,8 +161,8 @@ def test_fenced_code_survives_backticks_in_its_content():
 def test_unsafe_link_targets_stay_text(target):
     assert not safe_target(target)
     doc = Document("t", [Paragraph(["see ", Link("here", target)])])
-    assert not [t for t in inline_tokens(doc.to_markdown()) if t.type == "link_open"]
-    assert not [a for tag, a in parse_html(doc.to_html()).tags if tag == "a"]
+    assert not [t for t in inline_tokens(to_markdown(doc)) if t.type == "link_open"]
+    assert not [a for tag, a in parse_html(to_html(doc)).tags if tag == "a"]
 
 
 @pytest.mark.parametrize("target", ["https://example.org/a?b=1#c", "http://localhost:8123/x",
@@ -169,9 +170,9 @@ def test_unsafe_link_targets_stay_text(target):
 def test_safe_link_targets_become_links_in_both_formats(target):
     assert safe_target(target)
     doc = Document("t", [Paragraph(["see ", Link(["the ", Code("[report]")], target)])])
-    links = [t for t in inline_tokens(doc.to_markdown()) if t.type == "link_open"]
+    links = [t for t in inline_tokens(to_markdown(doc)) if t.type == "link_open"]
     assert len(links) == 1 and links[0].attrs["href"].replace("%20", " ") == target
-    (a,) = [a for tag, a in parse_html(doc.to_html()).tags if tag == "a"]
+    (a,) = [a for tag, a in parse_html(to_html(doc)).tags if tag == "a"]
     assert a["href"].replace("%20", " ") == target and a["rel"] == "noopener noreferrer"
 
 
@@ -208,7 +209,7 @@ def test_table_round_trips_through_both_formats():
     expected = [["sz3", "12.35", "multi line"], ["a|b", "", "`tick`"], ["<i>x</i>", "1e+09", "**no**"]]
     assert header == ["codec", "ratio", "note"] and rows == expected
     assert align == ["left", "right", "left"]  # a column of numbers is right-aligned
-    head, body = html_table_cells(Document("t", [t]).to_html())
+    head, body = html_table_cells(to_html(Document("t", [t])))
     assert head == ["codec", "ratio", "note"]
     assert body == [["sz3", "12.35", "multi\nline"], ["a|b", "", "`tick`"], ["<i>x</i>", "1e+09", "**no**"]]
 
@@ -254,7 +255,7 @@ def test_table_inputs_alignment_and_empty():
         Table([[1, 2]])
     empty = Table(pd.DataFrame(columns=["a"]), "nothing <here>")
     assert render_blocks([empty]).strip() == "_nothing \\<here>_"
-    assert '<p class="empty">nothing &lt;here&gt;</p>' in Document("t", [empty]).to_html()
+    assert '<p class="empty">nothing &lt;here&gt;</p>' in to_html(Document("t", [empty]))
 
 
 # ----------------------------------------------------------------------------- details, lists, findings
@@ -263,12 +264,12 @@ def test_table_inputs_alignment_and_empty():
 def test_details_is_collapsible_in_both_formats():
     doc = Document("t", [Details("every <column>", [Paragraph("inside"), Table([{"k": "v"}])]),
                          Paragraph("outside")])
-    md = doc.to_markdown()
+    md = to_markdown(doc)
     rendered = md_parser().render(md)
     assert "<details><summary>every &lt;column&gt;</summary>" in rendered
     assert "<p>inside</p>" in rendered and "<td>v</td>" in rendered and "</details>" in rendered
     assert rendered.index("</details>") < rendered.index("<p>outside</p>")
-    page = doc.to_html()
+    page = to_html(doc)
     assert re.search(r"<details><summary>every &lt;column&gt;</summary>\s*<p>inside</p>.*<td>v</td>.*</details>",
                      page, re.S)
 
@@ -281,7 +282,7 @@ def test_nested_lists_findings_and_consecutive_lists_stay_apart():
     assert html_md.count("<ul>") == 5  # a, its two nested levels, c, the finding's list
     assert "<strong>Primary:</strong> <code>dram_bound</code> — x" in html_md
     assert "<code>m</code> = 3 [&gt;= 30%]" in html_md
-    page = Document("t", blocks).to_html()
+    page = to_html(Document("t", blocks))
     assert page.count("<ul>") == 5 and '<div class="finding">' in page
 
 
@@ -301,10 +302,10 @@ def test_figure_is_linked_in_markdown_and_inlined_in_html(tmp_path: Path):
     png.parent.mkdir()
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 64)
     doc = Document("t", [Figure(png, 'alt "q" [x]', "caption <i>")])
-    md = doc.to_markdown(tmp_path)
+    md = to_markdown(doc, tmp_path)
     (img,) = [t for t in inline_tokens(md) if t.type == "image"]
     assert img.attrs["src"] == "plots/a%20b.png" and "".join(c.content for c in img.children) == 'alt "q" [x]'
-    page = doc.to_html()
+    page = to_html(doc)
     assert re.search(r'<img alt="alt &#34;q&#34; \[x\]" src="data:image/png;base64,[A-Za-z0-9+/=]+">', page)
     assert "<figcaption>caption &lt;i&gt;</figcaption>" in page
 
@@ -323,4 +324,4 @@ def test_a_non_block_is_refused_by_both_renderers():
     with pytest.raises(TypeError, match="not a report block"):
         render_blocks(["just a string"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="not a report block"):
-        Document("t", ["just a string"]).to_html()  # type: ignore[list-item]
+        to_html(Document("t", ["just a string"]))  # type: ignore[list-item]

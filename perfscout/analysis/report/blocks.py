@@ -2,8 +2,9 @@
 
 Every report perfscout writes (a sweep's, the agent's, ``diagnose``'s, ``regress``'s, a
 tuning run's) is a :class:`Document`: a title and a list of blocks. Building a report means
-building blocks; :mod:`.markdown` and :mod:`.html` turn the same list into ``report.md`` and a
-self-contained ``report.html``, so the two always say the same thing.
+building blocks; :func:`.markdown.to_markdown` and :func:`.html.to_html` turn the same list into
+``report.md`` and a self-contained ``report.html`` (:func:`.output.write` writes both), so the
+two always say the same thing. This module imports neither renderer.
 
 Text inside a block is *inline* content: a plain ``str`` (always literal: escaped by each
 renderer, never read as markup, whatever it holds), a span (:class:`Code`, :class:`Strong`,
@@ -237,16 +238,6 @@ class Document:
     title: Inline
     blocks: list[Block] = field(default_factory=list)
 
-    def to_markdown(self, base: Path | None = None) -> str:
-        from perfscout.analysis.report.markdown import render
-
-        return render(self, base)
-
-    def to_html(self) -> str:
-        from perfscout.analysis.report.html import render
-
-        return render(self)
-
 
 def demote(blocks: list[Block], by: int = 1) -> list[Block]:
     """The same blocks with every heading ``by`` levels lower (to nest one report in another)."""
@@ -259,21 +250,6 @@ def demote(blocks: list[Block], by: int = 1) -> list[Block]:
         else:
             out.append(b)
     return out
-
-
-def write(doc: Document, md: Path | None = None, html: Path | None = None) -> list[Path]:
-    """Write ``doc`` as Markdown and/or HTML, each atomically (a reader never sees half a file)."""
-    written = []
-    for path, render in ((md, lambda p: doc.to_markdown(p.parent)), (html, lambda p: doc.to_html())):
-        if path is None:
-            continue
-        path = Path(path)
-        text = render(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        tmp.replace(path)
-        written.append(path)
-    return written
 
 
 # ----------------------------------------------------------------------------- table helpers

@@ -35,6 +35,7 @@ from perfscout.analysis.report.blocks import (
     Paragraph,
     Strong,
     Table,
+    plain,
     safe_target,
     spans,
 )
@@ -101,9 +102,7 @@ def render_blocks(blocks: list) -> Markup:
     return Markup(environment().get_template("blocks.html.j2").render(blocks=blocks))
 
 
-def render(doc: Document) -> str:
+def to_html(doc: Document) -> str:
     """``doc`` as one self-contained HTML page."""
-    from perfscout.analysis.report.blocks import plain
-
     return environment().get_template("page.html.j2").render(
         title=plain(doc.title) or "perfscout report", title_html=inline(doc.title), body=render_blocks(doc.blocks))

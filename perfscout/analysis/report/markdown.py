@@ -214,7 +214,7 @@ def blocks_lines(blocks: list[Block], base: Path | None = None) -> list[str]:
     return out
 
 
-def render(doc: Document, base: Path | None = None) -> str:
+def to_markdown(doc: Document, base: Path | None = None) -> str:
     """``doc`` as Markdown; figures are linked relative to ``base`` (the report's folder)."""
     title = inline(doc.title).strip()
     lines = ([f"# {title}", ""] if title else []) + blocks_lines(doc.blocks, base)
@@ -226,4 +226,4 @@ def render_blocks(blocks: list[Block], base: Path | None = None) -> str:
     return "\n".join(blocks_lines(blocks, base)) + "\n"
 
 
-__all__ = ["clean", "code_span", "escape", "inline", "plain", "render", "render_blocks"]
+__all__ = ["clean", "code_span", "escape", "inline", "plain", "render_blocks", "to_markdown"]

@@ -1,8 +1,10 @@
-"""Per-dataset figures of a sweep (matplotlib + seaborn), written as PNG files.
+"""Per-dataset figures of compression results (matplotlib + seaborn), written as PNG files:
+the one plotting module of the sweep report and the agent's report (:func:`figure_blocks`).
 
-Figures are built with matplotlib's object API (``matplotlib.figure.Figure``), which
-renders PNG through the Agg canvas without touching pyplot's global backend: reports can
-be written from a notebook (its inline plots stay as they are), a thread or a server.
+Figures are built with matplotlib's object API (``matplotlib.figure.Figure`` on an explicit
+Agg canvas), without touching pyplot's global backend: reports can be written from a
+notebook (its inline plots stay as they are), a thread or a server. Files are deterministic:
+the same rows give the same bytes (no timestamp or version in the PNG metadata).
 
 Every figure is drawn only from stored rows that were measured (a ratio exists); a figure
 with nothing to show is not written, and the caller says so in the report.
@@ -19,7 +21,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+
+from perfscout.analysis.report.blocks import Block, Figure, Heading, Paragraph
 
 DPI = 100
 #: One line style per error mode, the same in every figure (colour = codec@device).
@@ -27,7 +32,9 @@ _LINESTYLES = {"abs": "-", "rel": "--", "pw_rel": ":", "psnr": "-.", "ratio": (0
 
 
 @dataclass
-class Figure:
+class Plot:
+    """One written figure file and what the report says about it."""
+
     dataset: str
     kind: str
     title: str
@@ -143,16 +150,16 @@ _AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, Axes], str | None]]] =
 ]
 
 
-def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figure]:
+def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Plot]:
     """All figures for one dataset, written under ``out_dir`` (global matplotlib state untouched)."""
     with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
         return _dataset_figures(df, dataset, out_dir)
 
 
-def _dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figure]:
+def _dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Plot]:
     d = measured(df[df["dataset"] == dataset])
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures: list[Figure] = []
+    figures: list[Plot] = []
     for kind, title, draw in _AXES_PLOTS:
         fig = MplFigure(figsize=(7, 4.2))
         ax = fig.subplots()
@@ -170,8 +177,42 @@ def _dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Figu
     return figures
 
 
-def _save(fig: MplFigure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Figure:
+def _save(fig: MplFigure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Plot:
     path = out_dir / f"{_slug(dataset)}__{kind}.png"
+    FigureCanvasAgg(fig)  # PNG through Agg, whatever backend pyplot has
     fig.tight_layout()
     fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamp/version: reproducible bytes
-    return Figure(dataset=dataset, kind=kind, title=title, path=path, caption=caption)
+    return Plot(dataset=dataset, kind=kind, title=title, path=path, caption=caption)
+
+
+#: Record columns the figures read, as numbers (a column of all-None records is object dtype).
+NUMERIC_COLUMNS = ["bound", "ratio", "bitrate", "psnr", "max_abs_err", "max_rel_err", "compress_MBps",
+                   "decompress_MBps"]
+
+
+def records_frame(records: list[dict]) -> pd.DataFrame:
+    """Compression records (``CompressionResult`` dicts, e.g. the agent's) as the frame the
+    figures read: numeric columns coerced, missing ones as NaN."""
+    df = pd.DataFrame(records)
+    for col in NUMERIC_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
+    for col in ("dataset", "codec", "device", "mode"):
+        df[col] = df[col].astype(str) if col in df else ""
+    return df
+
+
+def figure_blocks(df: pd.DataFrame, out_dir: Path, *, level: int = 3) -> list[Block]:
+    """Per dataset (in name order): a heading and its figures as report blocks, or a sentence
+    saying why there is nothing to plot. A figure that cannot be drawn costs only itself."""
+    blocks: list[Block] = []
+    for dataset in sorted(df["dataset"].astype(str).unique()) if not df.empty else []:
+        blocks.append(Heading(dataset, level))
+        try:
+            figures = dataset_figures(df, dataset, out_dir)
+        except Exception as exc:  # noqa: BLE001 - a plot must not cost the run its report
+            blocks.append(Paragraph(f"Plots not drawn: {type(exc).__name__}: {exc}"))
+            continue
+        if not figures:
+            blocks.append(Paragraph("No measured result to plot for this dataset (see failed tasks)."))
+        blocks += [Figure(f.path, f"{dataset}: {f.title}", f.caption) for f in figures]
+    return blocks
