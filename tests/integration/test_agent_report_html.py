@@ -48,7 +48,7 @@ def run(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     mp = pytest.MonkeyPatch()
     mp.setenv("PERFSCOUT_HOME", str(home))
-    mp.setitem(registry._KNOWN, "hostile", f"{__name__}:HostileCodec")
+    registry.register_codec("hostile", f"{__name__}:HostileCodec")
     try:
         spec = {"goal": "html report", "datasets": ["synthetic:grf:16,16"], "codecs": ["sz3", "zfp", "hostile"],
                 "mode": "abs", "bounds": [1e-1, 1e-2], "repeats": 1}
@@ -56,6 +56,7 @@ def run(tmp_path_factory: pytest.TempPathFactory):
         yield agent.run(spec, thread_id="html1", context=ctx)
     finally:
         mp.undo()
+        registry.unregister_codec("hostile")
 
 
 def test_html_report_sits_beside_the_markdown_with_table_and_inlined_plots(run):
