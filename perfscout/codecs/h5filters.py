@@ -27,6 +27,7 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
+from perfscout.codecs.chunked import check_threads, compress_chunked, decompress_chunked, is_chunked
 from perfscout.errors import CodecError
 
 _names = itertools.count()
@@ -57,7 +58,8 @@ class _H5FilterCodec(Codec):
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        check_options(self)
+        check_options(self, ("threads",))  # threads: N chunks in parallel (perfscout.codecs.chunked)
+        self.threads = check_threads(self.codec_id, self.options.get("threads"))
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -98,6 +100,8 @@ class _H5FilterCodec(Codec):
     def compress(self, array: np.ndarray) -> Compressed:
         data = checked_input(self, array, self.max_ndim)
         self._check_bound(data)
+        if self.threads > 1 and data.shape[0] > 1:
+            return compress_chunked(self, data, self.threads)
         stream_shape = self._stream_shape(data.shape)
         flat = data.reshape(stream_shape)
         origin = (0,) * flat.ndim
@@ -116,6 +120,8 @@ class _H5FilterCodec(Codec):
         return self.sealed(data, raw, **meta)
 
     def decompress(self, compressed: Compressed) -> np.ndarray:
+        if is_chunked(compressed):
+            return decompress_chunked(self, compressed)
         shape, dtype = checked_stream(self, compressed)
         out_shape = shape
         if "stream_shape" in compressed.meta:

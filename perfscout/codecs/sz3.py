@@ -3,7 +3,8 @@
 Native modes: ``abs`` and ``rel`` (value-range relative, SZ3 computes the range
 itself). SZ3 has no point-wise relative mode in this binding, so ``pw_rel`` is not
 offered. Options: ``algorithm`` (``interp_lorenzo`` default, ``interp``,
-``lorenzo_reg``, ``nopred``, ``lossless``).
+``lorenzo_reg``, ``nopred``, ``lossless``); ``threads`` (N > 1: N independent chunks
+compressed in parallel, :mod:`perfscout.codecs.chunked`; this pysz has no OpenMP).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
+from perfscout.codecs.chunked import check_threads, compress_chunked, decompress_chunked, is_chunked
 from perfscout.errors import CodecError
 
 _ALGORITHMS = ("lorenzo_reg", "interp_lorenzo", "interp", "nopred", "lossless")
@@ -30,7 +32,8 @@ class SZ3Codec(Codec):
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        check_options(self, ("algorithm",))
+        check_options(self, ("algorithm", "threads"))
+        self.threads = check_threads(self.codec_id, self.options.get("threads"))
         algorithm = self.options.get("algorithm", "interp_lorenzo")
         if algorithm not in _ALGORITHMS:
             raise CodecError(f"sz3: unknown algorithm {algorithm!r}; choose one of {', '.join(_ALGORITHMS)}")
@@ -40,6 +43,8 @@ class SZ3Codec(Codec):
         from pysz import sz, szConfig, szErrorBoundMode
 
         data = checked_input(self, array)
+        if self.threads > 1 and data.shape[0] > 1:
+            return compress_chunked(self, data, self.threads)
         conf = szConfig()
         conf.cmprAlgo = self._algorithm
         if self.mode == "abs":
@@ -58,6 +63,8 @@ class SZ3Codec(Codec):
     def decompress(self, compressed: Compressed) -> np.ndarray:
         from pysz import sz
 
+        if is_chunked(compressed):
+            return decompress_chunked(self, compressed)
         shape, dtype = checked_stream(self, compressed)
         try:
             out, _ = sz.decompress(np.frombuffer(compressed.data, dtype=np.uint8), dtype, shape)

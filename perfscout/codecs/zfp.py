@@ -16,6 +16,7 @@ import numpy as np
 
 from perfscout.codecs._checks import check_options, checked_input, checked_stream
 from perfscout.codecs.base import Codec, Compressed
+from perfscout.codecs.chunked import check_threads, compress_chunked, decompress_chunked, is_chunked
 from perfscout.errors import CodecError
 
 
@@ -27,10 +28,13 @@ class ZFPCodec(Codec):
     distribution = "zfpy"
     requires = ("zfpy",)
     install_hint = "pip install zfpy"
+    #: zfp codes blocks of 4 values per axis: chunk boundaries on multiples of 4 rows pad nothing
+    chunk_align = 4
 
     def __init__(self, mode: str = "abs", bound: float = 1e-3, **options: Any) -> None:
         super().__init__(mode, bound, **options)
-        check_options(self)
+        check_options(self, ("threads",))  # threads: N chunks in parallel (perfscout.codecs.chunked)
+        self.threads = check_threads(self.codec_id, self.options.get("threads"))
         if mode == "fixed_rate" and not 0 < self.bound <= 64:
             raise CodecError(f"zfp fixed_rate needs 0 < bits per value <= 64, got {self.bound}")
 
@@ -59,6 +63,8 @@ class ZFPCodec(Codec):
 
         data = checked_input(self, array, max_ndim=4)
         self._check_rate(data)
+        if self.threads > 1 and data.shape[0] > 1:
+            return compress_chunked(self, data, self.threads)
         kwargs = {"tolerance": self.bound} if self.mode == "abs" else {"rate": self.bound}
         try:
             raw = zfpy.compress_numpy(data, **kwargs)
@@ -69,6 +75,8 @@ class ZFPCodec(Codec):
     def decompress(self, compressed: Compressed) -> np.ndarray:
         import zfpy
 
+        if is_chunked(compressed):
+            return decompress_chunked(self, compressed)
         shape, dtype = checked_stream(self, compressed)
         try:
             out = zfpy.decompress_numpy(compressed.data)

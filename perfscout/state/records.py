@@ -29,7 +29,7 @@ ResultStatus = Literal[
 RESULT_COLUMNS: tuple[str, ...] = (
     "run_id", "task_key", "dataset", "shape", "dtype", "nbytes", "codec", "codec_version",
     "device", "device_name", "mode", "bound", "abs_bound", "repeats", "compress_s",
-    "decompress_s", "compress_MBps", "decompress_MBps", "h2d_s", "d2h_s", "ratio", "bitrate",
+    "decompress_s", "compress_MBps", "decompress_MBps", "h2d_s", "d2h_s", "ratio", "bitrate", "chunks",
     "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse", "nrmse", "psnr", "snr", "pearson",
     "ssim", "err_autocorr_lag1", "bound_ok", "status", "error", "started_at", "platform_id",
 )
@@ -68,6 +68,10 @@ class CompressionResult(BaseModel):
     d2h_s: float | None = None
     ratio: float | None = None
     bitrate: float | None = None
+    #: Independent streams the codec split the array into (its ``threads`` option: slabs along
+    #: the slowest axis, each compressed on its own; the ratio includes every stream's header).
+    #: 1: one stream; None: not recorded (a record from before the column, or no stream).
+    chunks: int | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     max_pw_rel_err: float | None = None

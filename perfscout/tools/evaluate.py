@@ -258,6 +258,12 @@ def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: Compressio
     return compressed, recon
 
 
+def _chunk_count(compressed: Compressed) -> int:
+    """Streams in the result (a CPU codec's ``threads`` option makes several, :mod:`perfscout.codecs.chunked`)."""
+    chunks = (compressed.meta or {}).get("chunks", 1)
+    return chunks if isinstance(chunks, int) and chunks >= 1 else 1
+
+
 def _gpu_fallback(device: str, cls: type[Codec], compressed: Compressed, record: CompressionResult) -> str:
     """A CUDA codec may run its CPU reference (no GPU, no CuPy): say so, and where it ran."""
     meta = compressed.meta or {}
@@ -398,6 +404,7 @@ def _evaluate_here(
         record.status, record.error = exc.status, str(exc)  # type: ignore[assignment]
         return ev
     ev.compressed = compressed
+    record.chunks = _chunk_count(compressed)
     gpu_note = _gpu_fallback(device, cls, compressed, record)
 
     # -- verify element by element (non-finite positions: restored exactly, not checked) --

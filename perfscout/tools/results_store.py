@@ -29,7 +29,7 @@ from perfscout.state.records import RESULT_COLUMNS, CompressionResult
 STORE_NAME = "results.sqlite"
 SCHEMA_VERSION = 1
 
-_INT_COLUMNS = {"nbytes", "repeats"}
+_INT_COLUMNS = {"nbytes", "repeats", "chunks"}
 _TEXT_COLUMNS = {"run_id", "task_key", "dataset", "shape", "dtype", "codec", "codec_version", "device",
                  "device_name", "mode", "status", "error", "started_at", "platform_id"}
 
@@ -88,6 +88,11 @@ class ResultStore:
             for column in ("tag", "worker", "detail"):
                 if column not in have:
                     self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {column} TEXT")
+            # Result columns added since a store was made (``chunks``): its older rows read as NULL.
+            have = {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
+            for column in RESULT_COLUMNS:
+                if column not in have:
+                    self.conn.execute(f'ALTER TABLE results ADD COLUMN "{column}" {_sql_type(column)}')
         version = self.get_meta("schema_version")
         if version != str(SCHEMA_VERSION):
             raise StoreError(f"{self.path} has store schema {version}; this perfscout writes {SCHEMA_VERSION}")
