@@ -126,8 +126,10 @@ def _slow_payload(d_blocks: np.ndarray, version: int = 3) -> tuple[list[int], li
         w_all = max(abs(v) for v in blk).bit_length()
         w_rest = max(abs(v) for v in blk[1:]).bit_length()
         plain_words = w_all + 1 if w_all else 0
-        ext0 = abs(blk[0]) << 1 | (blk[0] < 0)
-        nb = max(1, -(-ext0.bit_length() // 8))
+        # v3: a corner block with words keeps the corner's sign in its sign word and stores
+        # |d0|; a corner-only block stores ext0 = |d0| << 1 | sign
+        cval = abs(blk[0]) if w_rest else abs(blk[0]) << 1 | (blk[0] < 0)
+        nb = max(1, -(-cval.bit_length() // 8))
         if version == 2:
             corner = w_rest + 2 < plain_words
         else:
@@ -139,13 +141,13 @@ def _slow_payload(d_blocks: np.ndarray, version: int = 3) -> tuple[list[int], li
         else:
             widths.append(w)
         if corner and version == 3:
-            corners += [(ext0 >> (8 * k)) & 0xFF for k in range(nb)]
+            corners += [(cval >> (8 * k)) & 0xFF for k in range(nb)]
         if w == 0 and not (corner and version == 2):
             continue
         mags = [0 if (corner and e == 0) else abs(v) for e, v in enumerate(blk)]
         sign = 0
         for e, v in enumerate(blk):
-            if v < 0 and not (corner and e == 0 and version == 3):
+            if v < 0:
                 sign |= 1 << (8 * (e % 4) + e // 4)
         words.append(sign)
         for k in range(w):
@@ -199,17 +201,21 @@ def test_payload_matches_the_slow_transcription(block_ndim, shape, offset, versi
 def test_corner_block_layout_by_hand() -> None:
     # q = 1000, 1001, ..., 1031: residuals 1000, 1, 1, ...: plain would be 10 + 1 words; as a
     # corner block the planes hold the 31 ones (width 1: sign word + 1 plane) and the
-    # corners section ext0 = 1000 << 1 = 2000 in 2 bytes (width byte 1 | (2-1) << 5 | 0x80).
+    # corners section the corner's magnitude 1000 in 2 bytes (width byte 1 | (2-1) << 5 | 0x80);
+    # its sign stays in the sign word.
     x = np.arange(1000, 1032, dtype=np.float32)
     p = F.parse(F.encode(x, "abs", 0.5))
     assert p.header.version == 3 and p.header.header_len == 144
     assert p.widths.tolist() == [1 | 1 << 5 | F.CORNER_FLAG]
     assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE]
-    assert p.corners.tolist() == [2000 & 0xFF, 2000 >> 8] and p.header.corner_bytes == 2
+    assert p.corners.tolist() == [1000 & 0xFF, 1000 >> 8] and p.header.corner_bytes == 2
     y = -x
-    p = F.parse(F.encode(y, "abs", 0.5))  # all negative: the sign word has all but the corner
-    assert p.payload.tolist() == [0xFFFFFFFE, 0xFFFFFFFE]
-    assert p.corners.tolist() == [2001 & 0xFF, 2001 >> 8]
+    p = F.parse(F.encode(y, "abs", 0.5))  # all negative: the sign word is full
+    assert p.payload.tolist() == [0xFFFFFFFF, 0xFFFFFFFE]
+    assert p.corners.tolist() == [1000 & 0xFF, 1000 >> 8]
+    # a corner of 8 significant bits fits 1 byte as a magnitude (as ext0 it would need 2)
+    p = F.parse(F.encode(np.arange(200, 232, dtype=np.float32), "abs", 0.5))
+    assert p.widths.tolist() == [1 | F.CORNER_FLAG] and p.corners.tolist() == [200]
     stream = F.encode(y, "abs", 0.5)
     _assert_within(y, F.decode(stream), stream)
     # version 2 of the same: sign word keeps the corner's sign, one more word its magnitude

@@ -14,8 +14,9 @@ Layout (little-endian, every section starts on a 16-byte boundary, pads are zero
     payload     per block, in block order, 0 words if w == 0 else (1 + w) u32 words:
                 the sign word, then bit planes 0 (LSB) .. w-1 of |residual|; a corner
                 block's planes leave its corner (element 0) out
-    corners     corner_bytes x u8: each corner block's corner residual, sign-magnitude,
-                byte-packed (1..4 bytes) in block order (FORMAT.md, "Plain and corner blocks")
+    corners     corner_bytes x u8: each corner block's corner, byte-packed (1..4 bytes) in
+                block order: |d0| (its sign in the sign word), or |d0| << 1 | sign for a
+                block without words (FORMAT.md, "Plain and corner blocks")
     out_index   n_outliers x u64: flat C-order indices, strictly increasing
     out_value   n_outliers x dtype: the exact input values (bit patterns kept: NaN/Inf too)
     crc32       u32, zlib.crc32 of every byte before it
@@ -55,10 +56,10 @@ BLOCK_ELEMS = 32
 QLIMIT = 2**26
 MAX_WIDTH = 29
 #: A block's width byte: bits 0-4 the width w, bits 5-6 (version 3) the corner's byte
-#: count - 1, bit 7 the corner flag. A corner block keeps its first residual (the block
-#: corner, which Lorenzo predicts from nothing) out of the bit planes: the planes hold the
-#: other 31 residuals (width w), and the corner's sign-magnitude value takes 1-4 bytes of
-#: the corners section. The encoder picks it when that takes fewer bytes (4 per word). In
+#: count - 1, bit 7 the corner flag. A corner block keeps its first residual's magnitude
+#: (the block corner, which Lorenzo predicts from nothing) out of the bit planes: the
+#: planes hold the other 31 residuals (width w) and the corner's sign, and the corner
+#: takes 1-4 bytes of the corners section (with its sign when the block has no words). The encoder picks it when that takes fewer bytes (4 per word). In
 #: version 2 the planes kept the corner's sign and one more payload word its magnitude.
 WIDTH_BITS = 0x1F
 NB_SHIFT = 5
@@ -378,9 +379,7 @@ def _encode_blocks(d: np.ndarray, payload: np.ndarray, offs: np.ndarray, widths:
     neg = d < 0
     corner = (widths & CORNER_FLAG) != 0
     corner_mag = mag[:, 0].copy()
-    mag[corner, 0] = 0
-    if version >= 3:
-        neg[corner, 0] = False
+    mag[corner, 0] = 0  # the corner's sign stays in the sign word (a corner-only block has none)
     mag = mag[:, _FROM_BIT]  # column c holds the element of bit c
     neg = neg[:, _FROM_BIT]
     planes_n = _plane_words(widths, version)
@@ -418,9 +417,16 @@ def _decode_blocks(payload: np.ndarray, offs: np.ndarray, widths: np.ndarray, ve
         cm = payload[offs[sel] + planes_n[sel]].astype(np.int64)
         neg0 = ((payload[offs[sel]] >> np.uint32(_TO_BIT[0])) & 1).astype(bool)
         d[sel, 0] = np.where(neg0, -cm, cm)
-    elif sel.size:  # version 3: the corner replaces whatever the planes say of element 0
-        e = corner_ext[sel].astype(np.int64)
-        d[sel, 0] = np.where(e & 1, -(e >> 1), e >> 1)
+    elif sel.size:  # version 3: the corner's magnitude replaces what the planes say of it
+        v = corner_ext[sel].astype(np.int64)
+        words = planes_n[sel] > 0
+        # with words: v is |d0| and the sign word holds the sign; without: v is ext0
+        neg0 = (v & 1).astype(bool)
+        if np.any(words):
+            ws = sel[words]
+            neg0[words] = ((payload[offs[ws]] >> np.uint32(_TO_BIT[0])) & 1).astype(bool)
+        mag0 = np.where(words, v, v >> 1)
+        d[sel, 0] = np.where(neg0, -mag0, mag0)
     return d
 
 
@@ -442,24 +448,35 @@ def _block_widths(d: np.ndarray, version: int) -> np.ndarray:
         corner = w_rest.astype(np.int64) + 2 < plain
         return np.where(corner, w_rest | CORNER_FLAG, w_all).astype(np.uint8)
     cw = np.where(w_rest > 0, w_rest.astype(np.int64) + 1, 0)
-    nb = np.maximum(1, (_bit_length(_ext(d[:, 0])) + 7) // 8)
+    nb = _corner_nb(d[:, 0], cw > 0)
     corner = 4 * cw + nb < 4 * plain
     cbyte = w_rest.astype(np.int64) | ((nb - 1) << NB_SHIFT) | CORNER_FLAG
     return np.where(corner, cbyte, w_all).astype(np.uint8)
 
 
+def _corner_value(d0: np.ndarray, has_words: np.ndarray) -> np.ndarray:
+    """What the corners section stores of a corner d0 (uint32): |d0| when the block has
+    payload words (its sign word then holds the sign), else ext0 = |d0| << 1 | sign."""
+    return np.where(has_words, np.abs(d0).astype(np.uint32), _ext(d0))
+
+
+def _corner_nb(d0: np.ndarray, has_words: np.ndarray) -> np.ndarray:
+    """Bytes of each corner value: max(1, ceil(bitlen / 8))."""
+    return np.maximum(1, (_bit_length(_corner_value(d0, has_words)) + 7) // 8)
+
+
 def _pack_corners(d: np.ndarray, widths: np.ndarray) -> np.ndarray:
-    """The corners section (version 3): each corner block's ext0 in its nb little-endian
-    bytes, in block order."""
+    """The corners section (version 3): each corner block's corner value (_corner_value)
+    in its nb little-endian bytes, in block order."""
     sel = np.flatnonzero((widths & CORNER_FLAG) != 0)
-    ext0 = _ext(d[sel, 0])
+    ext0 = _corner_value(d[sel, 0], (widths[sel] & WIDTH_BITS) > 0)
     nb = corner_nbytes(widths[sel])
     by = (ext0[:, None] >> (8 * np.arange(4, dtype=np.uint32))[None, :]).astype(np.uint8)
     return by[np.arange(4)[None, :] < nb[:, None]]
 
 
 def _unpack_corners(corners: np.ndarray, widths: np.ndarray) -> np.ndarray:
-    """Each block's corner ext0 (u32; 0 for plain blocks) from the corners section;
+    """Each block's corner value (u32; 0 for plain blocks) from the corners section;
     raises CodecError unless the section is exactly the blocks' corner bytes, each corner
     in its fewest bytes."""
     nb = corner_nbytes(widths)
@@ -570,7 +587,7 @@ class Parsed:
     out_index: np.ndarray
     out_value: np.ndarray
     corners: np.ndarray  # the corners section (empty before version 3)
-    corner_ext: np.ndarray  # each block's corner ext0 (u32, 0 for plain blocks); version 3
+    corner_ext: np.ndarray  # each block's corner value (u32, 0 for plain blocks); version 3
 
 
 def parse_header(data: bytes | memoryview) -> Header:

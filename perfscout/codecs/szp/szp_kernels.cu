@@ -437,19 +437,21 @@ __device__ __forceinline__ u32 compress_warp(
         mr |= __shfl_xor_sync(FULL, mr, 4);
         const u32 nw_plain = 32 - __clz(mr | __shfl_sync(FULL, ext[0], lane & ~7));  // 0, or width + 1
         const u32 nw_rest = 32 - __clz(mr);        // as a corner block: 0, or w_rest + 1
-        // The reference's rule 4 nw_rest + nb < 4 nw_plain, nb = max(1, ceil(bitlen(ext0) / 8)):
+        // The reference's rule 4 nw_rest + nb < 4 nw_plain, nb = max(1, ceil(bitlen(v) / 8))
+        // with v = |d0| when the block keeps words (its sign word has the sign), else ext0:
         // only when nw_rest < nw_plain, and then the corner alone sets the width, so
-        // bitlen(ext0) = nw_plain and nb = ceil(nw_plain / 8); with nw_plain - nw_rest == 1
-        // that needs nb < 4, i.e. nw_plain <= 24.
-        const bool corner = valid && nw_rest < nw_plain && (nw_rest + 1 < nw_plain || nw_plain <= 24);
+        // bitlen(ext0) = nw_plain (bitlen(|d0|) = nw_plain - 1); with nw_plain - nw_rest == 1
+        // that needs nb < 4, i.e. nw_plain <= 25 (nw_rest == 0 then means nw_plain == 1).
+        const bool corner = valid && nw_rest < nw_plain && (nw_rest + 1 < nw_plain || nw_plain <= 25);
         const u32 nw = corner ? nw_rest : (valid ? nw_plain : 0u);
         const u32 planes = nw;                     // every word is a bit plane
         if (t == 0 && valid) {
             const u32 wbyte = nw ? nw - 1 : 0u;
-            widths[b] = corner ? wbyte | ((((nw_plain + 7) >> 3) - 1) << 5) | CORNER_FLAG : wbyte;
-            if (corner) corner_ext[b] = ext[0];    // szp_corner_pack byte-packs it afterwards
+            const u32 nb = (nw_plain + 7 - (nw ? 1u : 0u)) >> 3;
+            widths[b] = corner ? wbyte | ((nb - 1) << 5) | CORNER_FLAG : wbyte;
+            if (corner) corner_ext[b] = nw ? ext[0] >> 1 : ext[0];  // szp_corner_pack packs it
         }
-        if (corner && t == 0) ext[0] = 0u;         // the corner leaves the planes, sign and all
+        if (corner && t == 0) ext[0] &= 1u;        // the magnitude leaves the planes, the sign stays
 #else
         // The block corner (element 0) is slot 0 of lane t == 0. mr: every ext bit of the
         // block but the corner's magnitude; m0: the corner's magnitude, in all 8 lanes.
@@ -746,7 +748,7 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
             G[gi] = mi < planes ? __ldg(blk + mi) : 0u;
         }
 #if SZP_FORMAT >= 3
-        const u32 e0 = corner && t == 0 ? __ldg(corner_ext + b) : 0u;  // the corner's ext
+        const u32 e0 = corner && t == 0 ? __ldg(corner_ext + b) : 0u;  // the corner's value
 #else
         const u32 m0 = corner && t == 0 ? __ldg(blk + planes) : 0u;  // the corner's magnitude
 #endif
@@ -758,7 +760,8 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
         for (int s = 0; s < 4; s++) {
             u32 e = gather_byte(G[0], G[1], G[2], G[3], s);
 #if SZP_FORMAT >= 3
-            if (s == 0 && corner && t == 0) e = e0;  // replaces whatever the planes say
+            // the corner: its magnitude (sign from the sign word), or ext0 without words
+            if (s == 0 && corner && t == 0) e = nw ? (e0 << 1) | (e & 1u) : e0;
 #else
             if (s == 0) e |= m0 << 1;
 #endif
@@ -821,7 +824,7 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
 // corner bytes of the blocks before it in the tile (a warp scan of per-lane totals, then
 // the byte-packed counts' own prefix). Launch ntiles / WARPS + 1 CTAs of WARPS warps.
 
-// Byte-pack each corner block's ext0 (written by szp_compress into corner_ext) into `out`.
+// Byte-pack each corner block's corner value (written by szp_compress into corner_ext) into `out`.
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 szp_corner_pack(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntiles,
                 const u32* __restrict__ corner_ext, const u64* __restrict__ tile_prefix,
@@ -844,7 +847,7 @@ szp_corner_pack(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntile
     }
 }
 
-// The reverse: each corner block's ext0 into corner_ext. A corner past the section's `len`
+// The reverse: each corner block's corner value into corner_ext. A corner past the section's `len`
 // bytes or not in its fewest bytes sets bit 1 of *error (a corrupt stream; the host also
 // checks the scan's total against the header), with one atomic per warp at most.
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
