@@ -52,7 +52,9 @@ class DeviceSpec(BaseModel):
 def load_specs() -> dict[str, DeviceSpec]:
     """The spec table, keyed by entry name. Raises InputError on a malformed table."""
     try:
-        doc = yaml.safe_load(SPECS_FILE.read_text())
+        # libyaml's safe loader when present: ~3 ms instead of ~40 ms, paid by every
+        # `perfscout diagnose` (the table is read once per process, then cached).
+        doc = yaml.load(SPECS_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         return {k: DeviceSpec(key=k, **v) for k, v in doc["devices"].items()}
     except (OSError, KeyError, TypeError, yaml.YAMLError, ValidationError) as exc:
         raise InputError(f"spec table {SPECS_FILE} is unreadable: {exc}") from exc
