@@ -192,26 +192,50 @@ def _gather(x: Any, xp: Any, flat_idx: Any) -> Any:
     return x[xp.unravel_index(flat_idx, x.shape)]
 
 
+def sample_indices(geo: SampleGeometry, xp: Any = np) -> tuple[Any, Any]:
+    """(box sample indices, 1-D sample indices): flat C-order indices into the field, the
+    first shaped like the box sample (the superblocks concatenated along
+    ``geo.stack_axis``), the second the 32-aligned flat runs that hold them (as many)."""
+    sz, sy, sx = geo.box
+    Z, Y, X = geo.view
+    it = np.int32 if math.prod(geo.view) < 2**31 else np.int64  # half the index traffic
+    org = geo.origins.astype(it)
+    box_off = ((np.arange(sz)[:, None, None] * Y + np.arange(sy)[None, :, None]) * X
+               + np.arange(sx)[None, None, :]).reshape(-1).astype(it)
+    order = {2: (1, 2, 0, 3), 1: (1, 0, 2, 3), 0: (0, 1, 2, 3)}[geo.stack_axis]
+    shape = [sz, sy, sx]
+    shape[geo.stack_axis] *= len(org)
+    box = (org[:, None] + box_off[None, :]).reshape(len(org), sz, sy, sx).transpose(order).reshape(shape)
+    starts = (org[:, None] + geo.run_offsets.astype(it)[None, :]).reshape(-1)
+    starts -= starts % _X_ALIGN  # the field's own 1-D blocks: 32-aligned in the flat array
+    runs = (starts[:, None] + np.arange(geo.run_len, dtype=it)[None, :]).reshape(-1)
+    if xp is np:
+        return np.ascontiguousarray(box), runs
+    return xp.asarray(box), xp.asarray(runs)
+
+
+#: Device copies of the sample indices, per (shape, device): a field compressed again (a
+#: time series, repeated timings) gathers its sample at once, with no index upload.
+_DEVICE_INDICES: dict[tuple[tuple[int, ...], int], tuple[Any, Any]] = {}
+_DEVICE_INDICES_MAX = 4
+
+
+def _device_indices(geo: SampleGeometry, xp: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    key = (shape, int(xp.cuda.Device().id))
+    if key not in _DEVICE_INDICES:
+        while len(_DEVICE_INDICES) >= _DEVICE_INDICES_MAX:
+            _DEVICE_INDICES.pop(next(iter(_DEVICE_INDICES)))
+        _DEVICE_INDICES[key] = sample_indices(geo, xp)
+    return _DEVICE_INDICES[key]
+
+
 def draw_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
     """(box sample, 1-D sample) of ``x`` (NumPy or CuPy, on x's device): the superblocks
     concatenated along ``geo.stack_axis`` (a 3-D array), and the 32-aligned flat runs that
     hold them (a 1-D array of the same length)."""
     xp = _xp(x)
-    sz, sy, sx = geo.box
-    Z, Y, X = geo.view
-    org = xp.asarray(geo.origins)
-    box_off = ((np.arange(sz)[:, None, None] * Y + np.arange(sy)[None, :, None]) * X
-               + np.arange(sx)[None, None, :]).reshape(-1)
-    idx = org[:, None] + xp.asarray(box_off)[None, :]
-    boxes = _gather(x, xp, idx.reshape(-1)).reshape(len(geo.origins), sz, sy, sx)
-    order = {2: (1, 2, 0, 3), 1: (1, 0, 2, 3), 0: (0, 1, 2, 3)}[geo.stack_axis]
-    shape = [sz, sy, sx]
-    shape[geo.stack_axis] *= len(geo.origins)
-    box_sample = xp.ascontiguousarray(boxes.transpose(order)).reshape(tuple(shape))
-    starts = org[:, None] + xp.asarray(geo.run_offsets)[None, :]
-    starts = starts - starts % _X_ALIGN  # the field's own 1-D blocks: 32-aligned in the flat array
-    runs = starts.reshape(-1)[:, None] + xp.arange(geo.run_len, dtype=xp.int64)[None, :]
-    return box_sample, _gather(x, xp, runs.reshape(-1))
+    box, runs = sample_indices(geo) if xp is np else _device_indices(geo, xp, tuple(x.shape))
+    return _gather(x, xp, box.reshape(-1)).reshape(box.shape), _gather(x, xp, runs)
 
 
 def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None) -> F.Header:
