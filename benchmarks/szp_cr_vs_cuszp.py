@@ -12,11 +12,10 @@ Fields: the real fields of ``--data`` at their own size, and the two synthetic f
 same k^-3 spectrum. Bounds: REL 1e-2, 1e-3, 1e-4, each resolved to the absolute bound both
 codecs get.
 
-Besides szp as it is (format v2: a block's corner residual may take a whole extra word),
-each row gives a projection for a format that would store the corner byte-granular in a
-separate section, as cuSZp's outlier mode does, chosen per block when cheaper. The
-projection counts payload, width and corner bytes only (no header, outliers or pads) and is
-computed from the same residuals; no such encoder exists yet.
+szp is measured in format v3 (corners byte-granular in their own section, the design this
+script's former "corner projection" column anticipated) and, for comparison, in format v2
+(a corner's magnitude in a whole payload word): ``szp_{n}d_cr`` and ``szp_{n}d_v2_cr``.
+benchmarks/szp_bytes_by_section.py splits the same streams into their sections.
 """
 
 from __future__ import annotations
@@ -80,16 +79,6 @@ def block_residuals(x: np.ndarray, qz: F.Quantizer, bnd: int) -> np.ndarray:
     return np.abs(F._lorenzo(blocks)).reshape(-1, F.BLOCK_ELEMS)
 
 
-def corner_projection(a: np.ndarray) -> int:
-    """Bytes of payload + widths + corner section if each block could store its first
-    residual apart (byte-granular), when that is cheaper than plain bit planes."""
-    bits = lambda v: np.frexp(v.astype(np.float64))[1]  # noqa: E731 - bit length, 0 for 0
-    w_all, w_rest = bits(a.max(axis=1)), bits(a[:, 1:].max(axis=1))
-    plain = np.where(w_all > 0, 4 * (w_all + 1), 0)
-    corner = 4 * (w_rest + 1) + (bits(a[:, 0]) + 7) // 8
-    return int(np.minimum(plain, corner).sum()) + len(a)
-
-
 def rows_for(name: str, x: np.ndarray, native_bnd: int) -> list[dict]:
     rows = []
     for rel in BOUNDS:
@@ -101,12 +90,12 @@ def rows_for(name: str, x: np.ndarray, native_bnd: int) -> list[dict]:
         for bnd in sorted({1, native_bnd}):
             stream = F.encode(x, "rel", rel, bnd)
             assert F.parse_header(stream).abs_bound == qz.abs_bound
-            proj = corner_projection(block_residuals(x, qz, bnd))
+            v2 = F.encode(x, "rel", rel, bnd, version=2)
             row[f"szp_{bnd}d_bytes"] = len(stream)
             row[f"szp_{bnd}d_cr"] = x.nbytes / len(stream)
-            row[f"szp_{bnd}d_corner_projection_cr"] = x.nbytes / proj
+            row[f"szp_{bnd}d_v2_cr"] = x.nbytes / len(v2)
         rows.append(row)
-        cols = "  ".join(f"szp {b}-D {row[f'szp_{b}d_cr']:6.2f} (corner {row[f'szp_{b}d_corner_projection_cr']:6.2f})"
+        cols = "  ".join(f"szp {b}-D {row[f'szp_{b}d_cr']:6.2f} (v2 {row[f'szp_{b}d_v2_cr']:6.2f})"
                          for b in sorted({1, native_bnd}))
         print(f"{name:24} {rel:.0e}  cuSZp-outlier (model) {row['cuszp_outlier_model_cr']:6.2f}  {cols}",
               flush=True)
