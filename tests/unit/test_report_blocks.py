@@ -12,6 +12,7 @@ import html as stdhtml
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pandas as pd
 import pytest
@@ -166,14 +167,14 @@ def test_unsafe_link_targets_stay_text(target):
 
 
 @pytest.mark.parametrize("target", ["https://example.org/a?b=1#c", "http://localhost:8123/x",
-                                    "sweeps/a b/report.md", "plots/x (1).png"])
+                                    "sweeps/a b/report.md", "plots/x (1).png", "a|b/c.md"])
 def test_safe_link_targets_become_links_in_both_formats(target):
     assert safe_target(target)
     doc = Document("t", [Paragraph(["see ", Link(["the ", Code("[report]")], target)])])
     links = [t for t in inline_tokens(to_markdown(doc)) if t.type == "link_open"]
-    assert len(links) == 1 and links[0].attrs["href"].replace("%20", " ") == target
+    assert len(links) == 1 and unquote(links[0].attrs["href"]) == target
     (a,) = [a for tag, a in parse_html(to_html(doc)).tags if tag == "a"]
-    assert a["href"].replace("%20", " ") == target and a["rel"] == "noopener noreferrer"
+    assert unquote(a["href"]) == target and a["rel"] == "noopener noreferrer"
 
 
 # ----------------------------------------------------------------------------- tables
@@ -249,6 +250,9 @@ def test_table_inputs_alignment_and_empty():
     assert rows.columns == ["a", "b", "c"] and rows.alignments == ["right", "center", "left"]
     header, body, align = md_table_cells(render_blocks([rows]))
     assert body == [["1", "x", ""], ["", "y", "z|w"]] and align == ["right", "center", "left"]
+    linked = Table([[Link("x|y", "a|b (1).md"), Code("p|q"), "r"]], columns=["l", "c", "t"])
+    header, body, _ = md_table_cells(render_blocks([linked]))
+    assert body == [["x|y", "p|q", "r"]]  # bars inside a link or a code span stay in their cell
     seq = Table([[1, "a"]], columns=["n", "s"], align=["left", "right"])
     assert seq.alignments == ["left", "right"]
     with pytest.raises(ValueError, match="columns"):
@@ -262,15 +266,16 @@ def test_table_inputs_alignment_and_empty():
 
 
 def test_details_is_collapsible_in_both_formats():
-    doc = Document("t", [Details("every <column>", [Paragraph("inside"), Table([{"k": "v"}])]),
+    doc = Document("t", [Details("every <column>\n\n</summary>", [Paragraph("inside"), Table([{"k": "v"}])]),
                          Paragraph("outside")])
     md = to_markdown(doc)
     rendered = md_parser().render(md)
-    assert "<details><summary>every &lt;column&gt;</summary>" in rendered
+    assert "<details><summary>every &lt;column&gt; &lt;/summary&gt;</summary>" in rendered
     assert "<p>inside</p>" in rendered and "<td>v</td>" in rendered and "</details>" in rendered
     assert rendered.index("</details>") < rendered.index("<p>outside</p>")
     page = to_html(doc)
-    assert re.search(r"<details><summary>every &lt;column&gt;</summary>\s*<p>inside</p>.*<td>v</td>.*</details>",
+    assert re.search(r"<details><summary>every &lt;column&gt;\s+&lt;/summary&gt;</summary>\s*<p>inside</p>.*<td>v</td>"
+                     r".*</details>",
                      page, re.S)
 
 
@@ -325,3 +330,7 @@ def test_a_non_block_is_refused_by_both_renderers():
         render_blocks(["just a string"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="not a report block"):
         to_html(Document("t", ["just a string"]))  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="not a report block"):
+        to_html(Document("t", [Details("s", [42])]))  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="not a report block"):
+        render_blocks([Details("s", [42])])  # type: ignore[list-item]

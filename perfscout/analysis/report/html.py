@@ -93,16 +93,24 @@ def environment() -> jinja2.Environment:
     return env
 
 
+_KNOWN = (Heading, Paragraph, BulletList, Table, CodeBlock, Figure, Note, Finding, Details)
+
+
+def _check(blocks: list) -> None:
+    for b in blocks:
+        if not isinstance(b, _KNOWN):
+            raise TypeError(f"not a report block: {type(b).__name__}")
+        if isinstance(b, Details):
+            _check(b.blocks)
+
+
 def render_blocks(blocks: list) -> Markup:
     """Blocks as an HTML fragment (no page around them)."""
-    known = (Heading, Paragraph, BulletList, Table, CodeBlock, Figure, Note, Finding, Details)
-    for b in blocks:
-        if not isinstance(b, known):
-            raise TypeError(f"not a report block: {type(b).__name__}")
+    _check(blocks)
     return Markup(environment().get_template("blocks.html.j2").render(blocks=blocks))
 
 
 def to_html(doc: Document) -> str:
     """``doc`` as one self-contained HTML page."""
     return environment().get_template("page.html.j2").render(
-        title=plain(doc.title) or "perfscout report", title_html=inline(doc.title), body=render_blocks(doc.blocks))
+        title=_CONTROL.sub("\ufffd", plain(doc.title)) or "perfscout report", title_html=inline(doc.title), body=render_blocks(doc.blocks))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from perfscout.analysis.report.blocks import (
     Block,
@@ -112,7 +113,9 @@ def inline(content: Inline, *, line_start: bool = False, in_table: bool = False,
 
 
 def _destination(target: str) -> str:
-    return f"<{target}>" if re.search(r"[\s()]", target) else target
+    """A link/image destination with nothing that could end it early (space, parentheses,
+    angle brackets, quotes, a table's bar, controls) percent-encoded."""
+    return quote(target, safe="/:?#[]@!$&*+,;=%~-._")
 
 
 def _link(link: Link, *, in_table: bool) -> str:
@@ -194,7 +197,8 @@ def block_lines(b: Block, base: Path | None = None) -> list[str]:
         from perfscout.analysis.report.html import inline as html_inline
 
         inner = blocks_lines(b.blocks, base)
-        return [f"<details><summary>{html_inline(b.summary)}</summary>", "", *inner, "", "</details>"]
+        summary = re.sub(r"[\r\n]+", " ", html_inline(b.summary))  # a blank line would end the HTML block
+        return [f"<details><summary>{summary}</summary>", "", *inner, "", "</details>"]
     raise TypeError(f"not a report block: {type(b).__name__}")
 
 
