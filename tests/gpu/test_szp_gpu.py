@@ -265,3 +265,19 @@ def test_device_stream_with_a_corrupt_corners_section_is_rejected() -> None:
     body[lay.corners + top] = 0
     with pytest.raises(CodecError, match="fewest bytes"):
         G.decompress_device(G.DeviceStream(body, ds.header))
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_launch_decompress_stream_decodes_like_decompress_device(version: int) -> None:
+    """The benchmarks' kernel-only entry point decodes what decompress_device decodes,
+    except at the outliers, which it leaves to the scatter."""
+    x = _field((300, 301), np.float64, seed=4) + 200  # many corner blocks, a NaN outlier
+    ds = G.compress_device(cp.asarray(x), "abs", 1e-3, 2, version=version)
+    out = cp.empty(x.shape, dtype=x.dtype)
+    G.launch_decompress_stream(out, ds, G.new_scratch(G.geometry(x.shape, 2)))
+    p = F.parse(G.to_host(ds))
+    keep = np.ones(x.size, bool)
+    keep[p.out_index.astype(np.int64)] = False
+    assert p.header.n_outliers >= 1 and keep.sum() > 0.99 * x.size
+    got, want = out.get().reshape(-1), G.decompress_device(ds).get().reshape(-1)
+    assert np.array_equal(got[keep].view(np.uint8), want[keep].view(np.uint8))

@@ -447,6 +447,21 @@ def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payloa
     )
 
 
+def launch_decompress_stream(out: Any, ds: DeviceStream, scratch: Any) -> None:
+    """The decode kernels of a device stream of any version into ``out`` (no outliers, no
+    validation read-back), exactly as decompress_device launches them: what a benchmark
+    should time as "the decompress kernels" (a format 3 stream needs its corners section,
+    which a bare _launch_decompress call without ``corners`` does not get). ``scratch`` is
+    new_scratch(geometry(ds.header.shape, ds.header.block_ndim))."""
+    h, body = ds.header, ds.body
+    lay = F.layout(h)
+    geo = geometry(h.shape, h.block_ndim)
+    widths = body[lay.widths : lay.widths + max(1, geo.nblocks)]
+    payload = body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(_cp().uint32)
+    corners = body[lay.corners : lay.corners + h.corner_bytes]
+    _launch_decompress(out, geo, h.step, widths, payload, scratch, corners, h.version)
+
+
 def _check_decompress(geo: Geometry, scratch: Any, payload_words: int, corner_bytes: int = 0,
                       version: int = WRITE_VERSION) -> None:
     if geo.nblocks == 0:
