@@ -95,7 +95,7 @@ def test_the_codec_on_the_gpu_chooses_on_the_device_and_records_it() -> None:
     assert c.data == F.encode(x, "rel", 1e-3, ref.block_ndim, version=V, **flag)
     y = codec.decompress(c)
     assert np.max(np.abs(x.astype(np.float64) - y)) <= c.abs_bound
-    # a host array on the GPU path: chosen with NumPy, the same shape
+    # a host array on the GPU path (uploaded whole, then chosen on the device): the same shape
     assert codec.compress(x).meta["block_ndim"] == ref.block_ndim
     t = codec.timed_run(x, repeats=2)
     assert t is not None and t.compressed.meta["block_ndim"] == ref.block_ndim

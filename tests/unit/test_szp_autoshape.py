@@ -10,6 +10,8 @@ explicit shapes still work; bad values are clear errors. Nothing here is timed.
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -391,21 +393,69 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
         return G.GpuTiming(data=data, reconstructed=F.decode(data), compress_s=1e-3, decompress_s=1e-3,
                            h2d_s=0.0, d2h_s=0.0, samples={}, device_name="fake")
 
+    def compress_device(x, mode, bound, block_ndim=None, *, auto_block=False, version=F.VERSION):
+        calls.append(("device", block_ndim, {"auto_block": auto_block}))
+        return F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
+
     monkeypatch.setattr(G, "gpu_available", lambda: (True, ""))
     monkeypatch.setattr(G, "as_device_array", lambda obj: None)
     monkeypatch.setattr(G, "device_name", lambda: "fake")
+    monkeypatch.setattr(G, "_fit_chunk", lambda chunk: chunk)
     monkeypatch.setattr(G, "compress_host", compress_host)
+    monkeypatch.setattr(G, "compress_device", compress_device)
+    monkeypatch.setattr(G, "to_host", lambda stream: stream)
     monkeypatch.setattr(G, "timed_roundtrip", old_timed_roundtrip)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))  # the upload
     x = stacked_levels(12, 90, 180)
     want = A.choose_for(x, "rel", 1e-3, version=getattr(G, "WRITE_VERSION", None)).block_ndim
-    codec = SZPGpuCodec("rel", 1e-3)
+    # larger than one slab: streamed by compress_host, the shape chosen with NumPy
+    codec = SZPGpuCodec("rel", 1e-3, chunk_bytes=x.nbytes // 2)
     c = codec.compress(x)
     assert calls[-1] == ("host", want, {"auto_block": True})
     assert c.meta["device"] == "cuda" and c.meta["block_ndim"] == want and "block_sample_bytes" in c.meta
+    # one slab: uploaded whole and chosen on the device (here the stand-in device is NumPy)
+    c1 = SZPGpuCodec("rel", 1e-3).compress(x)
+    assert calls[-1] == ("device", want, {"auto_block": True}) and c1.data == c.data
     t = codec.timed_run(x, 2)
     assert calls[-1] == ("timed", want, {}) and t.compressed.meta["block_ndim"] == want
-    SZPGpuCodec("rel", 1e-3, block_ndim=3).compress(x)
+    SZPGpuCodec("rel", 1e-3, block_ndim=3, chunk_bytes=x.nbytes // 2).compress(x)
     assert calls[-1] == ("host", 3, {"auto_block": False})
+
+
+def test_a_driver_that_chooses_itself_is_handed_auto(monkeypatch) -> None:
+    """When gpu.compress_device takes block_ndim="auto" (its DeviceStream carries the
+    ShapeChoice), the codec hands it "auto" and records the choice it made."""
+    import dataclasses
+
+    from perfscout.codecs.szp import gpu as G
+
+    @dataclasses.dataclass
+    class Stream:
+        body: bytes
+        header: F.Header
+        shape_choice: A.ShapeChoice | None = None
+
+    seen = []
+
+    def compress_device(x, mode, bound, block_ndim=None, **kw):
+        seen.append(block_ndim)
+        choice = A.choose_for(x, mode, bound)
+        data = F.encode(x, mode, bound, choice.block_ndim, auto_block=True)
+        return Stream(data, F.parse_header(data), choice)
+
+    monkeypatch.setattr(G, "DeviceStream", Stream)
+    monkeypatch.setattr(G, "compress_device", compress_device)
+    monkeypatch.setattr(G, "gpu_available", lambda: (True, ""))
+    monkeypatch.setattr(G, "as_device_array", lambda obj: obj)
+    monkeypatch.setattr(G, "device_name", lambda: "fake")
+    monkeypatch.setattr(G, "to_host", lambda ds: ds.body)
+    x = stacked_levels(12, 90, 180)
+    c = SZPGpuCodec("rel", 1e-3).compress(x)
+    assert seen == ["auto"]
+    assert c.meta["block_ndim_auto"] is True and c.meta["block_sample_bytes"]
+    assert c.data == SZPGpuCodec("rel", 1e-3, device="cpu").compress(x).data
+    SZPGpuCodec("rel", 1e-3, block_ndim=2).compress(x)
+    assert seen == ["auto", 2]
 
 
 @settings(max_examples=60, deadline=None)

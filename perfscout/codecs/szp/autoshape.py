@@ -261,9 +261,10 @@ def _device_headers(samples: dict[int, Any], abs_bound: float) -> dict[int, F.He
     if not (hasattr(G, "_launch_compress") and hasattr(G, "_finish_launch")):
         return {b: G.compress_device(x, "abs", abs_bound, b).header for b, x in samples.items()}
     version = getattr(G, "WRITE_VERSION", F.VERSION)
+    dtype = np.dtype(next(iter(samples.values())).dtype)
+    qz = F.resolve_quantizer(dtype, "abs", abs_bound, None)  # one quantiser for every candidate
     queued = []
     for b, x in samples.items():
-        qz = F.resolve_quantizer(np.dtype(x.dtype), "abs", abs_bound, None)
         geo = G.geometry(tuple(x.shape), b)
         scratch = G.new_scratch(geo)
         queued.append((b, x, qz, geo, scratch, G._launch_compress(x, geo, qz, G._outlier_cap(x.size), scratch,

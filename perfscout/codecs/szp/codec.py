@@ -137,10 +137,31 @@ class SZPGpuCodec(Codec):
 
     def compress_on_device(self, x: Any) -> G.DeviceStream:
         """Compress a CuPy array into a device-resident stream (the block shape chosen on the
-        device when auto); GPU evaluation times this call."""
+        device when auto); GPU evaluation times this call. A driver whose compress_device
+        takes ``block_ndim="auto"`` itself (its DeviceStream has a ``shape_choice``) chooses
+        after its own range pass, so rel mode reads the array once less."""
+        if self.block_ndim == AUTO and _driver_chooses():
+            ds = G.compress_device(x, self.mode, self.bound, AUTO)
+            self.last_choice = ds.shape_choice
+            return ds
         bnd, flag = self._shape(x)
         flag = flag if _takes_auto_flag(G.compress_device) else {}
         return G.compress_device(x, self.mode, self.bound, bnd, **flag)
+
+    def _compress_host_on_gpu(self, host: np.ndarray) -> bytes:
+        """A host array on the GPU path. One that fits a single slab goes up whole anyway
+        (compress_host does the same, byte for byte): it is uploaded here first, so that the
+        choice is made on the device, with the device's range pass, not NumPy's. A larger one
+        streams in slabs through compress_host, the choice made with NumPy."""
+        fit = getattr(G, "_fit_chunk", None)
+        limit = min(self.chunk_bytes, fit(G.DEFAULT_CHUNK_BYTES)) if fit else self.chunk_bytes
+        if self.block_ndim == AUTO and host.nbytes <= limit:
+            import cupy as cp
+
+            return G.to_host(self.compress_on_device(cp.asarray(host)))
+        bnd, flag = self._shape(host, _kernel_version())
+        flag = flag if _takes_auto_flag(G.compress_host) else {}
+        return G.compress_host(host, self.mode, self.bound, bnd, self.chunk_bytes, **flag)
 
     def compress(self, array: Any) -> Compressed:
         """Compress a NumPy array, a CuPy array or a torch CUDA tensor (zero-copy)."""
@@ -151,10 +172,7 @@ class SZPGpuCodec(Codec):
                 if dev is not None:
                     data = G.to_host(self.compress_on_device(dev))
                 else:
-                    host = np.asarray(array)
-                    bnd, flag = self._shape(host, _kernel_version())
-                    flag = flag if _takes_auto_flag(G.compress_host) else {}
-                    data = G.compress_host(host, self.mode, self.bound, bnd, self.chunk_bytes, **flag)
+                    data = self._compress_host_on_gpu(np.asarray(array))
             except _oom_errors() as exc:
                 raise CodecError(f"gpu_out_of_memory: {exc}") from exc
         else:
@@ -197,6 +215,15 @@ class SZPGpuCodec(Codec):
             compress_s=t.compress_s, decompress_s=t.decompress_s, h2d_s=t.h2d_s, d2h_s=t.d2h_s,
             device_name=t.device_name, samples=t.samples,
         )
+
+
+def _driver_chooses() -> bool:
+    """Whether gpu.compress_device takes block_ndim="auto" itself: its DeviceStream then
+    carries the ShapeChoice (field ``shape_choice``)."""
+    import dataclasses
+
+    return dataclasses.is_dataclass(G.DeviceStream) and any(
+        f.name == "shape_choice" for f in dataclasses.fields(G.DeviceStream))
 
 
 def _kernel_version() -> int | None:
