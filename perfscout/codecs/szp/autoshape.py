@@ -221,7 +221,7 @@ _DEVICE_INDICES_MAX = 4
 
 
 def _device_indices(geo: SampleGeometry, xp: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
-    key = (shape, int(xp.cuda.Device().id))
+    key = (shape, int(xp.cuda.Device().id))  # the current device: choose_block_ndim made it x's
     if key not in _DEVICE_INDICES:
         while len(_DEVICE_INDICES) >= _DEVICE_INDICES_MAX:
             _DEVICE_INDICES.pop(next(iter(_DEVICE_INDICES)))
@@ -319,7 +319,13 @@ def choose_block_ndim(x: Any, abs_bound: float, *, version: int | None = None) -
     a CuPy array's sample gets the format the kernels write.
     """
     eb = _check(x, abs_bound)
-    xp = _xp(x)
+    if _xp(x) is np:
+        return _choose(x, eb, version, np)
+    with x.device:  # the sample, its indices and the kernels on the array's own GPU
+        return _choose(x, eb, version, _xp(x))
+
+
+def _choose(x: Any, eb: float, version: int | None, xp: Any) -> ShapeChoice:
     sync = xp.cuda.get_current_stream().synchronize if xp is not np else (lambda: None)
     sync()
     t0 = time.perf_counter()
@@ -363,7 +369,8 @@ def resolved_abs_bound(x: Any, mode: str, bound: float) -> float:
         else:
             from perfscout.codecs.szp import gpu as G
 
-            frange = G.device_range(x if x.flags.c_contiguous else _xp(x).ascontiguousarray(x))
+            with x.device:
+                frange = G.device_range(x if x.flags.c_contiguous else _xp(x).ascontiguousarray(x))
     return F.resolve_quantizer(np.dtype(x.dtype), mode, bound, frange).abs_bound
 
 
