@@ -107,7 +107,7 @@ def _superblock(view: tuple[int, int, int], zb: int) -> tuple[tuple[int, int, in
     Z, Y, X = view
     if X >= _X_ALIGN:  # 32-element row pieces: each row holds whole blocks of every kind
         box = (zb if Z >= zb else Z, 4 if Y >= 4 else Y, _X_ALIGN)
-        run_len = _X_ALIGN  # a row piece overlaps exactly one 32-aligned 1-D block
+        run_len = _X_ALIGN  # the field's 1-D block that holds the row piece's first element
         offs = [z * Y * X + y * X for z in range(box[0]) for y in range(box[1])]
         return box, run_len, np.array(offs, np.int64)
     # Short rows (X < 32): whole rows, so the 2-D/3-D edge padding along x is the field's;

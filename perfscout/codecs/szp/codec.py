@@ -11,8 +11,9 @@ Options: ``block_ndim`` ("auto", the default, or 1, 2 or 3), ``chunk_bytes`` (ar
 than this stream through the GPU in slabs; default 1 GiB), ``device`` ("auto" or "cpu").
 
 ``block_ndim="auto"`` chooses the block shape per array from a small sample of it
-(:mod:`perfscout.codecs.szp.autoshape`), where the array is: on the GPU for device arrays,
-with NumPy for host arrays. The header records the shape (and, with format v3, the flag
+(:mod:`perfscout.codecs.szp.autoshape`), where the array is: on the GPU for device arrays
+and for host arrays the GPU takes in one piece, with NumPy for the reference and for host
+arrays streamed in slabs. The header records the shape (and, with format v3, the flag
 "chosen automatically"); ``Compressed.meta`` records the choice: ``block_ndim_auto``,
 ``block_sample_bytes`` (candidate -> the sample's stream bytes), ``block_estimated_bytes``,
 ``block_sample_elems`` and ``block_choice_us``.
