@@ -24,10 +24,15 @@ Agreement with the whole-array definitions (the oracle kept in the tests):
 - max errors, their index, R, counts, the 16-bin histogram: identical (the fine bins
   refine the coarse ones exactly: both edge sets come from the same power-of-two
   subdivision of [-peak, peak]);
-- sums (MSE, PSNR, SNR, NRMSE, Pearson, autocorrelation, SSIM): the same formulas summed
-  in a different order, relative differences of order 1e-12;
+- sums (MSE, PSNR, SNR, NRMSE, Pearson, autocorrelation; SSIM on this general path): the
+  same formulas summed in a different order, relative differences of order 1e-12;
 - error quantiles other than 0 and 1 (which are the exact min/max): from the fine
   histogram, within one fine bin, ``2 * max|e| / FINE_HIST_BINS``, of ``numpy.quantile``.
+
+The common case (both arrays finite, no rescale needed) takes the fused fast path of
+:mod:`perfscout.analysis.stream_fast` instead: two passes for the point statistics and
+SSIM in float32 written on the error, within 1e-4 of the dissimilarity 1 - SSIM (the
+passes above stay for NaN/Inf and extreme magnitudes, and SSIM past float32's range).
 
 The same code runs on CuPy arrays (:mod:`perfscout.analysis.xp`), with larger chunks:
 a GPU codec's output is verified on the device; only scalars come back.
