@@ -2,7 +2,8 @@
 
 Notation: ``x`` is the original, ``y`` the reconstruction, ``e = y - x`` the error,
 ``n`` the number of elements, ``R = max(x) - min(x)`` the value range of the original,
-``MSE = mean(e**2)``. Every metric is computed in float64 whatever the input dtype,
+``MSE = mean(e**2)``. Every metric is computed in float64 whatever the input dtype
+(except the record's SSIM window sums, float32 on the error: see ``quality_metrics``),
 with array operations over chunks (no Python loop over elements; the full record is
 streamed, :mod:`perfscout.analysis.streaming`), through the array namespace of the
 inputs (:mod:`perfscout.analysis.xp`), so CuPy arrays stay on the device until the
@@ -301,7 +302,9 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -
     - ``snr`` = 10 log10(var(x) / MSE) dB, var the population variance; MSE = 0 -> +inf
     - ``pearson`` = cov(x, y) / (std x * std y); 1 for identical arrays, NaN when one of
       them is constant and they differ (undefined)
-    - ``ssim``: :func:`ssim` with 7-wide windows and data range R
+    - ``ssim``: :func:`ssim` with 7-wide windows and data range R (for finite inputs
+      the record sums the windows in float32, written on the error: within 1e-4 of
+      1 - SSIM of :func:`ssim`, see :mod:`perfscout.analysis.stream_fast`)
     - ``err_autocorr_lag1``: lag-1 autocorrelation of e in flattened C order
     - ``err_hist``: error quantiles, mean/std, zero fraction and a 16-bin histogram
     - ``value_range`` (R), ``nonfinite_count`` (non-finite elements of x)
