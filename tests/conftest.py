@@ -70,6 +70,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+PLUGIN_FIXTURES = ROOT / "tests" / "fixtures" / "plugins"
+
+
+def install_distribution(name: str, root: Path) -> Path:
+    """``pip install --target`` the distribution ``tests/fixtures/plugins/NAME`` (real
+    metadata, entry points included) into a folder under ``root``; return that folder.
+    It builds from a copy, so no build output lands in the tree."""
+    import shutil
+    import subprocess
+    import sys
+
+    source = shutil.copytree(PLUGIN_FIXTURES / name, root / "src" / name)
+    target = root / "site" / name
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--target", str(target), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr  # setuptools comes with the test extra
+    assert list(target.glob("*.dist-info")), f"pip left no metadata for {name} in {target}"
+    return target
+
+
 @pytest.fixture()
 def perfscout_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An isolated PERFSCOUT_HOME for tests that write runs or checkpoints."""

@@ -25,16 +25,17 @@ listed by :func:`list_codecs`, with the reason.
 from __future__ import annotations
 
 import importlib
-import re
 import threading
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from perfscout.codecs.base import Codec
 from perfscout.errors import CodecError, CodecUnavailable
+from perfscout.state.entry_points import (  # noqa: F401 - PluginFailure/PluginListing: part of this API
+    ID_PATTERN, ID_RULE, PluginEntry, PluginFailure, PluginListing, scan,
+)
 from perfscout.state.modes import ALL_MODES, DERIVED_FROM_ABS
 
 #: The entry-point group installed plug-ins declare their codecs in.
@@ -84,37 +85,8 @@ class CodecInfo(BaseModel):
     distribution: str = ""
 
 
-class PluginCodec(BaseModel):
-    """An installed plug-in codec that loaded."""
-
-    id: str
-    value: str  # the entry point's "module:Class"
-    distribution: str  # "name version" of the distribution that declares it
-
-
-FailureKind = Literal["invalid_id", "import_error", "not_a_codec", "id_mismatch", "shadows_builtin", "duplicate"]
-
-#: What a codec id may look like: it names result rows, task keys and file names.
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-
-
-class PluginFailure(BaseModel):
-    """An entry point of the group that is not used, and why."""
-
-    id: str
-    value: str
-    distribution: str
-    kind: FailureKind
-    reason: str
-
-
-class PluginListing(BaseModel):
-    """What the scan of installed distributions found (cached until :func:`refresh`)."""
-
-    group: str = ENTRY_POINT_GROUP
-    enabled: bool = True  # False after refresh(entry_points=False): installed plug-ins ignored
-    loaded: list[PluginCodec] = []
-    failed: list[PluginFailure] = []
+#: An installed plug-in codec that loaded (kept under its first name for callers).
+PluginCodec = PluginEntry
 
 
 # -- mutable state, behind one lock (sweeps list codecs from threads) --------------------
@@ -140,9 +112,8 @@ def register_codec(codec_id: str, import_path: str) -> None:
     plug-in of the same id; a built-in id cannot be replaced.
     """
     _check_import_path(import_path)
-    if not isinstance(codec_id, str) or not _ID.match(codec_id):
-        raise CodecError(f"a codec id is 1 to 64 letters, digits and . _ + - (starting with a letter "
-                         f"or digit), got {codec_id!r}")
+    if not isinstance(codec_id, str) or not ID_PATTERN.match(codec_id):
+        raise CodecError(f"a codec id is {ID_RULE}; got {codec_id!r}")
     if codec_id in _BUILTIN and _BUILTIN[codec_id] != import_path:
         raise CodecError(f"codec id {codec_id!r} is one of perfscout's own codecs "
                          f"({_BUILTIN[codec_id]}); register the plug-in under another id")
@@ -185,76 +156,22 @@ def refresh(*, registered: Mapping[str, str] | None = None, entry_points: bool =
         _use_entry_points = entry_points
 
 
-def _distribution_label(ep: metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "?"
-    name = dist.metadata["Name"] if dist.metadata else None
-    return f"{name or '?'} {dist.version or ''}".strip()
+def _check_codec(codec_id: str, obj: Any) -> tuple[str, str] | None:
+    """None when ``obj`` is the Codec subclass entry point ``codec_id`` must name."""
+    if not (isinstance(obj, type) and issubclass(obj, Codec)):
+        return "not_a_codec", f"{obj!r:.80} is a {type(obj).__name__}, not a subclass of perfscout.codecs.base.Codec"
+    own_id = getattr(obj, "codec_id", None)
+    if own_id != codec_id:
+        return "id_mismatch", (f"entry point {codec_id!r} names {obj.__module__}:{obj.__qualname__}, whose "
+                               f"codec_id is {own_id!r}; the entry point's name must be the class's codec_id")
+    return None
 
 
 def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
     """Load every entry point of the group once; sort what loads from what does not."""
     if not _use_entry_points:
-        return {}, PluginListing(enabled=False)
-    try:
-        eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
-    except Exception as exc:  # a corrupt installed METADATA must not break perfscout itself
-        failure = PluginFailure(id="*", value="", distribution="?", kind="import_error",
-                                reason=f"reading installed entry points failed: {type(exc).__name__}: {exc}")
-        return {}, PluginListing(failed=[failure])
-    # the same entry point seen twice (one distribution on two sys.path entries) counts once
-    unique: dict[tuple[str, str, str], metadata.EntryPoint] = {}
-    for ep in eps:
-        unique.setdefault((ep.name, ep.value, _distribution_label(ep)), ep)
-    by_id: dict[str, list[metadata.EntryPoint]] = {}
-    for ep in unique.values():
-        by_id.setdefault(ep.name, []).append(ep)
-
-    classes: dict[str, type[Codec]] = {}
-    loaded: list[PluginCodec] = []
-    failed: list[PluginFailure] = []
-
-    def fail(ep: metadata.EntryPoint, kind: FailureKind, reason: str) -> None:
-        failed.append(PluginFailure(id=ep.name, value=ep.value, distribution=_distribution_label(ep),
-                                    kind=kind, reason=reason))
-
-    for codec_id in sorted(by_id):
-        group = sorted(by_id[codec_id], key=_distribution_label)
-        if codec_id in _BUILTIN:
-            for ep in group:  # not even imported: a built-in is never replaced
-                fail(ep, "shadows_builtin", f"codec id {codec_id!r} is a perfscout built-in "
-                     f"({_BUILTIN[codec_id]}); the built-in is used, this plug-in is ignored")
-            continue
-        if not _ID.match(codec_id):
-            for ep in group:
-                fail(ep, "invalid_id", f"entry point name {codec_id!r} is not a codec id (1 to 64 letters, "
-                     "digits and . _ + -, starting with a letter or digit)")
-            continue
-        if len(group) > 1:
-            names = ", ".join(_distribution_label(ep) for ep in group)
-            for ep in group:
-                fail(ep, "duplicate", f"codec id {codec_id!r} is declared by {len(group)} distributions "
-                     f"({names}); none is used until one is uninstalled")
-            continue
-        ep = group[0]
-        try:
-            obj = ep.load()
-        except (Exception, SystemExit) as exc:  # a plug-in that breaks on import is listed, never fatal
-            fail(ep, "import_error", f"importing {ep.value} failed: {type(exc).__name__}: {exc}")
-            continue
-        if not (isinstance(obj, type) and issubclass(obj, Codec)):
-            fail(ep, "not_a_codec", f"{ep.value} is a {type(obj).__name__}, not a subclass of "
-                 "perfscout.codecs.base.Codec")
-            continue
-        own_id = getattr(obj, "codec_id", None)
-        if own_id != codec_id:
-            fail(ep, "id_mismatch", f"entry point {codec_id!r} names {ep.value}, whose codec_id is "
-                 f"{own_id!r}; the entry point's name must be the class's codec_id")
-            continue
-        classes[codec_id] = obj
-        loaded.append(PluginCodec(id=codec_id, value=ep.value, distribution=_distribution_label(ep)))
-    return classes, PluginListing(loaded=loaded, failed=failed)
+        return {}, PluginListing(group=ENTRY_POINT_GROUP, enabled=False)
+    return scan(ENTRY_POINT_GROUP, builtins=_BUILTIN, check=_check_codec, what="codec")
 
 
 def _plugin_classes() -> dict[str, type[Codec]]:
@@ -276,7 +193,7 @@ def plugin_listing() -> PluginListing:
     _plugin_classes()
     with _LOCK:
         if _listing is None:  # asked from a plug-in's import, during the scan
-            return PluginListing(enabled=_use_entry_points)
+            return PluginListing(group=ENTRY_POINT_GROUP, enabled=_use_entry_points)
         return _listing.model_copy(deep=True)
 
 

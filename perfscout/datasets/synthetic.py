@@ -16,6 +16,10 @@ from NumPy's PCG64 generator in float64. ``smooth`` is computed in float64, then
 with float64 sums for its mean and spread), in place and through slabs, so a field
 needs about twice its own size to generate, not eight times; their float32 fields
 are the float64 ones to float32 precision, not bit for bit.
+
+Installed distributions add kinds through ``perfscout.datasets`` entry points
+(:data:`GENERATOR_GROUP`); :func:`generator_listing` says which loaded and why the
+others did not. Their output is cast and checked like the built-ins'.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import math
 import os
 import re
 import resource
+import threading
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from perfscout.datasets.field import Field, parse_dtype, parse_shape, shape_str, validate_array
 from perfscout.errors import InputError
+from perfscout.state.entry_points import PluginListing, scan
 
 #: Slope alpha of the GRF's shell spectrum E(k) ~ k^-alpha (energy per |k| shell):
 #: 5/3 is Kolmogorov's inertial range. Per Fourier mode this is P(k) ~ k^-(alpha+d-1)
@@ -232,11 +238,83 @@ _GENERATORS: dict[str, tuple[Callable[..., np.ndarray], str]] = {
     "grayscott": (_grayscott, f"Gray-Scott reaction-diffusion V after {GS_STEPS} steps (F={GS_FEED}, k={GS_KILL})"),
 }
 
+#: The built-in kinds (:func:`synthetic_kinds` adds the installed plug-ins').
 SYNTHETIC_KINDS: tuple[str, ...] = tuple(_GENERATORS)
+
+#: Entry-point group of installed generators: ``NAME = "module:function"``, where
+#: ``function(shape: tuple[int, ...], rng: numpy.random.Generator, dtype: numpy.dtype)``
+#: returns an array of that shape, deterministic for the generator it is given.
+GENERATOR_GROUP = "perfscout.datasets"
+
+_PLUGIN_LOCK = threading.RLock()
+_plugin_generators: dict[str, Callable[..., Any]] | None = None  # None: not scanned yet
+_plugin_listing: PluginListing | None = None
+_scanning = False
+
+
+def _check_generator(name: str, obj: Any) -> tuple[str, str] | None:
+    if name != name.lower():  # "KIND:SHAPE" specs are read lower-cased
+        return "invalid_id", f"generator name {name!r} must be lower case"
+    if not callable(obj):
+        return "not_callable", (f"{obj!r:.60} is a {type(obj).__name__}, not a generator function "
+                                "f(shape, rng, dtype) -> array")
+    return None
+
+
+def _plugins() -> dict[str, Callable[..., Any]]:
+    global _plugin_generators, _plugin_listing, _scanning
+    with _PLUGIN_LOCK:
+        if _scanning:  # asked from a plug-in's import: the scan is not finished
+            return {}
+        if _plugin_generators is None:
+            _scanning = True
+            try:
+                _plugin_generators, _plugin_listing = scan(
+                    GENERATOR_GROUP, builtins=_GENERATORS, check=_check_generator, what="synthetic generator")
+            finally:
+                _scanning = False
+        return _plugin_generators
+
+
+def generator_listing() -> PluginListing:
+    """The installed generator plug-ins that loaded and those that failed, with the reason."""
+    _plugins()
+    with _PLUGIN_LOCK:
+        return (_plugin_listing or PluginListing(group=GENERATOR_GROUP)).model_copy(deep=True)
+
+
+def refresh_generators() -> None:
+    """Forget the scan of installed generators (after installing one, in tests)."""
+    global _plugin_generators, _plugin_listing
+    with _PLUGIN_LOCK:
+        _plugin_generators, _plugin_listing = None, None
+
+
+def synthetic_kinds() -> tuple[str, ...]:
+    """Every kind :func:`synthetic` makes: the built-ins, then the installed plug-ins'."""
+    return SYNTHETIC_KINDS + tuple(k for k in _plugins() if k not in _GENERATORS)
 
 
 def describe_kind(kind: str) -> str:
-    return _GENERATORS[kind][1]
+    if kind in _GENERATORS:
+        return _GENERATORS[kind][1]
+    gen = _plugins()[kind]
+    doc = (getattr(gen, "__doc__", None) or "").strip().splitlines()
+    source = next((p.distribution for p in generator_listing().loaded if p.id == kind), "?")
+    return f"{doc[0] if doc else kind} (plug-in from {source})"
+
+
+def _run_plugin(kind: str, gen: Callable[..., Any], dims: tuple[int, ...], rng: np.random.Generator,
+                dt: np.dtype) -> np.ndarray:
+    """A plug-in generator's field, refused unless it is a real array of the asked shape."""
+    try:
+        values = np.asarray(gen(dims, rng, dt))
+    except Exception as exc:  # the plug-in's bug is reported as its own, never a traceback
+        raise InputError(f"synthetic generator {kind!r} failed: {type(exc).__name__}: {exc}") from exc
+    if values.shape != dims or not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise InputError(f"synthetic generator {kind!r} returned {values.dtype}{values.shape}, "
+                         f"not a real array of shape {dims}")
+    return values
 
 
 #: What a generator holds at once per element, besides slab temporaries, in units of
@@ -289,8 +367,9 @@ def _refuse_oversized(kind: str, dims: tuple[int, ...], itemsize: int = 8) -> No
 
 def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: int = 0) -> Field:
     """A deterministic synthetic field of ``kind`` ("grf", "smooth", "grayscott")."""
-    if kind not in _GENERATORS:
-        raise InputError(f"unknown synthetic kind {kind!r}; known: {', '.join(SYNTHETIC_KINDS)}")
+    plugin = None if kind in _GENERATORS else _plugins().get(kind)
+    if kind not in _GENERATORS and plugin is None:
+        raise InputError(f"unknown synthetic kind {kind!r}; known: {', '.join(synthetic_kinds())}")
     dims = parse_shape(shape)
     if len(dims) > MAX_SYNTHETIC_DIMS:
         raise InputError(f"synthetic fields are 1-D to 3-D; got shape {dims}")
@@ -298,9 +377,13 @@ def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: i
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     _refuse_oversized(kind, dims, dt.itemsize)
-    make, description = _GENERATORS[kind]
     rng = np.random.default_rng(int(seed))
-    values = make(dims, rng) if kind == "smooth" else make(dims, rng, dtype=dt)
+    if plugin is not None:
+        description = describe_kind(kind)
+        values = _run_plugin(kind, plugin, dims, rng, dt)
+    else:
+        make, description = _GENERATORS[kind]
+        values = make(dims, rng) if kind == "smooth" else make(dims, rng, dtype=dt)
     arr = validate_array(values.astype(dt, copy=False), what=f"synthetic {kind}")  # f64: no copy
     del values
     tag = "f32" if dt.itemsize == 4 else "f64"
@@ -322,7 +405,7 @@ def parse_synthetic(spec: str) -> Field:
     if len(parts) < 2 or not parts[0] or not parts[1]:
         raise InputError(
             f"bad synthetic spec {spec!r}: expected KIND:SHAPE[:DTYPE][:seed=N], "
-            f"e.g. grf:64,64,64:f32 (kinds: {', '.join(SYNTHETIC_KINDS)})"
+            f"e.g. grf:64,64,64:f32 (kinds: {', '.join(synthetic_kinds())})"
         )
     kind, shape, rest = parts[0].lower(), parts[1], parts[2:]
     dtype: str = "f32"

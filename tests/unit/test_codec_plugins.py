@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ import pytest
 
 from perfscout.codecs import registry
 from perfscout.errors import CodecError, CodecUnavailable
+from tests.conftest import install_distribution
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plugins"
 DISTRIBUTIONS = ("perfscout-plugin-quantize", "perfscout-plugin-broken", "perfscout-plugin-rival")
 
 
@@ -29,19 +28,7 @@ DISTRIBUTIONS = ("perfscout-plugin-quantize", "perfscout-plugin-broken", "perfsc
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each fixture distribution pip-installed into a target folder of its own."""
     root = tmp_path_factory.mktemp("plugins")
-    targets = {}
-    for name in DISTRIBUTIONS:
-        source = shutil.copytree(FIXTURES / name, root / "src" / name)
-        target = root / "site" / name
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-             "--no-build-isolation", "--target", str(target), str(source)],
-            capture_output=True, text=True, timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr  # setuptools comes with the test extra
-        assert list(target.glob("*.dist-info")), f"pip left no metadata for {name} in {target}"
-        targets[name] = target
-    return targets
+    return {name: install_distribution(name, root) for name in DISTRIBUTIONS}
 
 
 @pytest.fixture()
