@@ -18,6 +18,7 @@ from perfscout.datasets.registry import (
     shared_data_candidates,
     shared_data_dir,
 )
+from perfscout.datasets.synthetic import generator_listing
 from perfscout.errors import PerfscoutError
 
 datasets_app = typer.Typer(
@@ -55,6 +56,7 @@ def list_cmd(
                 "datasets": [i.model_dump() for i in infos],
                 "shared_data_dir": str(found) if found else None,
                 "shared_data_searched": [str(c) for c in shared_data_candidates()],
+                "generators": generator_listing().model_dump(mode="json"),
             }
         )
         return
@@ -85,6 +87,18 @@ def list_cmd(
         "synthetic specs: KIND:SHAPE[:DTYPE], e.g. grf:64,64,64",
         highlight=False,
     )
+    _print_generators()
+
+
+def _print_generators() -> None:
+    """Installed synthetic-field generators (``perfscout.datasets`` entry points)."""
+    listing = generator_listing()
+    for p in listing.loaded:
+        stdout.print(f"synthetic kind [bold]{escape(p.id)}[/] from {escape(p.distribution)} "
+                     f"({escape(p.value)}): {escape(p.id)}:SHAPE[:DTYPE]", highlight=False)
+    for f in listing.failed:
+        stdout.print(f"[red]generator {escape(f.id)} from {escape(f.distribution)} not used[/] "
+                     f"({f.kind}): {escape(f.reason)}", highlight=False)
 
 
 @datasets_app.command("inspect")

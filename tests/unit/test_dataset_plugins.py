@@ -65,3 +65,19 @@ def test_without_the_distribution_the_kind_is_unknown(fields_dist: Path, monkeyp
     assert S.synthetic_kinds() == S.SYNTHETIC_KINDS
     with pytest.raises(InputError, match="unknown synthetic kind 'ramp'; known: grf, smooth, grayscott"):
         S.parse_synthetic("ramp:8,8")
+
+
+def test_perfscout_datasets_list_shows_generator_plugins(fields_dist: Path) -> None:
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(fields_dist), COLUMNS="200")
+    cmd = [sys.executable, "-m", "perfscout", "datasets", "list"]
+    doc = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, timeout=120,
+                                    check=True).stdout)
+    assert doc["generators"]["group"] == "perfscout.datasets"
+    assert [g["id"] for g in doc["generators"]["loaded"]] == ["raises", "ramp", "wrong-shape"]
+    text = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    assert "synthetic kind ramp from perfscout-plugin-fields 0.3.0" in text
+    assert "generator grf from perfscout-plugin-fields 0.3.0 not used (shadows_builtin)" in text
