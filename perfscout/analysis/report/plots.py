@@ -69,7 +69,7 @@ def rate_distortion(d: pd.DataFrame, ax: Axes) -> str | None:
                 linestyle=_LINESTYLES.get(mode, "-."))
     ax.set_xlabel("bitrate (bits/value)")
     ax.set_ylabel("PSNR (dB)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7)  # "best": a fixed corner hid the point that sat in it
     return "Rate–distortion: PSNR against bits per value; up and left is better."
 
 
