@@ -6,7 +6,10 @@ For every field x REL bound (1e-2, 1e-3, 1e-4) x block ndim (1, 2, 3 where the f
 the dimensions), the NumPy reference writes the v2 and the v3 stream (the GPU kernels write
 the same bytes, tests/gpu/test_szp_gpu.py), and each is split into its sections: header,
 widths, payload, corners (v3), outliers (index + value), 16-byte pads, CRC. Per stream it
-also counts the blocks by kind (all-zero, plain, corner with payload words, corner only).
+also counts the blocks by kind (all-zero, plain, corner with payload words, corner only),
+and, to size what a cheaper width section could win (nothing of it is built), the order-0
+entropy of the width bytes (``widths_entropy_bytes``: a bound for coding them one by one) and
+the 4-bit packing that fits when every width byte is below 16 (``widths_nibble_bytes``).
 cuSZp's figure is its 1-D outlier mode's stream size from ``cuszp_model.py`` (validated
 against cuSZp itself on the H200, tests/gpu/test_cuszp.py) at the same absolute bound.
 
@@ -63,7 +66,12 @@ def sections(stream: bytes) -> dict:
         "corner_with_payload": int(np.count_nonzero(corner & ((width > 0) if h.version >= 3 else True))),
         "corner_only": int(np.count_nonzero(corner & (width == 0))) if h.version >= 3 else 0,
     }
-    return {"bytes": used, "total": len(stream), "blocks": blocks, "n_outliers": h.n_outliers}
+    counts = np.bincount(w, minlength=256)
+    prob = counts[counts > 0] / max(1, len(w))
+    entropy_bytes = max(0.0, float(-(prob * np.log2(prob)).sum() * len(w) / 8)) if len(w) else 0.0
+    nibble = (len(w) + 1) // 2 if len(w) and int(w.max()) < 16 else None
+    return {"bytes": used, "total": len(stream), "blocks": blocks, "n_outliers": h.n_outliers,
+            "widths_entropy_bytes": entropy_bytes, "widths_nibble_bytes": nibble}
 
 
 def rows_for(name: str, x: np.ndarray) -> list[dict]:
@@ -91,8 +99,8 @@ def rows_for(name: str, x: np.ndarray) -> list[dict]:
 
 def best_table(rows: list[dict]) -> str:
     """Markdown: per field and bound, v2's and v3's best block shape against cuSZp."""
-    out = ["| field | REL | cuSZp (model) | v2 best (shape) | v3 best (shape) | v3 / cuSZp | v3 best: widths / payload / corners / outliers / header+pads+crc (% of stream) |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| field | REL | cuSZp (model) | v2 best (shape) | v3 best (shape) | v3 / cuSZp | v3 best: widths / payload / corners / outliers / header+pads+crc (% of stream) | widths' order-0 entropy (% of stream) |",
+           "|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["field"], r["rel"]) for r in rows}, key=lambda k: (list(dict.fromkeys(r["field"] for r in rows)).index(k[0]), -k[1]))
     for f, rel in keys:
         rs = [r for r in rows if r["field"] == f and r["rel"] == rel]
@@ -104,7 +112,8 @@ def best_table(rows: list[dict]) -> str:
         pct.append(100 * (by["header"] + by["pads"] + by["crc"]) / tot)
         out.append(f"| {f} | {rel:.0e} | {b3['cr_cuszp_model']:.2f} | {b2['cr_v2']:.2f} ({b2['block_ndim']}-D) | "
                    f"{b3['cr_v3']:.2f} ({b3['block_ndim']}-D) | {b3['v3_vs_cuszp']:.3f} | "
-                   + " / ".join(f"{v:.1f}" for v in pct) + " |")
+                   + " / ".join(f"{v:.1f}" for v in pct)
+                   + f" | {100 * b3['v3']['widths_entropy_bytes'] / tot:.1f} |")
     return "\n".join(out)
 
 
