@@ -132,6 +132,19 @@ def test_any_text_round_trips_through_a_commonmark_parser(text):
 
 @settings(max_examples=200, deadline=None)
 @given(SPECIAL, SPECIAL)
+def test_any_text_round_trips_through_table_cells_and_link_labels(a, b):
+    header, rows, _ = md_table_cells(render_blocks([Table([[a, Code(b) if clean(b).strip() else b]],
+                                                          columns=["h" + a, "c"])]))
+    assert header[0] == clean("h" + a).strip() and rows[0][0] == clean(a).strip()
+    head, body = html_table_cells(to_html(Document("t", [Table([[a, b]], columns=["x", "y"])])))
+    assert body == [[a, b]]  # HTML keeps the text as given (newlines and all), escaped
+    md = render_blocks([Paragraph(["see ", Link("x" + a, "r.md")])])
+    links = [t for t in inline_tokens(md) if t.type == "link_open"]
+    assert len(links) == 1 and md_text_of(md).rstrip() == "see " + clean("x" + a).rstrip()
+
+
+@settings(max_examples=200, deadline=None)
+@given(SPECIAL, SPECIAL)
 def test_code_spans_and_strong_hold_any_content(a, b):
     md = render_blocks([Paragraph([a, Code(b), Strong(a)])])
     toks = inline_tokens(md)
