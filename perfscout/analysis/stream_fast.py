@@ -276,9 +276,9 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
         if native:
             xs = xp.subtract(xt, ts)  # float32, correctly rounded
             d = xp.subtract(yt, xt)
-        else:  # float64 data: differences first, then float32
-            xs = xp.subtract(xt, float(ts)).astype(f32)
-            d = xp.subtract(yt, xt).astype(f32)
+        else:  # float64 (or integer) data: differences in float64 first, then float32
+            xs = xp.subtract(xt, float(ts), dtype=xp.float64).astype(f32)
+            d = xp.subtract(yt, xt, dtype=xp.float64).astype(f32)
         if scale != 1.0:
             xs *= f32(scale)
             d *= f32(scale)

@@ -110,3 +110,13 @@ def test_fast_path_on_ranges_far_from_one(factor, offset, monkeypatch) -> None:
     x, y = _field((12, 14, 16), np.float64, seed=8, noise=1e-3)
     _no_general_pass(monkeypatch)
     assert_matches_reference((x + offset) * factor, (y + offset) * factor)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int64])
+def test_integer_inputs_are_differenced_in_float64(dtype) -> None:
+    """Integer arrays (a quantised field): y - x must not wrap around in the input type."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 100, size=(9, 10, 11)).astype(dtype)
+    y = (x.astype(np.int64) + rng.integers(-3, 4, size=x.shape)).clip(0, 120).astype(dtype)
+    got = assert_matches_reference(x, y)
+    assert got["max_abs_err"] <= 3
