@@ -53,7 +53,7 @@ EOF
 
 do_tests() {
 step "GPU tests"
-timeout $(cap ${TESTS_S:-150}) python3 -m pytest -q -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
+timeout $(cap ${TESTS_S:-150}) python3 -m pytest -m gpu ${TESTS:-tests/gpu/test_cuszp.py tests/gpu/test_nvcomp.py} \
   -p no:cacheprovider -v -rfE --tb=short --durations=8 > "$O/gpu_peers_tests_$T.log" 2>&1
 echo "tests exit $?" | tee -a "$LOG"
 grep -E "^(FAILED|ERROR)|passed|failed" "$O/gpu_peers_tests_$T.log" | tail -30 | tee -a "$LOG"
