@@ -71,13 +71,16 @@ def _platform_rows(doc: dict) -> list[Inline]:
     return items
 
 
-def _table(df: pd.DataFrame) -> pd.DataFrame:
-    """Round floats to 4 significant digits for display (stored rows keep full precision)."""
+def _table(df: pd.DataFrame, empty: Inline = "none") -> Table:
+    """A stored table for display: floats to 4 significant digits (stored rows keep full
+    precision), number columns right-aligned."""
     out = df.copy()
+    align = {str(c): "right" for c in out.columns
+             if pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c])}
     for c in out.columns:
         if pd.api.types.is_float_dtype(out[c]):
             out[c] = out[c].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-    return out
+    return Table(out, empty, align=align)
 
 
 def _cited(st: summary.Statement) -> Inline:
@@ -116,14 +119,14 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
 
     blocks.append(Heading("Best settings per goal"))
     blocks.append(Heading("Highest compression ratio with the bound held", 3))
-    blocks.append(Table(_table(summary.best_cr_table(df)), "no measured result held its bound"))
+    blocks.append(_table(summary.best_cr_table(df), "no measured result held its bound"))
     blocks.append(Heading(f"Fastest compression with PSNR ≥ {psnr_min:g} dB (bound held)", 3))
-    blocks.append(Table(_table(summary.fastest_table(df, psnr_min)), f"no result reached PSNR ≥ {psnr_min:g} dB"))
+    blocks.append(_table(summary.fastest_table(df, psnr_min), f"no result reached PSNR ≥ {psnr_min:g} dB"))
 
     blocks.append(Heading("Violated bounds"))
-    blocks.append(Table(_table(summary.violations_table(df)), "none: every measured bound held"))
+    blocks.append(_table(summary.violations_table(df), "none: every measured bound held"))
     blocks.append(Heading("Failed tasks"))
-    blocks.append(Table(_table(summary.failures_table(df)), "none"))
+    blocks.append(_table(summary.failures_table(df), "none"))
     if skipped:
         blocks.append(Heading("Grid points not run", 3))
         blocks.append(Table(pd.DataFrame(skipped)))
@@ -132,8 +135,8 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
     if not section.empty:
         # gpu.py writes its sentences with the house's `code` and **bold** marks
         blocks += [Heading("GPU"), BulletList([markup(t) for t in section.intro]),
-                   Heading("Throughput against the copy roof", 3), Table(_table(section.throughput)),
-                   Heading("Bound verdicts", 3), Table(_table(section.verdicts)),
+                   Heading("Throughput against the copy roof", 3), _table(section.throughput),
+                   Heading("Bound verdicts", 3), _table(section.verdicts),
                    BulletList([markup(f) for f in section.findings] or ["none: every GPU result held its bound"])]
 
     chunked = chunking.chunking_table(df)  # codec threads > 1: chunked CR beside one stream's
@@ -143,7 +146,7 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
                                     "axis as independent streams in parallel: the bound is the same, the "
                                     "ratio is the chunked one. Each row sets it beside the same setting's "
                                     "single-stream result.")),
-                   Table(_table(chunked))]
+                   _table(chunked)]
 
     blocks.append(Heading("Plots per dataset"))
     blocks += plots.figure_blocks(df, run_dir / "plots")
@@ -153,7 +156,7 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
             "compress_MBps", "decompress_MBps", "bound_ok", "status"]
     table = df[cols].copy() if not df.empty else pd.DataFrame(columns=cols)
     table.insert(1, "experiments", table["task_key"].map(lambda k: ", ".join(experiments.get(k, []))))
-    blocks.append(Table(_table(table)))
+    blocks.append(_table(table))
     blocks.append(Paragraph(markup("Full records (every DESIGN.md column): `results.parquet`, `results.csv`, "
                                    "`results.sqlite`; each task's raw output: `raw/<task_key>/`.")))
 
