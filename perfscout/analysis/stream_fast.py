@@ -273,15 +273,16 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
     for sl in tiles:
         xt, yt = x[sl], y[sl]
         ts = xt[(0,) * xt.ndim]  # centre on a value of this tile: small local moments
-        if native:
+        if native and scale == 1.0:
             xs = xp.subtract(xt, ts)  # float32, correctly rounded
             d = xp.subtract(yt, xt)
-        else:  # float64 (or integer) data: differences in float64 first, then float32
-            xs = xp.subtract(xt, float(ts), dtype=xp.float64).astype(f32)
-            d = xp.subtract(yt, xt, dtype=xp.float64).astype(f32)
-        if scale != 1.0:
-            xs *= f32(scale)
-            d *= f32(scale)
+        else:  # differences (and the power-of-two scale, up to 2^149) in float64, then float32
+            xs = xp.subtract(xt, float(ts), dtype=xp.float64)
+            d = xp.subtract(yt, xt, dtype=xp.float64)
+            if scale != 1.0:
+                xs *= scale
+                d *= scale
+            xs, d = xs.astype(f32), d.astype(f32)
         q = xs * xs
         ys = xs + d
         ys *= ys

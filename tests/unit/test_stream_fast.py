@@ -120,3 +120,45 @@ def test_integer_inputs_are_differenced_in_float64(dtype) -> None:
     y = (x.astype(np.int64) + rng.integers(-3, 4, size=x.shape)).clip(0, 120).astype(dtype)
     got = assert_matches_reference(x, y)
     assert got["max_abs_err"] <= 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 11), min_size=1, max_size=3).map(tuple),
+    scale_exp=st.integers(-35, 35),
+    rel_noise=st.sampled_from([0.0, 1e-7, 1e-4, 1e-2, 1.0]),
+    zeros=st.booleans(),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 64),
+    tile=st.integers(1, 500),
+)
+def test_float32_fields_of_any_magnitude_match_the_oracle(shape, scale_exp, rel_noise, zeros, seed, chunk, tile) -> None:
+    _check_any_magnitude(np.float32, shape, scale_exp, rel_noise, zeros, seed, chunk, tile)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 11), min_size=1, max_size=3).map(tuple),
+    scale_exp=st.integers(-300, 300),
+    rel_noise=st.sampled_from([0.0, 1e-12, 1e-7, 1e-2, 1.0]),
+    zeros=st.booleans(),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 64),
+    tile=st.integers(1, 500),
+)
+def test_float64_fields_of_any_magnitude_match_the_oracle(shape, scale_exp, rel_noise, zeros, seed, chunk, tile) -> None:
+    """Across float64's range: the fast path, its float32 SSIM's limits and the general
+    pass's rescale all meet the oracle."""
+    _check_any_magnitude(np.float64, shape, scale_exp, rel_noise, zeros, seed, chunk, tile)
+
+
+def _check_any_magnitude(dtype, shape, scale_exp, rel_noise, zeros, seed, chunk, tile) -> None:
+    rng = np.random.default_rng(seed)
+    x = (np.cumsum(rng.standard_normal(shape), axis=-1) * 10.0**scale_exp).astype(dtype)
+    if zeros:
+        x[rng.random(shape) < 0.3] = 0
+    y = (x + rel_noise * np.abs(x).max() * rng.uniform(-1, 1, shape)).astype(dtype)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "STREAM_CHUNK_ELEMENTS", chunk)
+        mp.setattr(S, "SSIM_F32_TILE_ELEMENTS", tile)
+        assert_matches_reference(x, y, nbytes=5)
