@@ -122,7 +122,7 @@ def test_slab_grayscott_float64_is_bit_identical(monkeypatch, shape, slab) -> No
     np.testing.assert_array_equal(got, reference_grayscott(shape, np.random.default_rng(4), 25))
 
 
-@pytest.mark.parametrize("shape", [(300,), (33, 20), (7, 9, 11), (16, 1, 12)])
+@pytest.mark.parametrize("shape", [(1,), (2,), (300,), (40, 1), (1, 40), (33, 20), (7, 9, 11), (16, 1, 12), (5, 4, 1)])
 @pytest.mark.parametrize("slab", [1, 50, S.SLAB_ELEMENTS])
 def test_lean_grf_matches_the_whole_array_build(monkeypatch, shape, slab) -> None:
     monkeypatch.setattr(S, "SLAB_ELEMENTS", slab)
