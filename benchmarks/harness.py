@@ -236,21 +236,33 @@ def _run_timed(cmd: list[str], **kw: Any) -> tuple[subprocess.CompletedProcess, 
     return proc, wall, cpu
 
 
-def sweep_rate() -> dict[str, Any]:
+def sweep_rate(task_start: str = "fork") -> dict[str, Any]:
+    """tasks/s of the quick sweep through the CLI; ``task_start``: CPU tasks forked from the
+    sweep's task server (the default) or ``spawn`` (a fresh interpreter per task)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         env = {**os.environ, "PERFSCOUT_HOME": str(home)}
         proc, wall, cpu = _run_timed([*_cli(), "sweep", str(ROOT / "examples/sweep_quick.yaml"), "--out",
-                                      str(Path(tmp) / "run"), "--json", "--no-progress"], env=env, cwd=tmp,
-                                     timeout=1800)
+                                      str(Path(tmp) / "run"), "--json", "--no-progress",
+                                      "--task-start", task_start], env=env, cwd=tmp, timeout=1800)
         if proc.returncode != 0:
             return {"error": proc.stderr[-2000:], "wall_s": wall}
         summary = json.loads(proc.stdout)
     tasks = summary.get("tasks") or summary.get("n_tasks") or summary.get("total")
     if isinstance(tasks, dict):
         tasks = tasks.get("total") or sum(v for v in tasks.values() if isinstance(v, int))
-    return {"spec": "examples/sweep_quick.yaml", "tasks": tasks, "wall_s": wall, "cpu_s": cpu,
-            "tasks_per_s": (tasks / wall) if tasks else None, "summary": summary}
+    return {"spec": "examples/sweep_quick.yaml", "task_start": task_start, "tasks": tasks, "wall_s": wall,
+            "cpu_s": cpu, "tasks_per_s": (tasks / wall) if tasks else None, "summary": summary}
+
+
+def _sweep_part() -> dict[str, Any]:
+    """The sweep part: forked tasks (the default), and spawned ones for comparison."""
+    s = sweep_rate("fork")
+    s["spawn"] = {k: v for k, v in sweep_rate("spawn").items() if k != "summary"}
+    for label, r in (("fork", s), ("spawn", s["spawn"])):
+        print(f"[sweep examples/sweep_quick.yaml, {label}] {r.get('tasks')} tasks in {r['wall_s']:.1f} s wall = "
+              f"{_fmt(r.get('tasks_per_s'))} tasks/s (children cpu {_fmt(r.get('cpu_s'))} s)")
+    return s
 
 
 def diagnose_times(n_kernels: int, repeats: int = 3) -> dict[str, Any]:
@@ -334,6 +346,8 @@ def main() -> None:
                     help="Synthetic kinds whose generation peak RSS is measured per size ('' for none).")
     ap.add_argument("--only-diagnose", action="store_true",
                     help="Only the diagnose part; with --out, replace that part of an existing file.")
+    ap.add_argument("--only-sweep", action="store_true",
+                    help="Only the sweep part (forked and spawned tasks); with --out, replace that part.")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -349,6 +363,9 @@ def main() -> None:
 
     if args.only_diagnose:
         _diagnose_only(args)
+        return
+    if args.only_sweep:
+        _sweep_only(args)
         return
 
     from perfscout.datasets.synthetic import synthetic
@@ -397,10 +414,7 @@ def main() -> None:
                 if key in t:
                     print(f"  {key}:\n    " + "\n    ".join(t[key]))
     if not args.skip_sweep:
-        s = sweep_rate()
-        doc["sweep"] = s
-        print(f"[sweep examples/sweep_quick.yaml] {s.get('tasks')} tasks in {s['wall_s']:.1f} s wall = "
-              f"{_fmt(s.get('tasks_per_s'))} tasks/s (children cpu {_fmt(s.get('cpu_s'))} s)")
+        doc["sweep"] = _sweep_part()
     if not args.skip_diagnose:
         doc["diagnose"] = _print_diagnose(diagnose_times(args.kernels), args.kernels)
     if args.out and args.out.exists():  # parts not measured this run stay as they were
@@ -442,6 +456,20 @@ def _diagnose_only(args: argparse.Namespace) -> None:
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         print(f"wrote {args.out} (diagnose part)")
+
+
+def _sweep_only(args: argparse.Namespace) -> None:
+    """Re-measure the sweep part alone; the other parts of ``--out`` are kept as they were."""
+    doc = json.loads(args.out.read_text()) if args.out and args.out.exists() else {"targets": TARGETS}
+    mach = machine()
+    s = _sweep_part()
+    mach["loadavg_end"] = os.getloadavg()
+    s["machine"] = mach  # measured apart from the rest of the file: its own machine record
+    s["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    doc["sweep"] = s
+    if args.out:
+        args.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        print(f"wrote {args.out} (sweep part)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ What runs where:
   holds the run directory's lock and is the *only* writer of the run directory and its
   SQLite store, exactly as in a local sweep;
 - **a Dask task** per sweep task runs on a worker: it starts the same contained child as
-  the local executor (``python -m perfscout.sweep.worker``, with the task's timeout
-  and memory limit enforced by the worker), in a scratch directory on the worker, and
+  the local executor (forked from the worker process's task server for CPU tasks, see
+  :mod:`.forkserver`, else ``python -m perfscout.sweep.worker``; the task's timeout and
+  memory limit enforced by the worker), in a scratch directory on the worker, and
   returns the record and the child's log to the driver. Workers need perfscout installed
   and the datasets at the same paths (a shared file system); synthetic data needs nothing.
 
@@ -33,6 +34,7 @@ import queue
 import shutil
 import socket
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
+from perfscout.sweep.forkserver import ForkServer, ForkServerError
 from perfscout.sweep.spec import Task
 
 if TYPE_CHECKING:
@@ -216,14 +219,17 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
     info = {"task_key": task.task_key, "tag": tag, "worker": worker.address, "name": str(worker.name),
             "host": host, "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
             "batch_job": os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID") or ""}
+    slots = max(1, slots_by_host.get(host, 0) or worker.state.nthreads)
+    threads = max(task.threads, (os.cpu_count() or 1) // slots)
+    # A worker started for one GPU (CUDA_VISIBLE_DEVICES set) keeps it for its child.
+    pinned = "CUDA_VISIBLE_DEVICES" in os.environ
+    env = child_env(task, threads, pin_gpu=not pinned)
+    server = _worker_task_server(env) if task.device == "cpu" and run_meta.get("task_start") == "fork" else None
+    info["task_server"] = server.pid if server is not None else None
     worker.log_event(EVENT_TOPIC, {"event": "start", "at": time.time(), **info})
     scratch = Path(tempfile.mkdtemp(prefix=f"perfscout-{task.task_key}-", dir=worker.local_directory))
     try:
-        slots = max(1, slots_by_host.get(host, 0) or worker.state.nthreads)
-        threads = max(1, (os.cpu_count() or 1) // slots)
-        # A worker started for one GPU (CUDA_VISIBLE_DEVICES set) keeps it for its child.
-        pinned = "CUDA_VISIBLE_DEVICES" in os.environ
-        child = TaskChild.start(task, scratch, tag, run_meta, child_env(task, threads, pin_gpu=not pinned))
+        child = TaskChild.start(task, scratch, tag, run_meta, env, server=server)
         try:
             child.wait()
             record = child.outcome(run_meta.get("run_id", ""), run_meta.get("platform_id", ""))
@@ -233,6 +239,42 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
         return {**info, "record": record.model_dump_json(), "log": log, "task": task_json}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+_SERVER_LOCK = threading.Lock()
+_SERVER: ForkServer | None = None
+
+
+def _worker_task_server(env: dict[str, str]) -> ForkServer | None:
+    """This worker process's task server (:mod:`.forkserver`), started on first use, replaced
+    when it died; None when it cannot start (the task then spawns its interpreter).
+
+    It is started from a thread that lives as long as the worker process: the server's
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that started it exits, and Dask's task
+    threads may come and go; when the worker process ends, the server and its children die.
+    """
+    global _SERVER
+    with _SERVER_LOCK:
+        if _SERVER is not None and _SERVER.alive:
+            return _SERVER
+        if _SERVER is not None:
+            _SERVER.close()
+            _SERVER = None
+        started: dict[str, Any] = {}
+        ready = threading.Event()
+
+        def keeper() -> None:
+            try:
+                started["server"] = ForkServer(env)
+            except (ForkServerError, OSError) as exc:
+                started["error"] = exc
+            ready.set()
+            threading.Event().wait()  # never returns: the server's parent thread stays alive
+
+        threading.Thread(target=keeper, name="perfscout-task-server", daemon=True).start()
+        ready.wait()
+        _SERVER = started.get("server")
+        return _SERVER
 
 
 # ----------------------------------------------------------------------------- driver side
@@ -344,7 +386,7 @@ class _Attempts:
         tag = str(info.get("tag", ""))
         if tag in self.by_tag:
             return self.by_tag[tag]
-        detail = json.dumps({k: info.get(k) for k in ("name", "host", "pid", "gpu", "batch_job")})
+        detail = json.dumps({k: info.get(k) for k in ("name", "host", "pid", "gpu", "batch_job", "task_server")})
         attempt = self.store.start_attempt(str(info["task_key"]), self.session, worker=str(info.get("worker", "")),
                                            detail=detail)
         self.store.set_attempt_tag(attempt, tag)

@@ -185,7 +185,7 @@ class SweepRunner:
         return self.out / "raw" / task.task_key
 
     def run_meta(self) -> dict[str, str]:
-        return {"run_id": self.run_id, "platform_id": self.platform_id}
+        return {"run_id": self.run_id, "platform_id": self.platform_id, "task_start": self.task_start}
 
     def _task_server(self, task: Task) -> ForkServer | None:
         """The session's task server for a CPU task (started, or replaced when it died)."""
@@ -285,7 +285,7 @@ class SweepRunner:
         executor = "dask" if self.dask is not None else "local"
         store.set_meta(f"session_{session}", json.dumps({
             "jobs": self.jobs, "memory_budget_mb": self.memory_budget_mb, "executor": executor,
-            "task_start": self.task_start if executor == "local" else "spawn", **self.scheduling,
+            "task_start": self.task_start, **self.scheduling,
             "started_at": datetime.now(timezone.utc).isoformat()}))
         done = store.finished_keys()
         pending = [t for t in tasks if t.task_key not in done]

@@ -5,8 +5,8 @@ Importing this module registers two codecs (name it as a plug-in:
 
 - ``fake-slow``: a plain uniform quantizer (real, verified results) that first sleeps
   ``sleep_s`` seconds (option), so a test can kill a worker while the task is in flight;
-- ``fake-killer``: SIGKILLs its parent process, which on Dask is the worker that started
-  the task's child: the task "kills every worker it touches", as an OOM-killed node would.
+- ``fake-killer``: SIGKILLs the worker that started the task's process (its parent, or its
+  task server's parent): the task "kills every worker it touches", as an OOM-killed node would.
   Never run it with the local executor (its parent would be the sweep itself).
 """
 
@@ -62,8 +62,22 @@ class WorkerKiller(_Quantizer):
     codec_id = "fake-killer"
 
     def _before(self) -> None:
-        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(_worker_pid(), signal.SIGKILL)
         time.sleep(60)  # PR_SET_PDEATHSIG ends us with the parent
+
+
+def _worker_pid() -> int:
+    """The process that started this task: its parent, or, for a task forked from the
+    worker's task server (perfscout.sweep.forkserver), the server's parent."""
+    parent = os.getppid()
+    try:
+        cmdline = open(f"/proc/{parent}/cmdline", "rb").read()
+    except OSError:
+        return parent
+    if b"perfscout.sweep.forkserver" in cmdline:
+        with open(f"/proc/{parent}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])  # the server's parent pid
+    return parent
 
 
 register_codec(SlowCodec.codec_id, f"{__name__}:SlowCodec")

@@ -92,6 +92,9 @@ def test_local_cluster_sweep_equals_the_local_executor(tmp_path: Path, quick_ref
     att = attempts(tmp_path / "run")
     assert len(att) == 8 and (att["outcome"] == "ok").all()
     assert att["worker"].str.startswith("tcp://127.0.0.1:").all() and att["worker"].nunique() == 2  # both worked
+    # each worker forked its CPU tasks from one task server of its own (imports done once)
+    servers = {w: {json.loads(d)["task_server"] for d in g["detail"]} for w, g in att.groupby("worker")}
+    assert all(len(s) == 1 and None not in s for s in servers.values()) and len(set().union(*servers.values())) == 2
     for key in df["task_key"]:  # the driver wrote the stored attempt's files, canonical names
         assert sorted(p.name for p in (tmp_path / "run" / "raw" / key).iterdir()) == [
             "log.txt", "result.json", "task.json"]
@@ -189,10 +192,13 @@ def separate_cluster(tmp_path: Path):
                      "--dashboard-address", ":0", "--scheduler-file", str(sched_file)], tmp_path / "sched.log")]
     try:
         deadline = time.monotonic() + 60
-        while not sched_file.is_file():
+        address = ""
+        while not address:  # the file appears before the scheduler has written it whole
             assert time.monotonic() < deadline and procs[0].poll() is None, (tmp_path / "sched.log").read_text()
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+            try:
+                address = json.loads(sched_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
         for name in ("cpu-a", "cpu-b"):
             procs.append(_start([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
                                  "--name", name], tmp_path / f"{name}.log"))
