@@ -53,6 +53,8 @@ _X_ALIGN = 32
 #: The R3 sequence: alpha_k = 1 / g**k with g the unique positive root of x**4 = x + 1.
 _G3 = 1.2207440846057594
 _ALPHA = np.array([1 / _G3, 1 / _G3**2, 1 / _G3**3])
+#: The golden ratio's fractional part: the 1-D Kronecker sequence for positions in a row.
+_PHI = (math.sqrt(5) - 1) / 2
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,18 @@ def sample_indices(geo: SampleGeometry, xp: Any = np) -> tuple[Any, Any]:
     shape[geo.stack_axis] *= len(org)
     box = (org[:, None] + box_off[None, :]).reshape(len(org), sz, sy, sx).transpose(order).reshape(shape)
     starts = (org[:, None] + geo.run_offsets.astype(it)[None, :]).reshape(-1)
-    starts -= starts % _X_ALIGN  # the field's own 1-D blocks: 32-aligned in the flat array
+    if sx == _X_ALIGN and X % _X_ALIGN:
+        # Rows of 32 or more that 1-D blocks straddle: each run is the field's 1-D block at
+        # a position of the superblock row spread over the whole row (a Kronecker
+        # sequence), not at the row piece's start. Anchored there, a row of 63 gave runs
+        # that nearly all straddle a row end, where about half of the field's 1-D blocks
+        # do: a biased estimate. (Rows of a multiple of 32: the row pieces are 1-D blocks.)
+        row_start = starts - (org % X).repeat(len(geo.run_offsets))
+        spread = np.mod(0.5 + np.arange(1, len(starts) + 1) * _PHI, 1.0)
+        starts = row_start + np.minimum((spread * X).astype(it), X - 1)
+        starts = np.minimum(starts - starts % _X_ALIGN, (math.prod(geo.view) // _X_ALIGN - 1) * _X_ALIGN)
+    else:  # row pieces that are 1-D blocks, or whole periods of the row/plane pattern
+        starts -= starts % _X_ALIGN
     runs = (starts[:, None] + np.arange(geo.run_len, dtype=it)[None, :]).reshape(-1)
     if xp is np:
         return np.ascontiguousarray(box), runs
