@@ -105,3 +105,22 @@ def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="cannot open results store"):
         ResultStore(bad)
+
+
+def test_a_store_from_before_a_column_gains_it_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A run directory written before ``chunks`` existed: resumable, its old rows read as NA."""
+    path = tmp_path / "results.sqlite"
+    with ResultStore(path) as s:
+        s.put_result(record("old"))
+    conn = sqlite3.connect(path)  # rebuild the results table as an older perfscout made it
+    old_cols = [c for c in RESULT_COLUMNS if c != "chunks"]
+    conn.execute(f"CREATE TABLE r2 AS SELECT {', '.join(chr(34) + c + chr(34) for c in old_cols)} FROM results")
+    conn.execute("DROP TABLE results")
+    conn.execute("ALTER TABLE r2 RENAME TO results")
+    conn.commit()
+    conn.close()
+    with ResultStore(path) as s:
+        s.put_result(record("new", chunks=2))
+        df = s.results().set_index("task_key")
+    assert pd.isna(df.loc["old", "chunks"]) and df.loc["new", "chunks"] == 2
+    assert df.loc["old", "ratio"] == 3.5
