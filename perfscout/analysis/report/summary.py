@@ -14,6 +14,8 @@ from itertools import combinations
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from perfscout.analysis.report.gpu import strip_detail
+
 #: A throughput this far below both neighbouring bounds' is an anomaly (a dip).
 THROUGHPUT_DROP = 0.5
 #: Status values where the codec ran to the end and the result was checked.
@@ -105,14 +107,22 @@ def fastest_table(df: pd.DataFrame, psnr_min: float) -> pd.DataFrame:
 def violations_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every measured row whose bound did not hold."""
     d = df[df["bound_ok"].eq(False).fillna(False)]
-    return d[["dataset", "codec", "device", "mode", "bound", "abs_bound", "max_abs_err", "max_rel_err", "status",
-              "error", "task_key"]].reset_index(drop=True)
+    return _readable_errors(d[["dataset", "codec", "device", "mode", "bound", "abs_bound", "max_abs_err",
+                               "max_rel_err", "status", "error", "task_key"]])
 
 
 def failures_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every task that did not produce a measured result, with its error."""
     d = df[~df["status"].isin(MEASURED_STATUSES)]
-    return d[["dataset", "codec", "device", "mode", "bound", "status", "error", "task_key"]].reset_index(drop=True)
+    return _readable_errors(d[["dataset", "codec", "device", "mode", "bound", "status", "error", "task_key"]])
+
+
+def _readable_errors(d: pd.DataFrame) -> pd.DataFrame:
+    """The error column as a person reads it: a GPU row's machine-readable detail note
+    (``gpu_detail={...}``, which the GPU section reads) is left out of the tables."""
+    d = d.reset_index(drop=True)
+    d["error"] = d["error"].map(lambda e: strip_detail(e) if isinstance(e, str) else e)
+    return d
 
 
 # ----------------------------------------------------------------------------- statements
