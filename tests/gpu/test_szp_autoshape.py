@@ -35,7 +35,7 @@ def _same_choice(dev: A.ShapeChoice, ref: A.ShapeChoice) -> None:
 
 @pytest.mark.parametrize("rel", [1e-2, 1e-4])
 @pytest.mark.parametrize("name", ["smooth3d_slab", "stacked_levels", "image2d", "last_axis_3", "last_axis_33",
-                                  "odd_planes_4d", "float64", "with_nonfinite", "noise"])
+                                  "odd_planes_4d", "float64", "with_nonfinite", "noise", "levels_of_short_rows"])
 def test_the_gpu_chooses_what_the_reference_chooses(name, rel) -> None:
     x = SYNTHETIC[name]()
     xd = cp.asarray(x)
