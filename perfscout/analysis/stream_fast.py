@@ -27,6 +27,7 @@ tolerances stated there.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -209,6 +210,19 @@ def _axis_view(a: Any, axis: int, start: int, stop: int) -> Any:
     return a[tuple(sl)]
 
 
+@lru_cache(maxsize=64)
+def _doubling_plan(w: int) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """For a window of ``w``: the number of doublings (partial sums of 2^i elements for
+    i <= top) and the (i, offset) pieces added to the largest one, e.g. 7 -> (2, ((1, 4), (0, 6)))."""
+    top = w.bit_length() - 1
+    pieces, offset = [], 1 << top
+    for i in range(top - 1, -1, -1):
+        if w >> i & 1:
+            pieces.append((i, offset))
+            offset += 1 << i
+    return top, tuple(pieces)
+
+
 def box_sums_doubling(a: Any, win: tuple[int, ...]) -> Any:
     """Sums over every fully contained window of shape ``win``, separable, with partial
     sums of power-of-two lengths: a 7-wide window costs 4 adds per element and axis
@@ -218,21 +232,16 @@ def box_sums_doubling(a: Any, win: tuple[int, ...]) -> Any:
     for axis, w in enumerate(win):
         if w == 1:
             continue
-        length = int(out.shape[axis])
-        n = length - w + 1
-        parts = {1: out}
-        k = 1
-        while 2 * k <= w:
-            p = parts[k]
+        n = int(out.shape[axis]) - w + 1
+        top, pieces = _doubling_plan(w)
+        parts = [out]  # parts[i]: sums of 2^i consecutive elements
+        for i in range(top):
+            p, k = parts[i], 1 << i
             m = int(p.shape[axis]) - k
-            parts[2 * k] = _axis_view(p, axis, 0, m) + _axis_view(p, axis, k, k + m)
-            k *= 2
-        acc = _axis_view(parts[k], axis, 0, n)  # k > 1: an array of our own, added to in place
-        offset = k
-        for p in sorted(parts, reverse=True):
-            if p < k and w & p:
-                acc += _axis_view(parts[p], axis, offset, offset + n)
-                offset += p
+            parts.append(_axis_view(p, axis, 0, m) + _axis_view(p, axis, k, k + m))
+        acc = _axis_view(parts[top], axis, 0, n)  # top >= 1: an array of our own, added to in place
+        for i, offset in pieces:
+            acc += _axis_view(parts[i], axis, offset, offset + n)
         out = acc
     return out if out is not a else a.copy()  # always a new array: callers update it in place
 
