@@ -38,7 +38,9 @@ RESULT_COLUMNS: tuple[str, ...] = (
 class CompressionResult(BaseModel):
     """One row per (dataset, codec, device, mode, bound) evaluation.
 
-    Times are medians over ``repeats`` after one warm-up. ``bound`` is what the user
+    Times are medians over ``repeats``, after one untimed warm-up when ``repeats`` > 1
+    (with one repeat the single run is the timed one, and the notes say the timing is
+    cold). ``bound`` is what the user
     asked for in ``mode``; ``abs_bound`` the absolute bound it resolved to (for
     ``psnr``/``ratio`` modes, the bound the search settled on). ``max_rel_err`` is
     R-relative (R = max - min), ``max_pw_rel_err`` point-wise relative.
