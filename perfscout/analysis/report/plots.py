@@ -6,7 +6,7 @@ Agg canvas), without touching pyplot's global backend: reports can be written fr
 notebook (its inline plots stay as they are), a thread or a server. Files are deterministic:
 the same rows give the same bytes (no timestamp or version in the PNG metadata).
 
-Every figure is drawn only from stored rows that were measured (a ratio exists); a figure
+Every figure is drawn only from stored rows that were measured (:func:`rows.measured`); a figure
 with nothing to show is not written, and the caller says so in the report.
 """
 
@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from perfscout.analysis.report.blocks import Block, Figure, Heading, Paragraph
+from perfscout.analysis.report.rows import measured
 
 DPI = 100
 #: One line style per error mode, the same in every figure (colour = codec@device).
@@ -40,13 +41,6 @@ class Plot:
     title: str
     path: Path
     caption: str
-
-
-def measured(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows where the codec ran and was checked (ratio known)."""
-    out = df[df["ratio"].notna()].copy()
-    out["series"] = out["codec"] + "@" + out["device"]
-    return out
 
 
 def _slug(text: str) -> str:

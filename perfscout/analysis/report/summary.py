@@ -15,11 +15,10 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from perfscout.analysis.report.gpu import strip_detail
+from perfscout.analysis.report.rows import MEASURED_STATUSES, measured
 
 #: A throughput this far below both neighbouring bounds' is an anomaly (a dip).
 THROUGHPUT_DROP = 0.5
-#: Status values where the codec ran to the end and the result was checked.
-MEASURED_STATUSES = ("ok", "bound_violated", "bound_overshoot")
 
 
 class Fact(BaseModel):
@@ -64,12 +63,6 @@ def _facts(row: pd.Series, *columns: str) -> list[Fact]:
             v = float(v)
         out.append(Fact(task_key=str(row["task_key"]), column=c, value=v))
     return out
-
-
-def measured(df: pd.DataFrame) -> pd.DataFrame:
-    d = df[df["status"].isin(MEASURED_STATUSES) & df["ratio"].notna()].copy()
-    d["series"] = d["codec"] + "@" + d["device"]
-    return d
 
 
 def held(df: pd.DataFrame) -> pd.DataFrame:
