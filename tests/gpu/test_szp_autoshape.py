@@ -16,7 +16,7 @@ import pytest
 
 from perfscout.codecs.szp import autoshape as A
 from perfscout.codecs.szp import format as F
-from perfscout.codecs.szp.codec import SZPGpuCodec, _takes_auto_flag
+from perfscout.codecs.szp.codec import SZPGpuCodec
 from tests.unit.test_szp_autoshape import SYNTHETIC, TOLERANCE, smooth3d_slab, stacked_levels
 
 pytestmark = pytest.mark.gpu
@@ -91,8 +91,9 @@ def test_the_codec_on_the_gpu_chooses_on_the_device_and_records_it() -> None:
     assert c.meta["device"] == "cuda" and c.meta["block_ndim_auto"] is True
     assert c.meta["block_ndim"] == ref.block_ndim == F.parse_header(c.data).block_ndim
     assert c.meta["block_sample_bytes"] == {str(k): v for k, v in ref.sample_bytes.items()}
-    flag = {"auto_block": True} if _takes_auto_flag(G.compress_device) else {}
-    assert c.data == F.encode(x, "rel", 1e-3, ref.block_ndim, version=V, **flag)
+    assert c.data == F.encode(x, "rel", 1e-3, ref.block_ndim, version=V, auto_block=True)
+    ds = G.compress_device(cp.asarray(x), "rel", 1e-3, "auto")  # the driver chooses itself
+    assert ds.shape_choice.block_ndim == ref.block_ndim and ds.header.auto_block
     y = codec.decompress(c)
     assert np.max(np.abs(x.astype(np.float64) - y)) <= c.abs_bound
     # a host array on the GPU path (uploaded whole, then chosen on the device): the same shape

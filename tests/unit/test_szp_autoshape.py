@@ -408,25 +408,29 @@ def test_the_evaluation_records_the_choice() -> None:
 
 def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -> None:
     """Without a GPU here: the driver's entry points replaced by the reference (same
-    signatures as perfscout.codecs.szp.gpu's), to check what the codec hands them. A
-    driver without the ``auto_block`` keyword gets the chosen shape alone."""
+    signatures as perfscout.codecs.szp.gpu's), to check what the codec hands them."""
     from perfscout.codecs.szp import gpu as G
 
-    calls: list[tuple[str, int, dict]] = []
+    calls: list[tuple[str, object, dict]] = []
 
     def compress_host(x, mode, bound, block_ndim=None, chunk_bytes=0, *, auto_block=False, version=F.VERSION):
         calls.append(("host", block_ndim, {"auto_block": auto_block}))
         return F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
 
-    def old_timed_roundtrip(x, mode, bound, block_ndim, repeats):  # no auto_block keyword
-        calls.append(("timed", block_ndim, {}))
-        data = F.encode(np.asarray(x), mode, bound, block_ndim)
+    def timed_roundtrip(x, mode, bound, block_ndim, repeats, *, auto_block=False):
+        calls.append(("timed", block_ndim, {"auto_block": auto_block}))
+        data = F.encode(np.asarray(x), mode, bound, block_ndim, auto_block=auto_block)
         return G.GpuTiming(data=data, reconstructed=F.decode(data), compress_s=1e-3, decompress_s=1e-3,
                            h2d_s=0.0, d2h_s=0.0, samples={}, device_name="fake")
 
     def compress_device(x, mode, bound, block_ndim=None, *, auto_block=False, version=F.VERSION):
+        choice = None
+        if block_ndim == "auto":  # the driver chooses after its own range pass
+            choice = A.choose_for(x, mode, bound, version=version)
+            block_ndim, auto_block = choice.block_ndim, True
         calls.append(("device", block_ndim, {"auto_block": auto_block}))
-        return F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
+        data = F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
+        return G.DeviceStream(data, F.parse_header(data), choice)
 
     monkeypatch.setattr(G, "gpu_available", lambda: (True, ""))
     monkeypatch.setattr(G, "as_device_array", lambda obj: None)
@@ -434,11 +438,11 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
     monkeypatch.setattr(G, "_fit_chunk", lambda chunk: chunk)
     monkeypatch.setattr(G, "compress_host", compress_host)
     monkeypatch.setattr(G, "compress_device", compress_device)
-    monkeypatch.setattr(G, "to_host", lambda stream: stream)
-    monkeypatch.setattr(G, "timed_roundtrip", old_timed_roundtrip)
+    monkeypatch.setattr(G, "to_host", lambda ds: ds.body)
+    monkeypatch.setattr(G, "timed_roundtrip", timed_roundtrip)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))  # the upload
     x = stacked_levels(12, 90, 180)
-    want = A.choose_for(x, "rel", 1e-3, version=getattr(G, "WRITE_VERSION", None)).block_ndim
+    want = A.choose_for(x, "rel", 1e-3, version=G.WRITE_VERSION).block_ndim
     # larger than one slab: streamed by compress_host, the shape chosen with NumPy
     codec = SZPGpuCodec("rel", 1e-3, chunk_bytes=x.nbytes // 2)
     c = codec.compress(x)
@@ -448,7 +452,7 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
     c1 = SZPGpuCodec("rel", 1e-3).compress(x)
     assert calls[-1] == ("device", want, {"auto_block": True}) and c1.data == c.data
     t = codec.timed_run(x, 2)
-    assert calls[-1] == ("timed", want, {}) and t.compressed.meta["block_ndim"] == want
+    assert calls[-1] == ("timed", want, {"auto_block": True}) and t.compressed.meta["block_ndim"] == want
     SZPGpuCodec("rel", 1e-3, block_ndim=3, chunk_bytes=x.nbytes // 2).compress(x)
     assert calls[-1] == ("host", 3, {"auto_block": False})
 

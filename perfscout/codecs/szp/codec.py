@@ -21,9 +21,6 @@ arrays streamed in slabs. The header records the shape (and, with format v3, the
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,15 +43,6 @@ def parse_block_ndim(value: Any) -> str | int:
         raise CodecError(f"szp-gpu: block_ndim must be 1, 2 or 3, got {value!r} (or leave it out: "
                          "'auto', the default, chooses it from a sample of the field)")
     return int(value)
-
-
-@functools.lru_cache(maxsize=None)
-def _takes_auto_flag(fn: Callable[..., Any]) -> bool:
-    """Whether an encoder records "chosen automatically" in the header (format v3's flag)."""
-    try:
-        return "auto_block" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 class SZPGpuCodec(Codec):
@@ -139,15 +127,14 @@ class SZPGpuCodec(Codec):
     def compress_on_device(self, x: Any) -> G.DeviceStream:
         """Compress a CuPy array into a device-resident stream (the block shape chosen on the
         device when auto); GPU evaluation times this call. A driver whose compress_device
-        takes ``block_ndim="auto"`` itself (its DeviceStream has a ``shape_choice``) chooses
-        after its own range pass, so rel mode reads the array once less."""
-        if self.block_ndim == AUTO and _driver_chooses():
+        takes ``block_ndim="auto"`` itself and chooses after its own range pass, so rel mode
+        reads the array once."""
+        if self.block_ndim == AUTO:
             ds = G.compress_device(x, self.mode, self.bound, AUTO)
             self.last_choice = ds.shape_choice
             return ds
-        bnd, flag = self._shape(x)
-        flag = flag if _takes_auto_flag(G.compress_device) else {}
-        return G.compress_device(x, self.mode, self.bound, bnd, **flag)
+        self.last_choice = None
+        return G.compress_device(x, self.mode, self.bound, int(self.block_ndim))
 
     def _compress_host_on_gpu(self, host: np.ndarray) -> bytes:
         """A host array on the GPU path. One that fits a single slab goes up whole anyway
@@ -160,8 +147,7 @@ class SZPGpuCodec(Codec):
             import cupy as cp
 
             return G.to_host(self.compress_on_device(cp.asarray(host)))
-        bnd, flag = self._shape(host, _kernel_version())
-        flag = flag if _takes_auto_flag(G.compress_host) else {}
+        bnd, flag = self._shape(host, G.WRITE_VERSION)
         return G.compress_host(host, self.mode, self.bound, bnd, self.chunk_bytes, **flag)
 
     def compress(self, array: Any) -> Compressed:
@@ -179,7 +165,6 @@ class SZPGpuCodec(Codec):
         else:
             host = _host_array(array)
             bnd, flag = self._shape(host)
-            flag = flag if _takes_auto_flag(F.encode) else {}
             data = F.encode(host, self.mode, self.bound, bnd, **flag)
         return self._wrap(data, on_gpu, reason)
 
@@ -206,8 +191,7 @@ class SZPGpuCodec(Codec):
             # The choice is made once, where the array is, and its cost is in the meta: the
             # timed calls compress with the shape it chose.
             dev = G.as_device_array(array)
-            bnd, flag = self._shape(dev) if dev is not None else self._shape(np.asarray(array), _kernel_version())
-            flag = flag if _takes_auto_flag(G.timed_roundtrip) else {}
+            bnd, flag = self._shape(dev) if dev is not None else self._shape(np.asarray(array), G.WRITE_VERSION)
             t = G.timed_roundtrip(array, self.mode, self.bound, bnd, repeats, **flag)
         except _oom_errors() as exc:
             raise CodecError(f"gpu_out_of_memory: {exc}") from exc
@@ -216,20 +200,6 @@ class SZPGpuCodec(Codec):
             compress_s=t.compress_s, decompress_s=t.decompress_s, h2d_s=t.h2d_s, d2h_s=t.d2h_s,
             device_name=t.device_name, samples=t.samples,
         )
-
-
-def _driver_chooses() -> bool:
-    """Whether gpu.compress_device takes block_ndim="auto" itself: its DeviceStream then
-    carries the ShapeChoice (field ``shape_choice``)."""
-    import dataclasses
-
-    return dataclasses.is_dataclass(G.DeviceStream) and any(
-        f.name == "shape_choice" for f in dataclasses.fields(G.DeviceStream))
-
-
-def _kernel_version() -> int | None:
-    """The stream format the CUDA kernels write, where the driver says (None: the reference's)."""
-    return getattr(G, "WRITE_VERSION", None)
 
 
 def _host_array(array: Any) -> np.ndarray:

@@ -185,6 +185,8 @@ class DeviceStream:
 
     body: Any  # cupy uint8 array
     header: F.Header
+    #: the autoshape.ShapeChoice when compress_device chose the block shape ("auto")
+    shape_choice: Any = None
 
 
 @dataclass
@@ -344,11 +346,16 @@ def _sorted_outliers(p: _Pieces) -> tuple[Any, Any]:
     return idx, val
 
 
-def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = None, *,
+def compress_device(x: Any, mode: str, bound: float, block_ndim: int | str | None = None, *,
                     auto_block: bool = False, version: int = WRITE_VERSION) -> DeviceStream:
-    """Compress a device array; the stream body stays on the device. ``auto_block`` sets
-    the header flag saying the block shape was chosen automatically (format 3);
-    ``version`` 2 writes the previous format."""
+    """Compress a device array; the stream body stays on the device. ``block_ndim="auto"``
+    chooses the block shape from a sample of ``x`` (autoshape) after this call's own range
+    pass, so rel mode reads the array once, and returns the choice in ``shape_choice``.
+    ``auto_block`` sets the header flag saying the block shape was chosen automatically
+    (format 3; implied by "auto"); ``version`` 2 writes the previous format."""
+    choose = block_ndim == "auto"
+    if choose:
+        block_ndim, auto_block = None, True
     cp = _cp()
     _check_write_version(version, auto_block)
     xd = x if x.flags.c_contiguous else cp.ascontiguousarray(x)  # keeps 0-d arrays 0-d
@@ -361,6 +368,12 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = No
         raise InputError(f"block_ndim must be 1, 2 or 3, got {block_ndim!r}")
     frange = device_range(xd) if mode == "rel" else None
     qz = F.resolve_quantizer(xd.dtype, mode, bound, frange)
+    choice = None
+    if choose:
+        from perfscout.codecs.szp import autoshape  # autoshape imports this module
+
+        choice = autoshape.choose_block_ndim(xd, qz.abs_bound, version=version)
+        bnd = choice.block_ndim
     geo = geometry(tuple(xd.shape), bnd)
     p = _compress_pieces(xd, geo, qz, version)
     h = F.Header(xd.dtype, tuple(xd.shape), mode, float(bound), qz.abs_bound, float(qz.step),
@@ -377,7 +390,7 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = No
         body[lay.out_index : lay.out_index + 8 * p.n_out] = idx.view(cp.uint8)
         nv = h.dtype.itemsize * p.n_out
         body[lay.out_value : lay.out_value + nv] = val.view(cp.uint8)
-    return DeviceStream(body[: lay.crc], h)
+    return DeviceStream(body[: lay.crc], h, choice)
 
 
 def _check_write_version(version: int, auto_block: bool) -> None:
@@ -724,9 +737,11 @@ def _event_time(fn: Any, repeats: int) -> tuple[list[float], Any]:
     return times, result
 
 
-def timed_roundtrip(x: Any, mode: str, bound: float, block_ndim: int | None, repeats: int) -> GpuTiming:
+def timed_roundtrip(x: Any, mode: str, bound: float, block_ndim: int | None, repeats: int, *,
+                    auto_block: bool = False) -> GpuTiming:
     """Device-resident compress and decompress timed with CUDA events (medians after one
-    warm-up); H2D of the input and D2H of the stream and of the result timed apart."""
+    warm-up); H2D of the input and D2H of the stream and of the result timed apart.
+    ``auto_block``: the caller chose ``block_ndim`` automatically (the header says so)."""
     cp = _cp()
     import cupyx
 
@@ -739,8 +754,10 @@ def timed_roundtrip(x: Any, mode: str, bound: float, block_ndim: int | None, rep
         pinned[...] = host
         xd = cp.empty(host.shape, dtype=host.dtype)
         samples["h2d_s"], _ = _event_time(lambda: xd.set(pinned), repeats)
-    compress_device(xd, mode, bound, block_ndim)  # warm-up: module load and compile
-    samples["compress_s"], ds = _event_time(lambda: compress_device(xd, mode, bound, block_ndim), repeats)
+    flag = {"auto_block": auto_block}
+    compress_device(xd, mode, bound, block_ndim, **flag)  # warm-up: module load and compile
+    samples["compress_s"], ds = _event_time(lambda: compress_device(xd, mode, bound, block_ndim, **flag),
+                                            repeats)
     pinned_s = cupyx.empty_pinned(ds.body.shape, dtype=np.uint8)
     samples["d2h_stream_s"], _ = _event_time(lambda: ds.body.get(out=pinned_s), repeats)
     data = F.finish(pinned_s)
