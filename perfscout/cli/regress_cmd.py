@@ -116,7 +116,7 @@ def regress_command(
         fields = [f.strip() for f in match.split(",") if f.strip()] if match else None
         result = G.compare_runs(sources[0], sources[1], threshold=threshold, quality_threshold=quality_threshold,
                                 alpha=alpha, min_repeats=min_repeats, match=fields, metrics=metric or None)
-        written = G.write_report(result, md=md, html=html) if (md or html) else []
+        written = G.write_regression_report(result, md=md, html=html) if (md or html) else []
     except PerfscoutError as exc:
         fail(str(exc))
     except OSError as exc:

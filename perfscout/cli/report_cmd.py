@@ -14,11 +14,11 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="Print the written paths as one JSON document."),
 ) -> None:
     """Write the report of a sweep run: environment, spec, plots, best settings, failures."""
-    from perfscout.sweep.api import report as write_report
+    from perfscout.sweep.api import report as write_sweep_report
     from perfscout.errors import PerfscoutError
 
     try:
-        html = write_report(run_dir)
+        html = write_sweep_report(run_dir)
     except PerfscoutError as exc:
         fail(str(exc))
     paths = {"html": str(html), "markdown": str(html.with_name("report.md"))}

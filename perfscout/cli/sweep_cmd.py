@@ -58,9 +58,9 @@ def sweep_command(
                             allow_plugins=allow_plugins, wait=wait, dask=dask, cores=cores, task_start=task_start)
         report_path = None
         if report:
-            from perfscout.sweep.api import report as write_report
+            from perfscout.sweep.api import report as write_sweep_report
 
-            report_path = write_report(run_dir)
+            report_path = write_sweep_report(run_dir)
     except SweepInterrupted as exc:
         stderr.print(f"[bold yellow]{exc}[/]")
         raise typer.Exit(130) from None

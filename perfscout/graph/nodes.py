@@ -254,10 +254,10 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def report(state: AgentState) -> dict[str, Any]:
     """Write report.md and results.json from the stored results."""
-    from perfscout.graph.report import write_report
+    from perfscout.graph.report import write_agent_report
 
     run_dir = Path(state["run_dir"])
-    path = write_report(run_dir, stored_observations(run_dir), state)
+    path = write_agent_report(run_dir, stored_observations(run_dir), state)
     return {"report_path": str(path), "status": "done", "current": None}
 
 

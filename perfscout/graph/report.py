@@ -63,7 +63,7 @@ def final_observations(observations: list[dict[str, Any]]) -> list[dict[str, Any
     return list(last.values())
 
 
-def write_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any]) -> Path:
+def write_agent_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any]) -> Path:
     """Write report.md, report.html and results.json into ``run_dir``; return the Markdown's path."""
     plan = state.get("plan") or {}
     parts = _partition(final_observations(observations))
@@ -326,4 +326,4 @@ def _request_text(request: Any) -> str:
 
 
 __all__ = ["PLANNER_LINES", "final_observations", "md_text", "report_blocks", "sweep_blocks",
-           "write_report"]
+           "write_agent_report"]

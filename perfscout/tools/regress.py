@@ -582,7 +582,7 @@ def regression_markdown(result: RegressionResult, *, level: int = 2) -> str:
     return render_blocks(regression_blocks(result, level=level))
 
 
-def write_report(result: RegressionResult, *, md: str | os.PathLike[str] | None = None,
+def write_regression_report(result: RegressionResult, *, md: str | os.PathLike[str] | None = None,
                  html: str | os.PathLike[str] | None = None) -> list[Path]:
     """Write the regression section as a Markdown and/or a self-contained HTML page."""
     from perfscout.analysis.report.blocks import Document

@@ -402,7 +402,7 @@ def test_detail_note_roundtrip_and_stripping():
 
 
 def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
-    from perfscout.sweep.api import report as write_report
+    from perfscout.sweep.api import report as write_sweep_report
     from perfscout.tools.results_store import STORE_NAME, ResultStore
 
     recs = [
@@ -431,7 +431,7 @@ def test_report_renders_the_gpu_section_from_a_real_store(tmp_path):
     assert v.loc["t-bad", "excess / bound"] == pytest.approx(7.5e-5) and v.loc["t-ll", "verdict"] == "bit-exact"
     assert len(section.findings) == 1 and "12 element(s)" in section.findings[0] and "t-bad" in section.findings[0]
     assert "2 of 3 held" in section.intro[2]
-    write_report(tmp_path)
+    write_sweep_report(tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert "## GPU" in md and "### Bound verdicts" in md and "OVERSHOOT (float rounding)" in md
     html = (tmp_path / "report.html").read_text()

@@ -158,7 +158,7 @@ def test_ambiguous_identities_are_not_paired() -> None:
 def test_report_section_markdown_and_html(sz3_two_bounds, tmp_path: Path) -> None:
     loose, tight = sz3_two_bounds
     res = G.compare_runs(_run((loose, "a"), source="<b>base</b>"), _run((tight, "a")))
-    md, html = G.write_report(res, md=tmp_path / "r.md", html=tmp_path / "r.html")
+    md, html = G.write_regression_report(res, md=tmp_path / "r.md", html=tmp_path / "r.html")
     text = md.read_text()
     assert "## Regression check" in text and "| a | regressed | ratio |" in text
     page = html.read_text()

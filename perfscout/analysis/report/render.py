@@ -175,8 +175,13 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
     return Document(f"Sweep report: {name}", blocks)
 
 
-def write_report(run_dir: str | Path, data: SweepData) -> Path:
-    """Write report.md and report.html into ``run_dir`` from ``data``; return the HTML path."""
+def write_sweep_report(run_dir: str | Path, data: SweepData) -> Path:
+    """Write a sweep's report.md and report.html into ``run_dir`` from ``data``; return the HTML path."""
     run_dir = Path(run_dir)
     write(build_document(run_dir, data), md=run_dir / "report.md", html=run_dir / "report.html")
     return run_dir / "report.html"
+
+
+#: The old name, for perfscout/sweep/api.py alone until its engineer switches its one call
+#: (a file another engineer is editing); nothing else may use it: it goes with that call.
+write_report = write_sweep_report
