@@ -6,7 +6,7 @@ import pytest
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import classify
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from tests.unit._planted import kernel
 
 

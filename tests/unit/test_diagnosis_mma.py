@@ -12,7 +12,7 @@ import pytest
 
 from perfscout.analysis.diagnosis import classify as C
 from perfscout.analysis.diagnosis import diagnose_kernel
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.mma import mma_info
 from perfscout.state.profiles import Metric
 from perfscout.tools.ncu_parse import load_raw_csv

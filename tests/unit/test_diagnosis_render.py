@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from perfscout.analysis.diagnosis import diagnose
-from perfscout.analysis.diagnosis.context import KernelContext, kernel_stem
+from perfscout.analysis.diagnosis.kernel_context import KernelContext, kernel_stem
 from perfscout.analysis.diagnosis.render import (
     DEFAULT_EVIDENCE,
     aggregate,

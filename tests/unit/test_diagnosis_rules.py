@@ -11,7 +11,7 @@ import pytest
 from perfscout.analysis.diagnosis import diagnose
 from perfscout.analysis.diagnosis.arch import arch_for, async_copy_advice
 from perfscout.analysis.diagnosis.classify import classify
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.state.profiles import Metric
 from perfscout.analysis.diagnosis.rules import CPU_RULE_IDS, CPU_RULES, GPU_RULE_IDS, GPU_RULES
 from tests.unit._planted import kernel, suite

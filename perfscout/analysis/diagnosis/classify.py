@@ -11,7 +11,7 @@ a kernel too short to amortise its launch, and a grid too small to fill the chip
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import Classification, KernelContext
+from perfscout.analysis.diagnosis.kernel_context import Classification, KernelContext
 from perfscout.analysis.diagnosis.mma import mma_info
 
 #: A unit above 60 % of what it can sustain is the limiter: Nsight Compute's own

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.state.records import Evidence
 
 #: Half of all warp cycles waiting on load results: loads, not issue or barriers, set the pace.

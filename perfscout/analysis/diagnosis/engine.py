@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from perfscout.analysis.diagnosis.classify import classify
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.ncu_rules import ncu_says
 from perfscout.analysis.diagnosis.rules import GPU_RULES
 from perfscout.state.profiles import KernelProfile

@@ -21,7 +21,7 @@ from functools import lru_cache
 from math import isfinite
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 
 #: With per-precision tensor op counters in the profile (sm_80+ ``--set full``), an MMA
 #: kernel is one whose counters are non-zero: the pipe-activity metric alone is not proof,

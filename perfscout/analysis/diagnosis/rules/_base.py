@@ -14,7 +14,7 @@ Roles decide ranking in the engine:
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.state.records import Evidence, Finding
 
 #: Stall reasons that mean "waiting on the memory system" (global/local/texture loads,

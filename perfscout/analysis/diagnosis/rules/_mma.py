@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis.classify import TENSOR_ROOF_PCT
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.mma import MmaInfo, mma_info
 
 

@@ -9,7 +9,7 @@ thread-level operation per cycle therefore means the operations share addresses.
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.rules._base import (
     make,
     memory_stall_share,

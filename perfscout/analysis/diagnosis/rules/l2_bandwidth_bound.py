@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import L2_RETURN
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.rules._roof import memory_roof_finding
 from perfscout.state.records import Finding
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.classify import LAUNCH_SCALE_S
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.rules._base import make
 from perfscout.state.records import Finding
 

@@ -7,7 +7,7 @@ profile carries only the speed-of-light summary (e.g. ``--section SpeedOfLight``
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.analysis.diagnosis.rules._roof import MEMORY_NOT_TO_DO
 from perfscout.state.records import Finding

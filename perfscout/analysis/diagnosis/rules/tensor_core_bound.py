@@ -9,7 +9,7 @@ profile shows (``sm__ops_path_tensor_src_*``, ``sm__inst_executed_pipe_tensor_op
 from __future__ import annotations
 
 from perfscout.analysis.diagnosis import names as N
-from perfscout.analysis.diagnosis.context import KernelContext
+from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.mma import describe, mma_arch, mma_info
 from perfscout.analysis.diagnosis.rules._base import make, time_plan, verify_text
 from perfscout.state.records import Finding

@@ -1,4 +1,4 @@
-"""What a rule sees: one kernel's metrics, its classification, its chip, host timing.
+"""What a GPU rule sees (``KernelContext``): one kernel's metrics, its classification, its chip, host timing.
 
 Rules read metrics only through :class:`KernelContext`, which resolves alternatives
 (the first present name wins) and builds :class:`Evidence` citing the name exactly as
