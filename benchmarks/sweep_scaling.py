@@ -124,7 +124,10 @@ def main() -> int:
     doc: dict = {"benchmark": "sweep_scaling", "spec": str(a.spec.relative_to(ROOT) if a.spec.is_relative_to(ROOT)
                                                           else a.spec),
                  "when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-                 "configs": {k: {"args": v, "runs": []} for k, v in configs.items()}}
+                 "configs": {k: {"args": v, "runs": []} for k, v in configs.items()},
+                 "notes": ["cpu_s is the CLI's and its reaped descendants' CPU (RUSAGE_CHILDREN): a Dask "
+                           "worker's task server is killed with its worker and never reaped, so the Dask "
+                           "configurations' cpu_s leaves out its tasks' CPU"]}
     with tempfile.TemporaryDirectory(prefix="perfscout-scaling-") as tmp:
         for r in range(a.rounds):
             for name, args in configs.items():

@@ -209,6 +209,8 @@ class ForkServer:
         self._replied = threading.Condition(self._lock)
         self._next = 0
         self._dead = ""
+        #: Set whenever one of its tasks exits (or it dies): a driver waiting on it notices at once.
+        self.exited = threading.Event()
         log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
@@ -258,6 +260,7 @@ class ForkServer:
                     task = self._tasks.pop(rid, None)
                     if task is not None:
                         task._exited(int(doc["returncode"]))
+                    self.exited.set()
         # EOF: the server is gone. Its children got SIGKILL from PR_SET_PDEATHSIG.
         with self._lock:
             self._dead = f"the task server (pid {self.proc.pid}) died"
@@ -265,6 +268,7 @@ class ForkServer:
                 task._exited(-signal.SIGKILL, self._dead)
             self._tasks.clear()
             self._replied.notify_all()
+        self.exited.set()
 
     @property
     def alive(self) -> bool:

@@ -353,7 +353,7 @@ class SweepRunner:
                         running.remove((child, attempt))
                         bad = sum(v for k, v in outcome.statuses.items() if k != "ok")
                         progress.update(bar, advance=1, note=f"{bad} not ok" if bad else "")
-                    time.sleep(_POLL_S)
+                    self._pause()
         finally:
             # Ctrl-C, a full disk, a store that refuses a row, a failed fork: no child may
             # outlive the loop that watches its timeout, least of all in a long-lived agent
@@ -362,6 +362,16 @@ class SweepRunner:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+
+    def _pause(self) -> None:
+        """Until the next check of the running children: ``_POLL_S``, or less when a forked task
+        exits (the task server says so at once; small tasks then start back to back)."""
+        server = self._server
+        if server is None:
+            time.sleep(_POLL_S)
+            return
+        server.exited.wait(_POLL_S)
+        server.exited.clear()
 
     @property
     def stopping(self) -> bool:
