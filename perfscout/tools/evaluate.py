@@ -264,6 +264,12 @@ def _chunk_count(compressed: Compressed) -> int:
     return chunks if isinstance(chunks, int) and chunks >= 1 else 1
 
 
+def _codec_notes(compressed: Compressed) -> list[str]:
+    """Sentences a codec left in its meta (``notes``: e.g. szp's automatic block-shape choice)."""
+    notes = (compressed.meta or {}).get("notes", [])
+    return [n for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
+
+
 def _gpu_fallback(device: str, cls: type[Codec], compressed: Compressed, record: CompressionResult) -> str:
     """A CUDA codec may run its CPU reference (no GPU, no CuPy): say so, and where it ran."""
     meta = compressed.meta or {}
@@ -405,6 +411,7 @@ def _evaluate_here(
         return ev
     ev.compressed = compressed
     record.chunks = _chunk_count(compressed)
+    ev.notes.extend(_codec_notes(compressed))
     gpu_note = _gpu_fallback(device, cls, compressed, record)
 
     # -- verify element by element (non-finite positions: restored exactly, not checked) --

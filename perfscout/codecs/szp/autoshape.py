@@ -77,7 +77,16 @@ class ShapeChoice:
             "block_sample_elems": int(self.sample_elems),
             "block_estimated_bytes": {str(k): int(v) for k, v in sorted(self.estimated_bytes.items())},
             "block_choice_us": round(self.seconds * 1e6, 1),
+            "notes": [self.sentence()],
         }
+
+    def sentence(self) -> str:
+        """The choice as a person reads it (the evaluation's notes carry it)."""
+        sizes = self.estimated_bytes or self.sample_bytes
+        what = "estimated stream bytes" if self.estimated_bytes else "sample stream bytes"
+        per = ", ".join(f"{k}-D {v:,}" for k, v in sorted(sizes.items()))
+        return (f"szp block shape chosen automatically: {self.block_ndim}-D blocks, from a sample of "
+                f"{self.sample_elems:,} elements ({what}: {per}); the choice took {self.seconds * 1e6:,.0f} µs")
 
 
 def candidates(ndim: int) -> tuple[int, ...]:
