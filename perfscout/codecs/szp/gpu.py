@@ -18,6 +18,7 @@ import importlib.resources
 import math
 import os
 import statistics
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,104 @@ def _sm_count(device_id: int) -> int:
     return int(_cp().cuda.runtime.deviceGetAttribute(16, device_id))  # cudaDevAttrMultiProcessorCount
 
 
+def _device_id() -> int:
+    return int(_cp().cuda.runtime.getDevice())
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(dtype: str, block_ndim: int, wide: bool, fmt: int, name: str, device_id: int) -> Any:
+    """One kernel of :func:`_module`, looked up once per device (a get_function per launch
+    is host time inside every e2e call)."""
+    return _module(dtype, block_ndim, wide, fmt).get_function(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _compress_kernel(dtype: str, block_ndim: int, wide: bool, fmt: int, device_id: int) -> tuple[Any, int]:
+    """szp_compress and its CTA size (its __launch_bounds__), queried once."""
+    fn = _kernel(dtype, block_ndim, wide, fmt, "szp_compress", device_id)
+    return fn, int(fn.max_threads_per_block)
+
+
+# -- small asynchronous transfers ---------------------------------------------------------
+# The e2e call is a few launches around one wait; what used to follow the wait (a CuPy fill
+# per pad, a pageable header upload, a CuPy argsort) kept the GPU idle while the host
+# worked. These helpers are single runtime calls on the current stream.
+
+
+def _stream_ptr() -> int:
+    return int(_cp().cuda.get_current_stream().ptr)
+
+
+def _zero(ptr: int, nbytes: int) -> None:
+    """cudaMemsetAsync of ``nbytes`` at device address ``ptr`` (a CuPy fill is a kernel)."""
+    if nbytes > 0:
+        _cp().cuda.runtime.memsetAsync(ptr, 0, nbytes, _stream_ptr())
+
+
+def _copy(dst: int, src: int, nbytes: int) -> None:
+    """cudaMemcpyAsync between any two addresses CUDA knows (device or pinned host)."""
+    if nbytes > 0:
+        rt = _cp().cuda.runtime
+        rt.memcpyAsync(dst, src, nbytes, getattr(rt, "memcpyDefault", 4), _stream_ptr())
+
+
+#: Outliers up to this many come back with the compress kernel's counts and are sorted on
+#: the host (NumPy sorts 4096 indices in ~35 us on this project's 2-core VM; CuPy's argsort
+#: and the gathers after it cost ~0.15 ms of launches on the H200 at any count). More
+#: outliers are sorted on the device.
+HOST_SORT_MAX = 4096
+#: Byte offsets in the pinned staging buffer: counts read back, the first outliers' indices
+#: and values read back, the header going up, the sorted outlier sections going up.
+_ST_COUNTS, _ST_IDX = 0, 64
+_ST_VAL = _ST_IDX + 8 * HOST_SORT_MAX
+_ST_HEAD = _ST_VAL + 8 * HOST_SORT_MAX
+_ST_TAIL = _ST_HEAD + 256
+_ST_BYTES = _ST_TAIL + F.pad16(8 * HOST_SORT_MAX) + F.pad16(8 * HOST_SORT_MAX)
+
+
+class _Staging:
+    """Pinned host bytes for one thread's small transfers on one device. The uploads are
+    asynchronous (the call returns before they run), so ``done`` is recorded after a call's
+    last transfer and the next call waits on it before it touches the bytes."""
+
+    def __init__(self) -> None:
+        import cupyx
+
+        self.buf = cupyx.empty_pinned(_ST_BYTES, dtype=np.uint8)
+        self.ptr = int(self.buf.ctypes.data)
+        self.done = _cp().cuda.Event(block=False, disable_timing=True)
+        self.pending = False
+
+    def acquire(self) -> _Staging:
+        if self.pending:
+            self.done.synchronize()
+            self.pending = False
+        return self
+
+    def mark(self) -> None:
+        """Record ``done`` after the transfers queued so far (on the current stream)."""
+        self.done.record()
+        self.pending = True
+
+    def wait(self) -> None:
+        self.done.synchronize()
+        self.pending = False
+
+
+_local = threading.local()
+
+
+def _staging() -> _Staging:
+    """This thread's staging buffer for the current device, free to use."""
+    cache = getattr(_local, "staging", None)
+    if cache is None:
+        cache = _local.staging = {}
+    dev = _device_id()
+    if dev not in cache:
+        cache[dev] = _Staging()
+    return cache[dev].acquire()
+
+
 def device_name() -> str:
     cp = _cp()
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
@@ -137,6 +236,10 @@ class Geometry:
     def module(self, dtype: Any, version: int = WRITE_VERSION) -> Any:
         return _module(str(np.dtype(dtype)), self.block_ndim, self.wide, _kernel_format(version))
 
+    def kernel(self, dtype: Any, name: str, version: int = WRITE_VERSION) -> Any:
+        return _kernel(str(np.dtype(dtype)), self.block_ndim, self.wide, _kernel_format(version), name,
+                       _device_id())
+
     def args(self, data: Any) -> tuple[Any, ...]:
         """Geometry arguments of the kernels for the device array ``data``: the view in
         the index width of the build, the block grid, and whether 16-byte accesses are
@@ -161,6 +264,14 @@ def _corner_region(geo: Geometry) -> int:
     """Scratch offset of the corner scan: [status (one per CTA), counter, tile prefix
     (ntiles + 1)], after everything the compress or the width scan uses."""
     return 2 * geo.ntiles + 8
+
+
+def scratch_zero_words(geo: Geometry) -> int:
+    """Leading scratch words a launch zeroes with one memset: everything the compress (its
+    look-back status words and counts) or the width scan (its status words, counter, error
+    and corner-count slots) and the corner scan (its status words and counter) need zeroed."""
+    ctas, _first = _scan_slots(geo)
+    return _corner_region(geo) + ctas + 1
 
 
 def new_scratch(geo: Geometry) -> Any:
@@ -204,6 +315,7 @@ class _Pieces:
     corner_prefix: Any = None  # u64 per decode tile: its first corner byte (format 3)
     corner_bytes: int = 0
     version: int = WRITE_VERSION
+    corner_tmp: Any = None  # u8, 4 per block: the corners packed before their offset is known
 
 
 def device_range(xd: Any) -> tuple[float, float] | None:
@@ -211,13 +323,19 @@ def device_range(xd: Any) -> tuple[float, float] | None:
     cp = _cp()
     f64 = xd.dtype == np.float64
     kt = np.uint64 if f64 else np.uint32
-    keys = cp.array([np.iinfo(kt).max, 0], dtype=kt)
+    isz = np.dtype(kt).itemsize
+    keys = cp.empty(2, dtype=kt)
+    cp.cuda.runtime.memsetAsync(keys.data.ptr, 0xFF, isz, _stream_ptr())  # min key: all ones
+    _zero(keys.data.ptr + isz, isz)  # max key: 0
     if xd.size:
-        mod = _module(str(xd.dtype), 1)
-        sms = _sm_count(cp.cuda.Device().id)
-        blocks = int(min(sms * 8, max(1, -(-xd.size // (4 * THREADS)))))
-        mod.get_function("szp_minmax")((blocks,), (THREADS,), (xd, np.uint64(xd.size), keys))
-    lo, hi = (int(k) for k in keys.get())
+        dev = _device_id()
+        blocks = int(min(_sm_count(dev) * 8, max(1, -(-xd.size // (4 * THREADS)))))
+        _kernel(str(xd.dtype), 1, False, 3, "szp_minmax", dev)((blocks,), (THREADS,), (xd, np.uint64(xd.size), keys))
+    st = _staging()  # the one wait before the compress kernel: its quantiser needs the range
+    _copy(st.ptr + _ST_COUNTS, keys.data.ptr, 2 * isz)
+    st.mark()
+    st.wait()
+    lo, hi = (int(k) for k in st.buf[_ST_COUNTS : _ST_COUNTS + 2 * isz].view(kt))
     if lo == np.iinfo(kt).max and hi == 0:
         return None
     sign = 1 << (63 if f64 else 31)
@@ -239,24 +357,26 @@ def _compress_shape(geo: Geometry, dtype: Any, version: int = WRITE_VERSION) -> 
     """(kernel, threads per CTA, tiles, CTAs) of a compress launch. The CTA size comes back
     from the compiled kernel (its __launch_bounds__), so a build with another SZP_CWARPS
     (benchmarks/szp_try.sh A/B runs) launches correctly."""
-    fn = geo.module(dtype, version).get_function("szp_compress")
-    threads = int(fn.max_threads_per_block)
+    dev = _device_id()
+    fn, threads = _compress_kernel(str(np.dtype(dtype)), geo.block_ndim, geo.wide, _kernel_format(version), dev)
     cwarps = threads // 32
     ntiles = -(-geo.nblocks // (cwarps * STEPS * 4))
-    ctas = _sm_count(_cp().cuda.Device().id) * (COMPRESS_RESIDENT_WARPS[geo.wide] // cwarps)
+    ctas = _sm_count(dev) * (COMPRESS_RESIDENT_WARPS[geo.wide] // cwarps)
     return fn, threads, ntiles, max(1, min(ntiles, ctas))
 
 
-def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any) -> Any:
+def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any, zeroed: bool = False) -> Any:
     """Launch szp_corner_scan (format 3): the first corner byte of each decode tile, in the
     scratch's corner region (returned), the total also written to ``total_out`` (a u64
-    scratch slot read back with the other counts)."""
+    scratch slot read back with the other counts). ``zeroed``: the caller's memset of
+    scratch_zero_words already cleared the region's status words and counter."""
     cp = _cp()
     ctas, _first = _scan_slots(geo)
     r = _corner_region(geo)
-    scratch[r : r + ctas + 1] = 0
+    if not zeroed:
+        scratch[r : r + ctas + 1] = 0
     prefix = scratch[r + ctas + 1 : r + ctas + 2 + geo.ntiles]
-    _module("float32", 1, False, 3).get_function("szp_corner_scan")(
+    _kernel("float32", 1, False, 3, "szp_corner_scan", _device_id())(
         (ctas,), (THREADS,),
         (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[r : r + ctas],
          scratch[r + ctas : r + ctas + 1].view(cp.uint32), total_out))
@@ -288,12 +408,14 @@ def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch:
     payload = body[pay_off : pay_off + pay_max].view(cp.uint32)
     out_idx = cp.empty(max(1, cap), dtype=cp.uint64)
     out_val = cp.empty(max(1, cap), dtype=xd.dtype)
-    corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
+    # per block: ext0 (u32), then 4 bytes of room for the packed corners (format 3)
+    ext_room = cp.empty(max(1, 2 * nb), dtype=cp.uint32)
+    corner_ext = ext_room[: max(1, nb)]
     ntiles = 0
     cprefix = None
     if nb:
         fn, threads, ntiles, ctas = _compress_shape(geo, xd.dtype, version)
-        scratch[: ntiles + 3] = 0
+        _zero(scratch.data.ptr, 8 * scratch_zero_words(geo))  # its status and counts, the corner scan's
         status = scratch[:ntiles]
         counter = scratch[ntiles : ntiles + 1].view(cp.uint32)
         count = scratch[ntiles + 1 : ntiles + 2]
@@ -301,9 +423,10 @@ def _launch_compress(xd: Any, geo: Geometry, qz: F.Quantizer, cap: int, scratch:
            (xd, *geo.args(xd), T(qz.recip), T(qz.step), T(qz.check), widths, corner_ext, payload,
             status, counter, out_idx, out_val, count, np.uint64(cap)))
         if version >= 3:
-            cprefix = _corner_scan(geo, widths, scratch, scratch[ntiles + 2 : ntiles + 3])
+            cprefix = _corner_scan(geo, widths, scratch, scratch[ntiles + 2 : ntiles + 3], zeroed=True)
     return _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles, corner_ext=corner_ext,
-                   corner_prefix=cprefix, version=version)
+                   corner_prefix=cprefix, version=version,
+                   corner_tmp=ext_room[nb:].view(cp.uint8) if nb else None)
 
 
 def _finish_launch(p: _Pieces, geo: Geometry, scratch: Any) -> None:
@@ -321,9 +444,14 @@ def _finish_launch(p: _Pieces, geo: Geometry, scratch: Any) -> None:
 def _pack_corners(p: _Pieces, geo: Geometry, out: Any) -> None:
     """Byte-pack the corner blocks' ext0 into ``out`` (p.corner_bytes bytes, format 3)."""
     if p.corner_bytes:
-        _module("float32", 1, False, 3).get_function("szp_corner_pack")(
-            *_corner_grid(geo),
-            (p.widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), p.corner_ext, p.corner_prefix, out))
+        _launch_pack(p, geo, out)
+
+
+def _launch_pack(p: _Pieces, geo: Geometry, out: Any) -> None:
+    """szp_corner_pack into ``out`` (room for every corner byte), whatever p.corner_bytes is."""
+    _kernel("float32", 1, False, 3, "szp_corner_pack", _device_id())(
+        *_corner_grid(geo),
+        (p.widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), p.corner_ext, p.corner_prefix, out))
 
 
 def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer, version: int = WRITE_VERSION) -> _Pieces:
@@ -375,10 +503,99 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | str | Non
         choice = autoshape.choose_block_ndim(xd, qz.abs_bound, version=version)
         bnd = choice.block_ndim
     geo = geometry(tuple(xd.shape), bnd)
-    p = _compress_pieces(xd, geo, qz, version)
-    h = F.Header(xd.dtype, tuple(xd.shape), mode, float(bound), qz.abs_bound, float(qz.step),
-                 bnd, geo.nblocks, p.payload_words, p.n_out, version, p.corner_bytes,
-                 F.FLAG_AUTO_BLOCK if auto_block else 0)
+
+    def header(p: _Pieces) -> F.Header:
+        return F.Header(xd.dtype, tuple(xd.shape), mode, float(bound), qz.abs_bound, float(qz.step),
+                        bnd, geo.nblocks, p.payload_words, p.n_out, version, p.corner_bytes,
+                        F.FLAG_AUTO_BLOCK if auto_block else 0)
+
+    ds = _compress_stream(xd, geo, qz, version, header)
+    ds.shape_choice = choice
+    return ds
+
+
+def _compress_stream(xd: Any, geo: Geometry, qz: F.Quantizer, version: int,
+                     header: Any) -> DeviceStream:
+    """One stream with one wait: the compress kernel, the corner scan, then the read-back of
+    the payload size, corner bytes, outlier count and the first HOST_SORT_MAX outliers in
+    one go (pinned, one event), the corners packed into their staging room and the widths'
+    pad zeroed while the host waits. After the wait only asynchronous steps: the header and
+    the host-sorted outlier sections go up from pinned memory, one memset for the pads and
+    one device copy puts the corners in place. ``header(pieces)`` makes the header."""
+    nb = geo.nblocks
+    scratch = new_scratch(geo)
+    p = _launch_compress(xd, geo, qz, _outlier_cap(xd.size), scratch, version)
+    if nb == 0:
+        _finish_launch(p, geo, scratch)
+        return _assemble_on_device(p, geo, header(p))
+    st = _staging()
+    k = min(HOST_SORT_MAX, p.cap)  # p.out_idx / p.out_val hold at least cap >= k entries
+    isz = xd.dtype.itemsize
+    _copy(st.ptr + _ST_COUNTS, scratch.data.ptr + 8 * (p.ntiles - 1), 32)
+    _copy(st.ptr + _ST_IDX, p.out_idx.data.ptr, 8 * k)
+    _copy(st.ptr + _ST_VAL, p.out_val.data.ptr, isz * k)
+    st.mark()
+    body = p.body
+    base = int(body.data.ptr)
+    hlen = F.HEADER_LEN if version >= 3 else F.HEADER_LEN_V2
+    _zero(base + hlen + nb, F.pad16(nb) - nb)  # the widths' pad
+    if p.corner_prefix is not None:
+        _launch_pack(p, geo, p.corner_tmp)
+    st.wait()
+    tail = st.buf[_ST_COUNTS : _ST_COUNTS + 32].view(np.uint64)
+    p.payload_words = int(tail[0]) & VAL_MASK
+    p.n_out = int(tail[2])
+    p.corner_bytes = int(tail[3]) if version >= 3 else 0
+    if p.n_out > p.cap:  # rare: very many outliers; again with room for all of them
+        p = _launch_compress(xd, geo, qz, p.n_out, scratch, version)
+        _finish_launch(p, geo, scratch)
+        return _assemble_on_device(p, geo, header(p))
+    h = header(p)
+    lay = F.layout(h)
+    st.buf[_ST_HEAD : _ST_HEAD + h.header_len] = np.frombuffer(h.pack(), np.uint8)
+    _copy(base, st.ptr + _ST_HEAD, h.header_len)
+    pay_end = lay.payload + 4 * p.payload_words
+    _zero(base + pay_end, lay.out_index - pay_end)  # payload pad, corners' room, corners' pad
+    _copy(base + lay.corners, int(p.corner_tmp.data.ptr), p.corner_bytes)
+    n = p.n_out
+    if 0 < n <= k:
+        size = _outlier_sections(st.buf[_ST_TAIL:], st.buf[_ST_IDX : _ST_IDX + 8 * n].view(np.uint64),
+                                 st.buf[_ST_VAL : _ST_VAL + isz * n].view(xd.dtype), lay)
+        _copy(base + lay.out_index, st.ptr + _ST_TAIL, size)
+    elif n:
+        _place_outliers(p, lay)
+    st.mark()  # the next user of the staging bytes waits for these uploads
+    return DeviceStream(body[: lay.crc], h)
+
+
+def _outlier_sections(out: np.ndarray, idx: np.ndarray, val: np.ndarray, lay: F.Layout) -> int:
+    """The outlier sections of a stream in host bytes ``out`` (from lay.out_index on, pads
+    zero): indices increasing, values with them, from outliers in the order the kernel's
+    atomics left them. Returns their length, lay.crc - lay.out_index."""
+    size = lay.crc - lay.out_index
+    sec = out[:size]
+    sec[:] = 0
+    order = np.argsort(idx) if idx.size > 1 else slice(None)
+    sec[: 8 * idx.size].view(np.uint64)[:] = idx[order]
+    at = lay.out_value - lay.out_index
+    sec[at : at + val.dtype.itemsize * val.size].view(val.dtype)[:] = val[order]
+    return size
+
+
+def _place_outliers(p: _Pieces, lay: F.Layout) -> None:
+    """More outliers than the host sorts: sorted on the device into the stream (pads zero)."""
+    cp = _cp()
+    body = p.body
+    idx, val = _sorted_outliers(p)
+    _zero(int(body.data.ptr) + lay.out_index, lay.crc - lay.out_index)
+    body[lay.out_index : lay.out_index + 8 * p.n_out] = idx.view(cp.uint8)
+    body[lay.out_value : lay.out_value + val.dtype.itemsize * p.n_out] = val.view(cp.uint8)
+
+
+def _assemble_on_device(p: _Pieces, geo: Geometry, h: F.Header) -> DeviceStream:
+    """The stream's remaining sections from finished pieces by CuPy steps: the general path,
+    for the rare relaunch with room for every outlier and for empty arrays."""
+    cp = _cp()
     lay = F.layout(h)
     body = p.body
     body[: h.header_len] = cp.asarray(np.frombuffer(h.pack(), np.uint8))
@@ -386,11 +603,8 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | str | Non
     body[lay.payload + 4 * p.payload_words : lay.crc] = 0  # payload pad, corners, outlier area
     _pack_corners(p, geo, body[lay.corners : lay.corners + p.corner_bytes])
     if p.n_out:
-        idx, val = _sorted_outliers(p)
-        body[lay.out_index : lay.out_index + 8 * p.n_out] = idx.view(cp.uint8)
-        nv = h.dtype.itemsize * p.n_out
-        body[lay.out_value : lay.out_value + nv] = val.view(cp.uint8)
-    return DeviceStream(body[: lay.crc], h, choice)
+        _place_outliers(p, lay)
+    return DeviceStream(body[: lay.crc], h)
 
 
 def _check_write_version(version: int, auto_block: bool) -> None:
@@ -421,11 +635,13 @@ def _scan_slots(geo: Geometry) -> tuple[int, int]:
 
 
 def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payload: Any,
-                       scratch: Any, corners: Any = None, version: int = WRITE_VERSION) -> None:
+                       scratch: Any, corners: Any = None, version: int = WRITE_VERSION,
+                       corner_ext: Any = None) -> None:
     """Width scan (one word offset per tile), then the decode kernel. ``payload`` is the
     u32 view of the payload section; the decoder never reads past its end. Format 3: a
     pre-pass expands ``corners`` (the corners section, u8; None reads as empty) into one
-    u32 per block, which the decode kernel reads for corner blocks."""
+    u32 per block, which the decode kernel reads for corner blocks (into ``corner_ext``,
+    nblocks u32, when the caller has the room)."""
     cp = _cp()
     if geo.nblocks == 0:
         return
@@ -434,27 +650,28 @@ def _launch_decompress(out: Any, geo: Geometry, step: float, widths: Any, payloa
     T = out.dtype.type
     ctas, first = _scan_slots(geo)
     end = first + geo.ntiles + 1
-    scratch[:first] = 0
-    scratch[end : end + 2] = 0
+    # one memset: the width scan's status words, counter, error and corner-count slots, and
+    # the corner scan's status words and counter (the tile offsets between are all written)
+    _zero(scratch.data.ptr, 8 * scratch_zero_words(geo))
     prefix = scratch[first:end]
     error = scratch[end : end + 1].view(cp.uint32)
-    mod = geo.module(out.dtype, version)
-    mod.get_function("szp_width_scan")(
+    geo.kernel(out.dtype, "szp_width_scan", version)(
         (ctas,), (THREADS,),
         (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[:ctas],
          scratch[ctas:first].view(cp.uint32), error),
     )
-    corner_ext = cp.empty(geo.nblocks if version >= 3 else 1, dtype=cp.uint32)
+    if corner_ext is None:
+        corner_ext = cp.empty(geo.nblocks if version >= 3 else 1, dtype=cp.uint32)
     if version >= 3:
-        cprefix = _corner_scan(geo, widths, scratch, scratch[end + 1 : end + 2])
+        cprefix = _corner_scan(geo, widths, scratch, scratch[end + 1 : end + 2], zeroed=True)
         clen = 0 if corners is None else int(corners.size)
-        if not clen:
-            corners = cp.zeros(1, dtype=cp.uint8)
-        mod.get_function("szp_corner_unpack")(
+        if not clen:  # any valid address: nothing is read from an empty section
+            corners = widths
+        geo.kernel(out.dtype, "szp_corner_unpack", version)(
             *_corner_grid(geo),
             (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), corners, np.uint64(clen), cprefix,
              corner_ext, error))
-    mod.get_function("szp_decompress")(
+    geo.kernel(out.dtype, "szp_decompress", version)(
         (geo.ntiles,), (THREADS,),
         (out, *geo.args(out), T(step), widths, payload, prefix, np.uint64(payload.size), corner_ext),
     )
@@ -476,11 +693,15 @@ def launch_decompress_stream(out: Any, ds: DeviceStream, scratch: Any) -> None:
 
 
 def _check_decompress(geo: Geometry, scratch: Any, payload_words: int, corner_bytes: int = 0,
-                      version: int = WRITE_VERSION) -> None:
+                      version: int = WRITE_VERSION, counts: Any = None) -> None:
+    """Raise CodecError when the decode's scratch (or ``counts``, its three words already
+    read back: payload total, error flags, corner bytes) says the stream is corrupt."""
     if geo.nblocks == 0:
         return
     _ctas, first = _scan_slots(geo)
-    total, error, corners = (int(v) for v in scratch[first + geo.ntiles : first + geo.ntiles + 3].get())
+    if counts is None:
+        counts = scratch[first + geo.ntiles : first + geo.ntiles + 3].get()
+    total, error, corners = (int(v) for v in counts)
     if error & 1:
         raise CodecError(f"corrupt szp stream: a block width exceeds {F.MAX_WIDTH} or has "
                          "unknown flag bits")
@@ -494,8 +715,7 @@ def _check_decompress(geo: Geometry, scratch: Any, payload_words: int, corner_by
 def _scatter(out: Any, idx: Any, val: Any) -> None:
     n = int(idx.size)
     if n:
-        mod = _module(str(out.dtype), 1)
-        mod.get_function("szp_scatter")(
+        _kernel(str(out.dtype), 1, False, 3, "szp_scatter", _device_id())(
             (-(-n // 256),), (256,), (out, idx, val, np.uint64(n), np.uint64(out.size)))
 
 
@@ -511,16 +731,27 @@ def decompress_device(src: DeviceStream | bytes) -> Any:
     lay = F.layout(h)
     geo = geometry(h.shape, h.block_ndim)
     out = cp.empty(h.shape, dtype=h.dtype)
-    scratch = new_scratch(geo)
+    sw = scratch_words(geo)
+    work = cp.empty(sw + geo.nblocks // 2 + 1, dtype=cp.uint64)  # the scratch, then a u32 per block
+    scratch = work[:sw]
     widths = body[lay.widths : lay.widths + max(1, geo.nblocks)]
     payload = body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
     corners = body[lay.corners : lay.corners + h.corner_bytes]
-    _launch_decompress(out, geo, h.step, widths, payload, scratch, corners, h.version)
+    _launch_decompress(out, geo, h.step, widths, payload, scratch, corners, h.version,
+                       corner_ext=work[sw:].view(cp.uint32))
     if h.n_outliers:
         idx = body[lay.out_index : lay.out_index + 8 * h.n_outliers].view(cp.uint64)
         val = body[lay.out_value : lay.out_value + h.dtype.itemsize * h.n_outliers].view(h.dtype)
         _scatter(out, idx, val)
-    _check_decompress(geo, scratch, h.payload_words, h.corner_bytes, h.version)
+    counts = None
+    if geo.nblocks:  # the one wait: the validation words, pinned
+        _ctas, first = _scan_slots(geo)
+        st = _staging()
+        _copy(st.ptr + _ST_COUNTS, scratch.data.ptr + 8 * (first + geo.ntiles), 24)
+        st.mark()
+        st.wait()
+        counts = st.buf[_ST_COUNTS : _ST_COUNTS + 24].view(np.uint64).copy()
+    _check_decompress(geo, scratch, h.payload_words, h.corner_bytes, h.version, counts)
     return out
 
 
