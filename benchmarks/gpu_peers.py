@@ -85,10 +85,15 @@ def tile(args: argparse.Namespace) -> None:
 
 
 def _szp_kernels(x, eb: float, repeats: int) -> dict:
-    """Kernel-only szp-gpu times (compress kernel; width scan + decode), as gpu_codec.py takes them."""
+    """Kernel-only szp-gpu times as gpu_codec.py takes them (compress kernel + corner scan;
+    the decode kernels of the whole stream, its corners section included, through
+    gpu.launch_decompress_stream), and the driver's own e2e calls with the block shape the
+    row's "auto" chose fixed (compress_device / decompress_device between two events: the
+    row's compress e2e adds the automatic choice to the first)."""
     import cupy as cp
-    from gpu_codec import (
-        batched_events,  # benchmarks/ is on sys.path when run as a script
+    from gpu_codec import (  # benchmarks/ is on sys.path when run as a script
+        batched_events,
+        events,
     )
 
     from perfscout.codecs.szp import format as F
@@ -101,14 +106,18 @@ def _szp_kernels(x, eb: float, repeats: int) -> dict:
     scratch = G.new_scratch(geo)
     kern = batched_events(lambda: G._launch_compress(x, geo, qz, G._outlier_cap(x.size), scratch), repeats)
     ds = G.compress_device(x, "abs", eb, bnd)
-    h, lay = ds.header, F.layout(ds.header)
-    out = cp.empty(h.shape, dtype=h.dtype)
-    widths = ds.body[lay.widths : lay.widths + geo.nblocks]
-    payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
-    dkern = batched_events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch), repeats)
+    out = cp.empty(ds.header.shape, dtype=ds.header.dtype)
+    dkern = batched_events(lambda: G.launch_decompress_stream(out, ds, scratch), repeats)
+    out = None  # its GiB back to the pool before the e2e calls allocate theirs
+    fixed_c = events(lambda: G.compress_device(x, "abs", eb, bnd), repeats)
+    fixed_d = events(lambda: G.decompress_device(ds), repeats)
     c, d = statistics.median(kern), statistics.median(dkern)
+    fc, fd = statistics.median(fixed_c), statistics.median(fixed_d)
     return {"block_ndim": bnd, "compress_kernel_s": c, "decompress_kernel_s": d,
-            "compress_kernel_GBps": x.nbytes / c / 1e9, "decompress_kernel_GBps": x.nbytes / d / 1e9}
+            "compress_kernel_GBps": x.nbytes / c / 1e9, "decompress_kernel_GBps": x.nbytes / d / 1e9,
+            "compress_fixed_e2e_s": fc, "decompress_fixed_e2e_s": fd,
+            "compress_fixed_e2e_GBps": x.nbytes / fc / 1e9, "decompress_fixed_e2e_GBps": x.nbytes / fd / 1e9,
+            "samples_fixed_e2e_s": {"compress": fixed_c, "decompress": fixed_d}}
 
 
 def _row(field: str, x, codec: str, options: dict, mode: str, bound: float, repeats: int) -> dict:
@@ -176,6 +185,40 @@ def table(doc: dict) -> str:
         else:
             lines.append(f"| {r['field']} | {r['mode']} {r['bound']:g} | {name} | | | | {r['status']}: "
                          f"{r['message'][:120]} |")
+    return "\n".join(lines)
+
+
+def szp_table(doc: dict) -> str:
+    """szp-gpu against cuSZp per field and bound: CR (cuSZp's best), kernel and e2e GB/s both
+    ways with × copy, e2e over cuSZp's fastest mode in that direction (the target is 2×), and
+    the bound verdicts. "fixed" is the driver's own e2e with the chosen shape given."""
+    lines = ["| field | REL | szp blocks | CR szp (cuSZp best) | compress kernel GB/s (× copy) | compress e2e "
+             "auto / fixed (× copy) | × cuSZp fastest (auto / fixed) | decompress kernel (× copy) | "
+             "decompress e2e (× copy) | × cuSZp fastest | verdicts szp / cuSZp |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    ok = ("ok", "bound_overshoot", "bound_violated")
+    for r in doc["rows"]:
+        if r["codec"] != "szp-gpu" or r["status"] not in ok or "compress_kernel_GBps" not in r:
+            continue
+        peers = [q for q in doc["rows"] if q["codec"].startswith("cuszp") and q["field"] == r["field"]
+                 and q["bound"] == r["bound"] and q["status"] in ok]
+        best_cr = max((q["ratio"] for q in peers), default=math.nan)
+        fast_c = max((q["compress_GBps"] for q in peers), default=math.nan)
+        fast_d = max((q["decompress_GBps"] for q in peers), default=math.nan)
+        cp_ = r["copy_GBps"]
+
+        def gx(v: float) -> str:
+            return f"{v:.0f} ({v / cp_:.2f})"
+
+        verdicts = " / ".join([r["status"]] + [f"{q['codec'][6:]} {q['status']}" +
+                                               (f" ({q['n_beyond']} beyond)" if q.get("n_beyond") else "")
+                                               for q in peers])
+        fc = r.get("compress_fixed_e2e_GBps", math.nan)
+        lines.append(
+            f"| {r['field']} | {r['bound']:.0e} | {r['block_ndim']}-D | {r['ratio']:.2f} ({best_cr:.2f}) | "
+            f"{gx(r['compress_kernel_GBps'])} | {r['compress_GBps']:.0f} / {gx(fc)} | "
+            f"{r['compress_GBps'] / fast_c:.2f} / {fc / fast_c:.2f} | {gx(r['decompress_kernel_GBps'])} | "
+            f"{gx(r['decompress_GBps'])} | {r['decompress_GBps'] / fast_d:.2f} | {verdicts} |")
     return "\n".join(lines)
 
 
@@ -262,6 +305,8 @@ def bench(args: argparse.Namespace) -> None:
     _write(args.out, doc)
     print()
     print(table(doc))
+    print()
+    print(szp_table(doc))
     print(f"\ncuSZp configurations with elements beyond the bound: {doc['cuszp_configurations_over_bound']}")
 
 
@@ -276,7 +321,10 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.what == "table":
-        print(table(json.loads(Path(args.out).read_text())))
+        doc = json.loads(Path(args.out).read_text())
+        print(table(doc))
+        print()
+        print(szp_table(doc))
     else:
         tile(args) if args.what == "tile" else bench(args)
 
