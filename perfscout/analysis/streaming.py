@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from perfscout.analysis import metric_defs as M
-from perfscout.analysis.stream_fast import fast_point_stats, fast_ssim
+from perfscout.analysis.stream_fast import ChunkWatch, fast_point_stats, fast_ssim
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
+from perfscout.analysis.tile_pool import resolve_threads
 from perfscout.analysis.xp import get_namespace, to_float
 from perfscout.errors import InputError
 
@@ -455,16 +456,29 @@ def stream_psnr(original: Any, reconstructed: Any) -> float:
     return M._psnr_db(R, M._log10_mse(mse, max_abs, scan.n_valid), max_abs == 0)
 
 
-def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -> dict[str, Any]:
-    """Every figure of :func:`perfscout.analysis.metrics.quality_metrics`, streamed."""
+def check_compressed_nbytes(compressed_nbytes: Any) -> None:
+    """InputError unless ``compressed_nbytes`` is an integer byte count > 0."""
     if isinstance(compressed_nbytes, bool) or int(compressed_nbytes) != compressed_nbytes:
         raise InputError(f"compressed size must be an integer byte count, got {compressed_nbytes!r}")
     if compressed_nbytes <= 0:
         raise InputError(f"compressed size must be > 0 bytes, got {compressed_nbytes}")
+
+
+def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int, *,
+                           threads: int | None = None, watch: ChunkWatch | None = None) -> dict[str, Any]:
+    """Every figure of :func:`perfscout.analysis.metrics.quality_metrics`, streamed.
+
+    ``threads``: worker threads of the fast path (:func:`perfscout.analysis.tile_pool.resolve_threads`;
+    None: the cores this process may use, or ``OMP_NUM_THREADS``); the figures do not
+    depend on it. ``watch`` rides along the fast path's first pass
+    (:class:`perfscout.analysis.stream_fast.ChunkWatch`: the bound check's one-pass hook);
+    its ``finish`` is not called when the general passes take over before that pass ends."""
+    check_compressed_nbytes(compressed_nbytes)
     xp, x, y = _inputs(original, reconstructed)
     shape = tuple(int(n) for n in xp.asarray(original).shape)
     orig_nbytes = int(xp.asarray(original).nbytes)
-    fast = fast_point_stats(xp, x, y, shape, _step(xp), FINE_HIST_BINS)
+    n_threads = resolve_threads(threads)
+    fast = fast_point_stats(xp, x, y, shape, _step(xp), FINE_HIST_BINS, threads=n_threads, watch=watch)
     if fast is not None:  # finite, no rescale: two fused passes
         scan, sums, spread = fast
     else:
@@ -503,7 +517,8 @@ def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes:
         ssim = None
         if k == 0 and not scan.any_invalid:
             target = GPU_SSIM_TILE_ELEMENTS if xp is not np else SSIM_F32_TILE_ELEMENTS
-            ssim = fast_ssim(xp, xs, ys, scan, sums.max_abs, r_ssim, _tiles(*_tile_plan(xp, shape, target)))
+            ssim = fast_ssim(xp, xs, ys, scan, sums.max_abs, r_ssim, _tiles(*_tile_plan(xp, shape, target)),
+                             threads=n_threads)
         if ssim is None:
             ssim = stream_ssim(xp, xs, ys, scan, sums.sum_x / n_total, r_ssim)
 

@@ -63,10 +63,13 @@ import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from perfscout.analysis.metrics import psnr
+from perfscout.analysis.stream_fast import ChunkView
+from perfscout.analysis.tile_pool import resolve_threads
 from perfscout.codecs.base import ALL_MODES, Compressed
 from perfscout.errors import CodecError, InputError
 
@@ -217,6 +220,26 @@ def rounding_slack(
     return 2.0 * ulp + 4.0 * float(np.finfo(dtype).eps) * bound
 
 
+def _checked_what(original: np.ndarray, reconstructed: np.ndarray, abs_bound: float | None,
+                  pw_rel_bound: float | None) -> str:
+    """The refusals of :func:`verify_bound` (InputError), and what the bound is called."""
+    if original.shape != reconstructed.shape:
+        raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
+    for name, value in (("abs_bound", abs_bound), ("pw_rel_bound", pw_rel_bound)):
+        # An infinite (or NaN) bound would pass every error, inf included: never "ok".
+        if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
+            raise InputError(f"cannot verify against {name} = {value!r}: a bound must be finite and >= 0")
+    if original.size == 0:
+        raise InputError("cannot verify an empty array: there is no element to check")
+    if abs_bound is None and pw_rel_bound is None:
+        return ""
+    if pw_rel_bound is not None:
+        # Each element's own bound: the field's largest one would excuse a 100% error on
+        # a small element as "rounding" (float32: 4 eps of 10 is ~5e-6).
+        return f"point-wise relative bound {pw_rel_bound:g}"
+    return f"abs bound {abs_bound:.6g}"
+
+
 def verify_bound(
     original: np.ndarray,
     reconstructed: np.ndarray,
@@ -229,23 +252,11 @@ def verify_bound(
     With neither bound (fixed_rate) only the error is measured and ``bound_ok`` is None;
     a non-finite error there (inf/NaN out of finite input) is status ``error``, never ``ok``.
     """
-    if original.shape != reconstructed.shape:
-        raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
-    for name, value in (("abs_bound", abs_bound), ("pw_rel_bound", pw_rel_bound)):
-        # An infinite (or NaN) bound would pass every error, inf included: never "ok".
-        if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
-            raise InputError(f"cannot verify against {name} = {value!r}: a bound must be finite and >= 0")
-    if original.size == 0:
-        raise InputError("cannot verify an empty array: there is no element to check")
-    if abs_bound is None and pw_rel_bound is None:
-        what = ""
-    elif pw_rel_bound is not None:
-        # Each element's own bound: the field's largest one would excuse a 100% error on
-        # a small element as "rounding" (float32: 4 eps of 10 is ~5e-6).
-        what = f"point-wise relative bound {pw_rel_bound:g}"
-    else:
-        what = f"abs bound {abs_bound:.6g}"
-    scan = _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
+    what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
+    return _verdict(original, reconstructed, what, _scan_bound(original, reconstructed, abs_bound, pw_rel_bound))
+
+
+def _verdict(original: np.ndarray, reconstructed: np.ndarray, what: str, scan: _BoundScan) -> BoundCheck:
     index = tuple(int(i) for i in np.unravel_index(scan.max_flat, original.shape))
     if not what:
         if not math.isfinite(scan.max_err):  # no bound to hold, but inf/NaN out of finite input is broken
@@ -310,24 +321,130 @@ def _scan_bound(original: np.ndarray, reconstructed: np.ndarray, abs_bound: floa
             continue
         if pw_rel_bound is None and float(err[j]) <= abs_bound:
             continue  # nothing in this chunk is beyond the bound
-        allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
-        with np.errstate(invalid="ignore"):
-            excess = err - allowed
-        w = int(np.argmax(excess))
-        v = float(excess[w])
-        if not out.worst_is_nan and (math.isnan(v) or v > out.worst_excess):
-            out.worst_excess, out.worst_flat, out.worst_is_nan = v, i0 + w, math.isnan(v)
-            out.worst_err, out.worst_value = float(err[w]), float(x[w])
-        beyond = excess > 0
-        nb = int(np.count_nonzero(beyond))
-        if nb == 0:
-            continue
-        out.n_beyond += nb
-        cand = np.flatnonzero(beyond)
-        sub_allowed = allowed[cand] if pw_rel_bound is not None else float(abs_bound)
-        slack = rounding_slack(xc[cand], yc[cand], sub_allowed)
-        out.n_violations += int(np.count_nonzero(excess[cand] > slack))
+        _beyond_in_chunk(out, i0, xc, yc, x, err, abs_bound, pw_rel_bound)
     return out
+
+
+def _beyond_in_chunk(out: _BoundScan, i0: int, xc: np.ndarray, yc: np.ndarray, x: np.ndarray,
+                     err: np.ndarray, abs_bound: float | None, pw_rel_bound: float | None) -> None:
+    """The elements of one chunk beyond the bound (``x``: the chunk in float64, ``err``:
+    its |error|, NaN already inf): their count, how many exceed it by more than their
+    rounding slack (computed for them only), and the worst excess, into ``out``."""
+    allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
+    with np.errstate(invalid="ignore"):
+        excess = err - allowed
+    w = int(np.argmax(excess))
+    v = float(excess[w])
+    if not out.worst_is_nan and (math.isnan(v) or v > out.worst_excess):
+        out.worst_excess, out.worst_flat, out.worst_is_nan = v, i0 + w, math.isnan(v)
+        out.worst_err, out.worst_value = float(err[w]), float(x[w])
+    beyond = excess > 0
+    nb = int(np.count_nonzero(beyond))
+    if nb == 0:
+        return
+    out.n_beyond += nb
+    cand = np.flatnonzero(beyond)
+    sub_allowed = allowed[cand] if pw_rel_bound is not None else float(abs_bound)
+    slack = rounding_slack(xc[cand], yc[cand], sub_allowed)
+    out.n_violations += int(np.count_nonzero(excess[cand] > slack))
+
+
+def _merge_beyond(out: _BoundScan, part: _BoundScan) -> None:
+    """Add a later chunk's :func:`_beyond_in_chunk` to ``out``, as one scan over both
+    would have (the worst: first NaN, else first largest)."""
+    out.n_beyond += part.n_beyond
+    out.n_violations += part.n_violations
+    v = part.worst_excess
+    if not out.worst_is_nan and (part.worst_is_nan or v > out.worst_excess):
+        out.worst_excess, out.worst_flat, out.worst_is_nan = v, part.worst_flat, part.worst_is_nan
+        out.worst_err, out.worst_value = part.worst_err, part.worst_value
+
+
+# -- the bound check inside the metric pass --------------------------------------------------
+class _OnePassCheck:
+    """The bound check as a :class:`perfscout.analysis.stream_fast.ChunkWatch`: the metric
+    pass's first read of each chunk already holds e = y - x in float64 and its extremes
+    (the same numbers :func:`_scan_bound` computes: |y - x| = |x - y| exactly), so the
+    largest error and its index come from that pass, and only a chunk that may hold an
+    element beyond the bound gets :func:`_beyond_in_chunk`: for ``abs``, max |e| above the
+    bound; for ``pw_rel``, max |e| above ``bound * min |x|`` of the chunk (below it no
+    element can be beyond: rounding is monotonic). Partials come back in chunk order and
+    are merged as the sequential scan would."""
+
+    def __init__(self, abs_bound: float | None, pw_rel_bound: float | None) -> None:
+        self.abs_bound, self.pw_rel_bound = abs_bound, pw_rel_bound
+        self.scan: _BoundScan | None = None  # set by finish: the whole check
+
+    def chunk(self, view: ChunkView) -> _BoundScan | None:
+        abs_bound, pw = self.abs_bound, self.pw_rel_bound
+        if abs_bound is None and pw is None:
+            return None
+        worst = max(-view.e_min, view.e_max)
+        if pw is None:
+            if worst <= abs_bound:
+                return None
+        else:
+            lo, hi = view.x_min, view.x_max
+            smallest = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+            if worst <= pw * smallest:
+                return None
+        part = _BoundScan()
+        x = np.asarray(view.x).astype(np.float64, copy=False)
+        _beyond_in_chunk(part, view.start, view.x, view.y, x, np.abs(view.e), abs_bound, pw)
+        return part
+
+    def finish(self, partials: list[Any], max_abs: float, max_flat: int) -> None:
+        out = _BoundScan(max_err=max_abs, max_flat=max_flat)
+        for part in partials:
+            if part is not None:
+                _merge_beyond(out, part)
+        self.scan = out
+
+
+@dataclass
+class VerifiedMetrics:
+    """What :func:`verify_and_measure` found."""
+
+    check: BoundCheck
+    metrics: dict[str, Any] = field(default_factory=dict)  # empty when the metric pass failed
+    metrics_error: Exception | None = None  # why (ArithmeticError or InputError), else None
+    one_pass: bool = False  # the verdict came out of the metric pass (else from its own scan)
+
+
+def verify_and_measure(
+    original: np.ndarray,
+    reconstructed: np.ndarray,
+    compressed_nbytes: int,
+    *,
+    abs_bound: float | None = None,
+    pw_rel_bound: float | None = None,
+    threads: int | None = None,
+) -> VerifiedMetrics:
+    """:func:`verify_bound` and :func:`perfscout.analysis.metrics.quality_metrics` in one
+    pass over the pair: the same verdict (status, counts, indices, message: this
+    module's contract) and the same figures as calling the two.
+
+    The metric pass's fast path (finite pair, no rescale) carries the check
+    (:class:`_OnePassCheck`); when the general passes take over (NaN/Inf, extreme
+    magnitudes, float64 overflow), the check runs its own scan (:func:`_scan_bound`).
+    ``threads``: the metric pass's worker threads (:func:`perfscout.analysis.tile_pool.resolve_threads`).
+    Bad input (shapes, bounds, an empty array, the compressed size) raises InputError; a
+    failure of the metric pass itself (no finite element compared, an overflow) is
+    returned in ``metrics_error`` beside a verdict that stands on its own."""
+    from perfscout.analysis.streaming import check_compressed_nbytes, stream_quality_metrics
+
+    what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
+    check_compressed_nbytes(compressed_nbytes)
+    threads = resolve_threads(threads)
+    watch = _OnePassCheck(abs_bound, pw_rel_bound)
+    metrics: dict[str, Any] = {}
+    error: Exception | None = None
+    try:
+        metrics = stream_quality_metrics(original, reconstructed, compressed_nbytes, threads=threads, watch=watch)
+    except (ArithmeticError, InputError) as exc:
+        error = exc
+    scan = watch.scan if watch.scan is not None else _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
+    return VerifiedMetrics(_verdict(original, reconstructed, what, scan), metrics, error, watch.scan is not None)
 
 
 # -- non-finite pass-through ---------------------------------------------------------------
