@@ -283,7 +283,8 @@ def psnr(original: Any, reconstructed: Any) -> float:
     return stream_psnr(original, reconstructed)
 
 
-def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -> dict[str, Any]:
+def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int, *,
+                    threads: int | None = None) -> dict[str, Any]:
     """Every quality figure of a reconstruction, as plain Python values.
 
     Definitions (x original, y reconstruction, e = y - x, n elements, R = max x - min x):
@@ -312,7 +313,9 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int) -
     Computed in streaming passes over chunks (:mod:`perfscout.analysis.streaming`):
     memory is the two inputs plus a few MiB; the error quantiles come from a fine
     histogram and are within one of its bins (2 max|e| / 65536) of ``numpy.quantile``.
+    ``threads``: the pass's worker threads (:func:`perfscout.analysis.tile_pool.resolve_threads`);
+    the figures do not depend on it.
     """
     from perfscout.analysis.streaming import stream_quality_metrics  # imports this module
 
-    return stream_quality_metrics(original, reconstructed, compressed_nbytes)
+    return stream_quality_metrics(original, reconstructed, compressed_nbytes, threads=threads)

@@ -131,6 +131,8 @@ class EvaluateOptions(TypedDict, total=False):
     isolate: bool  # run the codec in a child process (default True; see evaluate_full)
     timeout_s: float | None  # wall-clock limit of that child (default grows with the input)
     memory_limit_mb: int | None  # what the child may add to the address space
+    metric_threads: int | None  # threads of the check + metric pass (default: the codec's `threads`
+    #   option, else OMP_NUM_THREADS, else every core: analysis.tile_pool.resolve_threads)
 
 
 def evaluate(data: Any, codec: str, mode: str, bound: float,
@@ -300,6 +302,7 @@ def evaluate_full(
     isolate: bool = True,
     timeout_s: float | None = None,
     memory_limit_mb: int | None = None,
+    metric_threads: int | None = None,
 ) -> Evaluation:
     """Like :func:`evaluate`, returning the :class:`Evaluation` with the detail.
 
@@ -313,7 +316,7 @@ def evaluate_full(
     the isolation, does).
     """
     kwargs = dict(device=device, repeats=repeats, dataset=dataset, nonfinite=nonfinite, options=options,
-                  run_id=run_id, task_key=task_key, platform_id=platform_id)
+                  run_id=run_id, task_key=task_key, platform_id=platform_id, metric_threads=metric_threads)
     if not isolate:
         return _evaluate_here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
     from perfscout.tools.isolate import CodecCrashed, run_isolated
@@ -361,6 +364,7 @@ def _evaluate_here(
     run_id: str = "",
     task_key: str = "",
     platform_id: str = "",
+    metric_threads: int | None = None,
 ) -> Evaluation:
     """:func:`evaluate_full` in this process."""
     started_at = _now()
@@ -368,6 +372,10 @@ def _evaluate_here(
     bound = B.check_mode_bound(mode, bound)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if metric_threads is not None:
+        from perfscout.analysis.tile_pool import resolve_threads
+
+        resolve_threads(metric_threads)  # a bad value is refused before the codec runs
     array = _validated(array, nonfinite)
     record = CompressionResult(
         run_id=run_id, task_key=task_key, dataset=dataset or field_name or "array",
@@ -418,7 +426,15 @@ def _evaluate_here(
     # ``work`` holds the fill value at the non-finite positions; giving the check that
     # same value there makes those positions exact, as the restore below makes them.
     checked = recon if split is None else np.where(split.mask, work, recon)
-    check = B.verify_bound(work, checked, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
+    fused = None
+    if split is None:  # one pass over the pair for the verdict and the metrics
+        if metric_threads is None and isinstance((options or {}).get("threads"), int):
+            metric_threads = int((options or {})["threads"])  # the cores the sweep gave this task
+        fused = B.verify_and_measure(work, recon, compressed.nbytes, abs_bound=plan.abs_bound,
+                                     pw_rel_bound=plan.pw_rel_bound, threads=metric_threads)
+        check = fused.check
+    else:
+        check = B.verify_bound(work, checked, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
     if split is not None:
         recon = B.restore_nonfinite(recon, split)
     ev.reconstructed, ev.check = recon, check
@@ -431,7 +447,12 @@ def _evaluate_here(
     from perfscout.analysis.metrics import quality_metrics
 
     try:
-        ev.metrics = quality_metrics(array, recon, compressed.nbytes + side_nbytes)
+        if fused is None:
+            ev.metrics = quality_metrics(array, recon, compressed.nbytes + side_nbytes, threads=metric_threads)
+        elif fused.metrics_error is not None:
+            raise fused.metrics_error
+        else:
+            ev.metrics = fused.metrics
     except (ArithmeticError, InputError) as exc:
         # Extreme magnitudes can overflow a metric's float64 intermediates, and a codec
         # that returns no finite value leaves nothing to compare (InputError here is the
