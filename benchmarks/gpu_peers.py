@@ -84,7 +84,7 @@ def tile(args: argparse.Namespace) -> None:
     print(f"{dest} {','.join(map(str, field.shape))} {field.nbytes / 2**30:.3f} GiB", flush=True)
 
 
-def _szp_kernels(x, eb: float, repeats: int) -> dict:
+def _szp_kernels(x, eb: float, repeats: int, rel: float | None = None) -> dict:
     """Kernel-only szp-gpu times as gpu_codec.py takes them (compress kernel + corner scan;
     the decode kernels of the whole stream, its corners section included, through
     gpu.launch_decompress_stream), and the driver's own e2e calls with the block shape the
@@ -111,13 +111,19 @@ def _szp_kernels(x, eb: float, repeats: int) -> dict:
     out = None  # its GiB back to the pool before the e2e calls allocate theirs
     fixed_c = events(lambda: G.compress_device(x, "abs", eb, bnd), repeats)
     fixed_d = events(lambda: G.decompress_device(ds), repeats)
+    extra: dict = {}
+    if rel is not None:  # rel mode through the driver: its range pass, then the same compress
+        rng_t = statistics.median(events(lambda: G.device_range(x), repeats))
+        rel_c = statistics.median(events(lambda: G.compress_device(x, "rel", rel, bnd), repeats))
+        extra = {"range_pass_s": rng_t, "range_pass_GBps": x.nbytes / rng_t / 1e9,
+                 "compress_fixed_rel_e2e_s": rel_c, "compress_fixed_rel_e2e_GBps": x.nbytes / rel_c / 1e9}
     c, d = statistics.median(kern), statistics.median(dkern)
     fc, fd = statistics.median(fixed_c), statistics.median(fixed_d)
     return {"block_ndim": bnd, "compress_kernel_s": c, "decompress_kernel_s": d,
             "compress_kernel_GBps": x.nbytes / c / 1e9, "decompress_kernel_GBps": x.nbytes / d / 1e9,
             "compress_fixed_e2e_s": fc, "decompress_fixed_e2e_s": fd,
             "compress_fixed_e2e_GBps": x.nbytes / fc / 1e9, "decompress_fixed_e2e_GBps": x.nbytes / fd / 1e9,
-            "samples_fixed_e2e_s": {"compress": fixed_c, "decompress": fixed_d}}
+            "samples_fixed_e2e_s": {"compress": fixed_c, "decompress": fixed_d}, **extra}
 
 
 def _row(field: str, x, codec: str, options: dict, mode: str, bound: float, repeats: int) -> dict:
@@ -142,7 +148,7 @@ def _row(field: str, x, codec: str, options: dict, mode: str, bound: float, repe
            "message": strip_detail(r.error), **detail}
     if codec == "szp-gpu" and r.status in ("ok", "bound_overshoot", "bound_violated"):
         try:  # szp-gpu's kernel entry points are internals: a change there costs this row's kernel times only
-            k = _szp_kernels(x, float(r.abs_bound), repeats)
+            k = _szp_kernels(x, float(r.abs_bound), repeats, bound if mode == "rel" else None)
         except Exception as exc:  # noqa: BLE001
             row["kernel_error"] = f"{type(exc).__name__}: {exc}"
         else:
@@ -194,8 +200,9 @@ def szp_table(doc: dict) -> str:
     the bound verdicts. "fixed" is the driver's own e2e with the chosen shape given."""
     lines = ["| field | REL | szp blocks | CR szp (cuSZp best) | compress kernel GB/s (× copy) | compress e2e "
              "auto / fixed (× copy) | × cuSZp fastest (auto / fixed) | decompress kernel (× copy) | "
-             "decompress e2e (× copy) | × cuSZp fastest | verdicts szp / cuSZp |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "decompress e2e (× copy) | × cuSZp fastest | rel through the driver: range pass / compress e2e fixed | "
+             "verdicts szp / cuSZp |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ok = ("ok", "bound_overshoot", "bound_violated")
     for r in doc["rows"]:
         if r["codec"] != "szp-gpu" or r["status"] not in ok or "compress_kernel_GBps" not in r:
@@ -218,7 +225,9 @@ def szp_table(doc: dict) -> str:
             f"| {r['field']} | {r['bound']:.0e} | {r['block_ndim']}-D | {r['ratio']:.2f} ({best_cr:.2f}) | "
             f"{gx(r['compress_kernel_GBps'])} | {r['compress_GBps']:.0f} / {gx(fc)} | "
             f"{r['compress_GBps'] / fast_c:.2f} / {fc / fast_c:.2f} | {gx(r['decompress_kernel_GBps'])} | "
-            f"{gx(r['decompress_GBps'])} | {r['decompress_GBps'] / fast_d:.2f} | {verdicts} |")
+            f"{gx(r['decompress_GBps'])} | {r['decompress_GBps'] / fast_d:.2f} | "
+            f"{r.get('range_pass_GBps', math.nan):.0f} / {r.get('compress_fixed_rel_e2e_GBps', math.nan):.0f} | "
+            f"{verdicts} |")
     return "\n".join(lines)
 
 
