@@ -61,6 +61,8 @@ COMMANDS: tuple[Command, ...] = (
             "perfscout profile -- python3 -c 'print(sum(range(10**7)))'"),
     Command("diagnose", "diagnose_cmd", "Primary bottleneck and evidence-backed findings of a saved profile.",
             "perfscout diagnose --ncu-csv tests/fixtures/ncu/h200_cupy_kernels_raw.csv"),
+    Command("rules", "rules_cmd", "Diagnosis rules: built-in and installed plug-ins, and why one was refused.",
+            "perfscout rules --json"),
     Command("verify", "verify_cmd", "Closed loop: did a fix move what the finding predicted?",
             "perfscout verify --kernel K --before-csv before.csv --after-csv after.csv"),
     Command("bench", "bench_cmd", "A benchmark command N times in the sandbox; every figure kept.",

@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
                 entry["metrics"] = diag["metrics"]
             entry.update(primary=diag["primary"], findings=diag["findings"], cited_metrics=diag["metrics"],
                          duration_s=kernel_duration_s(k))
+            if diag.get("rule_problems"):  # plug-in rules whose findings were dropped, and why
+                entry["rule_problems"] = diag["rule_problems"]
             kernels.append(entry)
         summary = aggregate(kernels)
         doc = {

@@ -14,7 +14,8 @@ from typing import Any
 
 from perfscout.analysis.diagnosis.cpu_context import CpuContext
 from perfscout.analysis.diagnosis.engine import rank
-from perfscout.analysis.diagnosis.rules import CPU_RULES
+from perfscout.analysis.diagnosis.plugin_guard import run_rules
+from perfscout.analysis.diagnosis.rule_registry import cpu_rules
 from perfscout.state.profiles import PerfProfile
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[str, Any]:
     ctx = CpuContext(profile)
-    findings = [f for f in (rule.check(ctx) for rule in CPU_RULES) if f is not None]
+    findings, problems = run_rules(cpu_rules(), ctx, platform)  # built-ins, then installed plug-ins
     kind = "no_counters" if not profile.hardware_counters else "cpu"
     if not profile.hardware_counters:
         primary = next((f for f in findings if f.id == "cpu_counters_unavailable"), None)
@@ -41,12 +42,15 @@ def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[st
                     cited[n] = {"value": m.value, "unit": m.unit}
                 elif n in profile.unavailable:
                     cited[n] = {"value": profile.unavailable[n], "unit": ""}
+    program = {
+        "name": " ".join(profile.command) or "program",
+        "primary": primary.model_dump() if primary else None,
+        "findings": [f.model_dump() for f in ordered],
+        "metrics": cited,
+    }
+    if problems:  # plug-in rules whose findings were dropped (plugin_guard.py), and why
+        program["rule_problems"] = problems
     return {
-        "programs": [{
-            "name": " ".join(profile.command) or "program",
-            "primary": primary.model_dump() if primary else None,
-            "findings": [f.model_dump() for f in ordered],
-            "metrics": cited,
-        }],
+        "programs": [program],
         "platform": dict(platform or {}),
     }

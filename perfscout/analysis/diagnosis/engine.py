@@ -25,7 +25,8 @@ from typing import Any
 from perfscout.analysis.diagnosis.classify import classify
 from perfscout.analysis.diagnosis.kernel_context import KernelContext
 from perfscout.analysis.diagnosis.ncu_rules import ncu_says
-from perfscout.analysis.diagnosis.rules import GPU_RULES
+from perfscout.analysis.diagnosis.plugin_guard import run_rules
+from perfscout.analysis.diagnosis.rule_registry import gpu_rules
 from perfscout.state.profiles import KernelProfile
 from perfscout.state.records import Finding
 
@@ -99,7 +100,7 @@ def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
                     host_timing: dict[str, Any] | None = None) -> dict[str, Any]:
     ctx = KernelContext(kernel, platform, host_timing)
     ctx.cls = classify(ctx)
-    findings = [f for f in (rule.check(ctx) for rule in GPU_RULES) if f is not None]
+    findings, problems = run_rules(gpu_rules(), ctx, platform)  # built-ins, then installed plug-ins
     cap_to_tensor_roof(findings, ctx.cls)
     primary, ordered = rank(findings, ctx.cls.kind)
     log.debug("%s: %s-limited; primary %s; fired %s", kernel.name[:80], ctx.cls.kind,
@@ -108,12 +109,15 @@ def diagnose_kernel(kernel: KernelProfile, platform: dict | None = None,
         said = ncu_says(kernel.ncu_rules, primary.id)
         if said is not None:
             primary.extra["ncu_says"] = said
-    return {
+    out = {
         "name": kernel.name,
         "primary": primary.model_dump() if primary else None,
         "findings": [f.model_dump() for f in ordered],
         "metrics": cited_metrics(kernel, ordered),
     }
+    if problems:  # plug-in rules whose findings were dropped (plugin_guard.py), and why
+        out["rule_problems"] = problems
+    return out
 
 
 def diagnose(kernels: list[KernelProfile], platform: dict | None = None,

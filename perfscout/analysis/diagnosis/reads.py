@@ -8,8 +8,9 @@ the parse time (benchmarks/ncu_parse_bench.py).
 
 The set is collected, not hand-listed: every name in ``names.py`` (tuples, and dicts of
 tuples), every stall reason's names, every rule module's ``READS``, the classifier's own
-tuples, the prefixes the MMA reader scans, and what the CLI shows beside a kernel (its
-duration and the device's display name). tests/unit/test_diagnosis_reads.py checks that
+tuples, the prefixes the MMA reader scans, what the CLI shows beside a kernel (its
+duration and the device's display name), and the declared ``READS`` of every installed
+plug-in rule (``perfscout.rules`` entry points; the set follows a refresh of the registry). tests/unit/test_diagnosis_reads.py checks that
 every metric-like string in the diagnosis package is covered, and that the diagnosis of
 every committed profile is identical with and without the filter.
 """
@@ -20,6 +21,7 @@ from functools import lru_cache
 
 from perfscout.analysis.diagnosis import classify
 from perfscout.analysis.diagnosis import names as N
+from perfscout.analysis.diagnosis import rule_registry
 from perfscout.analysis.diagnosis.rules import GPU_RULES
 
 #: Names the engine scans by prefix rather than by exact name.
@@ -39,8 +41,13 @@ def _strings(value: object) -> set[str]:
     return set()
 
 
-@lru_cache(maxsize=1)
 def engine_metric_names() -> frozenset[str]:
+    """Every metric name a rule (built-in or installed plug-in) or the engine may read."""
+    return _names(rule_registry.generation())
+
+
+@lru_cache(maxsize=2)
+def _names(generation: int) -> frozenset[str]:  # the registry's generation: a refresh rebuilds it
     names: set[str] = set()
     for module in (N, classify):
         for attr, value in vars(module).items():
@@ -50,6 +57,8 @@ def engine_metric_names() -> frozenset[str]:
         names.update(N.stall(reason))
     for rule in GPU_RULES:
         names |= _strings(getattr(rule, "READS", {}))
+    for plugin in rule_registry.plugin_rules("ncu"):
+        names |= plugin.metric_names()
     names.update(ALSO_READ)
     return frozenset(names)
 

@@ -13,11 +13,13 @@ from typing import Any
 
 from perfscout.analysis.report.blocks import (
     Block,
+    BulletList,
     Code,
     Finding,
     Heading,
     Inline,
     ListItem,
+    Note,
     Paragraph,
     Strong,
     Table,
@@ -89,6 +91,16 @@ def _platform_line(platform: dict | None) -> Paragraph | None:
     return Paragraph("Platform: " + ", ".join(facts)) if facts else None
 
 
+def _rule_problems(it: dict) -> list[Block]:
+    """Plug-in rules whose findings the engine dropped (plugin_guard.py): said, never shown as findings."""
+    problems = it.get("rule_problems") or []
+    if not problems:
+        return []
+    return [Note("Plug-in rules whose findings were dropped, and why:", kind="warning"),
+            BulletList([[Code(str(p["rule"])), f" (plug-in from {p['distribution']}): {p['reason']}"]
+                        for p in problems])]
+
+
 def diagnosis_blocks(result: dict, level: int = 1) -> list[Block]:
     """One section per kernel/program: primary first, then the rest by expected gain."""
     items = result.get("kernels") or result.get("programs") or []
@@ -101,9 +113,10 @@ def diagnosis_blocks(result: dict, level: int = 1) -> list[Block]:
         out.append(Heading(str(it["name"]), level + 1))
         if not it.get("primary"):
             out.append(Paragraph("No finding: the profile lacks the metrics the rules need."))
-            continue
-        out.append(finding_block(it["primary"], primary=True))
-        out += [finding_block(f) for f in it["findings"][1:]]
+        else:
+            out.append(finding_block(it["primary"], primary=True))
+            out += [finding_block(f) for f in it["findings"][1:]]
+        out += _rule_problems(it)
     return out
 
 
@@ -192,12 +205,12 @@ def summary_blocks(entries: list[dict], platform: dict | None = None, verbose: b
         d = e["diagnosis"]
         if not d.get("primary"):
             out.append(Paragraph("No finding: the profile lacks the metrics the rules need."))
-            continue
-        if verbose:
+        elif verbose:
             out.append(finding_block(d["primary"], primary=True))
             out += [finding_block(f) for f in d["findings"][1:]]
-            continue
-        out.append(_primary_digest(d))
+        else:
+            out.append(_primary_digest(d))
+        out += _rule_problems(d)
     if len(shown) < len(entries):
         out.append(Paragraph(f"({len(entries) - len(shown)} more kernels not detailed: --top {len(entries)})"))
     return out
