@@ -392,25 +392,25 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
                 xs *= scale
                 d *= scale
             xs, d = xs.astype(f32), d.astype(f32)
-        q = xs * xs
-        ys = xs + d
-        ys *= ys
-        q += ys
-        del ys
+        # x^2 + y^2 = 2 x y + d^2: the window sums of x y and d^2 give those of x^2 + y^2
+        # (Sq = 2 Sp + Sdd), one map of products instead of two squares and a sum.
+        p = xs + d
+        p *= xs
         sx = box_sums_doubling(xs, win)
         del xs
         sd = box_sums_doubling(d, win)
         d *= d
         sdd = box_sums_doubling(d, win)
         del d
-        sq = box_sums_doubling(q, win)
-        del q
+        sq = box_sums_doubling(p, win)
+        del p
         sd2 = sd * sd
         sy = sx + sd
         if N > 1:
+            sq *= 2 * n_f  # N Sq = 2N Sp + N Sdd
             sdd *= n_f
+            sq += sdd
             sdd -= sd2  # N(N-1) var d
-            sq *= n_f
             sq -= sx * sx
             sq -= sy * sy
             sq += c2n  # N(N-1) B
