@@ -160,3 +160,55 @@ def test_the_cli_lists_rules_and_diagnoses_with_plugins(rules_dist: Path) -> Non
     assert "`l2_read_misses` [advice] — L2 read misses" in text  # one line among the others
     assert "Plug-in rules whose findings were dropped, and why:" in text
     assert "`raises_in_check` (plug-in from perfscout-plugin-rules 0.1.0): check() raised ZeroDivisionError" in text
+
+
+def _rule(check, *, role: str = "cause", arch: str = "any") -> R.PluginRule:  # noqa: ANN001
+    return R.PluginRule(id="probe", role=role, profile="ncu", reads={"hit": (HIT,)}, arch=arch, check=check,
+                        value="probe_module", distribution="probe 1.0")
+
+
+def _ev(metric: str = HIT, value: float | str | None = 0.04, inputs: list[str] | None = None):  # noqa: ANN202
+    from perfscout.state.records import Evidence
+
+    return Evidence(metric=metric, value=value, unit="%", inputs=inputs or [])
+
+
+@pytest.mark.parametrize(("result", "reason"), [
+    ("a finding", "check() returned a str, not a Finding or None"),
+    ({"id": "other"}, "its finding's id is 'other', not the rule's id"),
+    ({"evidence": []}, "its finding cites no evidence"),
+    ({"expected_gain": 1.5}, "expected_gain 1.5 is outside [0, 1)"),
+    ({"expected_gain": float("nan")}, "expected_gain nan is outside [0, 1)"),
+    ({"confidence": 2.0}, "confidence 2.0 is outside [0, 1]"),
+    ({"evidence": [_ev(value=float("inf"))]}, f"evidence '{HIT}' has the non-finite value inf"),
+    ({"evidence": [_ev("host:per_launch_us", 5.0)]}, "it cites 'host:per_launch_us', but no host timing was given"),
+    ({"evidence": [_ev("derived:x", 1.0)]}, "'derived:x' lists no inputs"),
+    ({"evidence": [_ev("derived:x", 1.0, [HIT, "lts__t_sector_op_read_hit_rate.max"])]},
+     "it cites 'lts__t_sector_op_read_hit_rate.max', which its READS does not declare"),
+])
+def test_the_guard_drops_a_plugin_finding_that_breaks_a_guarantee(result, reason) -> None:  # noqa: ANN001
+    from perfscout.analysis.diagnosis.kernel_context import KernelContext
+    from perfscout.analysis.diagnosis.plugin_guard import run_plugin
+    from perfscout.state.records import Finding
+
+    def check(ctx):  # noqa: ANN001, ANN202
+        if isinstance(result, str):
+            return result
+        f = Finding(id="probe", title="t", evidence=[_ev()], expected_gain=0.2)
+        return f.model_copy(update=result)  # no validation: what a careless plug-in can hand back
+
+    ctx = KernelContext(load_raw_csv(TRANSPOSE).kernels[0])
+    assert run_plugin(_rule(check), ctx) == (None, {"rule": "probe", "distribution": "probe 1.0", "reason": reason})
+
+
+def test_the_declared_role_ranks_a_plugin_finding_whatever_its_extra_says() -> None:
+    from perfscout.analysis.diagnosis.kernel_context import KernelContext
+    from perfscout.analysis.diagnosis.plugin_guard import run_plugin
+    from perfscout.state.records import Finding
+
+    mine = Finding(id="probe", title="t", evidence=[_ev()], expected_gain=0.9, extra={"role": "cause", "note": 1})
+    ctx = KernelContext(load_raw_csv(TRANSPOSE).kernels[0])
+    f, problem = run_plugin(_rule(lambda ctx: mine, role="advice", arch="sm_90"), ctx)
+    assert problem is None and f.extra["role"] == "advice" and f.extra["note"] == 1 and f.arch == "sm_90+"
+    assert mine.extra == {"role": "cause", "note": 1}  # the plug-in's own object is left alone
+    assert run_plugin(_rule(lambda ctx: mine, arch="sm_100"), ctx) == (None, None)  # H200 is 9.0
