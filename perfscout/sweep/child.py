@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfscout.state.records import CompressionResult
+from perfscout.tools.process_limits import resident_mb
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.spec import Task
 
@@ -85,14 +86,7 @@ def child_env(task: Task, threads: int, pin_gpu: bool = True) -> dict[str, str]:
     return env
 
 
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+rss_mb = resident_mb  # the driver's memory watch reads it for every running child
 
 
 @dataclass
@@ -146,7 +140,8 @@ class TaskChild:
             self.killed_for = "timeout"
             self.kill()
             return self.proc.returncode
-        rss = rss_mb(self.proc.pid)
+        # a forked task shares the server's pages: the limit is on what it adds to them
+        rss = rss_mb(self.proc.pid) - getattr(self.proc, "baseline_mb", 0.0)
         self.peak_rss_mb = max(self.peak_rss_mb, rss)
         if rss > self.task.memory_limit_mb:
             self.killed_for = "memory"
@@ -203,8 +198,10 @@ class TaskChild:
             status = "codec_timeout"
             reason = f"no result after {t.timeout_s:g} s (task timeout); the child was killed"
         elif self.killed_for == "memory":
-            reason = (f"resident memory {self.peak_rss_mb:.0f} MiB exceeded the task limit of "
-                      f"{t.memory_limit_mb} MiB; the child was killed")
+            base = getattr(self.proc, "baseline_mb", 0.0)
+            reason = (f"resident memory {self.peak_rss_mb:.0f} MiB"
+                      + (f" (beyond the {base:.0f} MiB of the task server it was forked from)" if base else "")
+                      + f" exceeded the task limit of {t.memory_limit_mb} MiB; the child was killed")
         elif not reason:
             if rc is not None and rc < 0:
                 try:

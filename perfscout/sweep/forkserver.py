@@ -10,7 +10,7 @@ and is as contained as a spawned one —
   a memory overrun reaches it and everything it started;
 - its own address-space limit (:func:`perfscout.tools.process_limits.limit_memory`, on what
   the task adds to the preloaded server it was forked from) and the driver's resident-memory
-  watch;
+  watch (also on what it adds: its RSS less the server's);
 - SIGKILL when the server dies, and the server dies with the driver (``PR_SET_PDEATHSIG``
   both ways), so no orphan keeps running a hung codec;
 - a segfault, an abort or ``os._exit`` in the codec ends only that child: the server reaps
@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from perfscout.tools.process_limits import resident_mb
 
 #: Imported by the server before it forks anything (a missing one is skipped and reported).
 PRELOAD = ("numpy", "pandas", "pydantic", "perfscout.state.records", "perfscout.sweep.spec",
@@ -180,6 +182,9 @@ class ForkedTask:
     server: ForkServer
     returncode: int | None = None
     note: str = ""
+    #: The server's resident size when it forked this task: pages the child shares with it
+    #: count in its RSS too, so the driver's memory watch measures what the task adds to them.
+    baseline_mb: float = 0.0
     _done: threading.Event = field(default_factory=threading.Event)
 
     def poll(self) -> int | None:
@@ -301,6 +306,7 @@ class ForkServer:
                 self._tasks.pop(rid, None)
                 raise ForkServerError(str(reply.get("error")) if reply else (self._dead or "the task server died"))
             task.pid = int(reply["pid"])
+            task.baseline_mb = resident_mb(self.proc.pid)
             return task
 
     def close(self) -> None:

@@ -39,6 +39,18 @@ def address_space_bytes() -> int:
     return 0
 
 
+def resident_mb(pid: int) -> float:
+    """A process's resident size (VmRSS) in MiB, 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL us when our parent dies (even by SIGKILL), so that no orphan
     keeps running a hung codec or races a resumed sweep for the same task."""
