@@ -231,6 +231,28 @@ def szp_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def compare(before: dict, after: dict) -> str:
+    """szp-gpu's e2e GB/s per field and bound in two runs of this benchmark (e.g. before and
+    after a driver change), with the kernels' for scale."""
+    def rows(doc: dict) -> dict:
+        return {(r["field"], r["bound"]): r for r in doc["rows"] if r["codec"] == "szp-gpu" and r["mode"] == "rel"}
+
+    b, a = rows(before), rows(after)
+    lines = ["| field | REL | compress e2e before → after (auto) | after, shape fixed | compress kernel after | "
+             "decompress e2e before → after | decompress kernel after |", "|---|---|---|---|---|---|---|"]
+    for key in a:
+        rb, ra = b.get(key, {}), a[key]
+
+        def g(r: dict, k: str) -> str:
+            v = r.get(k)
+            return f"{v:.0f}" if isinstance(v, (int, float)) else "–"
+
+        lines.append(f"| {key[0]} | {key[1]:.0e} | {g(rb, 'compress_GBps')} → {g(ra, 'compress_GBps')} | "
+                     f"{g(ra, 'compress_fixed_e2e_GBps')} | {g(ra, 'compress_kernel_GBps')} | "
+                     f"{g(rb, 'decompress_GBps')} → {g(ra, 'decompress_GBps')} | {g(ra, 'decompress_kernel_GBps')} |")
+    return "\n".join(lines)
+
+
 def _write(path: str, doc: dict) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=str))
@@ -321,7 +343,9 @@ def bench(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["bench", "tile", "table"], help="table: print the Markdown table of --out's JSON")
+    ap.add_argument("what", choices=["bench", "tile", "table", "compare"],
+                    help="table: the Markdown tables of --out's JSON; compare: szp-gpu's e2e in --before against --out")
+    ap.add_argument("--before", help="compare: the earlier run's JSON")
     ap.add_argument("--data", default=".device/gpu_peers/data")
     ap.add_argument("--out", default="gpu_peers.json")
     ap.add_argument("--gib", type=float, default=1.0)
@@ -329,7 +353,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="two fields at REL 1e-3 only")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    if args.what == "table":
+    if args.what == "compare":
+        print(compare(json.loads(Path(args.before).read_text()), json.loads(Path(args.out).read_text())))
+    elif args.what == "table":
         doc = json.loads(Path(args.out).read_text())
         print(table(doc))
         print()
