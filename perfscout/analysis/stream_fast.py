@@ -101,18 +101,21 @@ def _dot32(xp: ModuleType, a: Any, b: Any) -> float:
 
 
 def _pass_a(xp: ModuleType, x: Any, y: Any, step: int, scan: _Scan, sums: _Sums,
-            threads: int, watch: ChunkWatch | None) -> bool:
+            threads: int, watch: ChunkWatch | None, x_extremes: tuple[float, float] | None = None) -> bool:
     """Ranges, finiteness, the error's extremes and the worst index; False on a
-    non-finite element. Chunks on ``threads`` threads, reduced in chunk order."""
+    non-finite element. Chunks on ``threads`` threads, reduced in chunk order. With
+    ``x_extremes`` (x known finite, its min and max) x's are not read again: a chunk's
+    view then has x_min = -inf, x_max = inf (nothing known of the chunk alone)."""
     n_total = scan.n_total
+    known_x = x_extremes is not None
     buffers = _per_thread(lambda: xp.empty(step, dtype=xp.float64))
 
     def one(i0: int) -> tuple[Any, ...] | None:
         xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
         m = int(xc.size)
-        lo_x, hi_x = to_float(xc.min()), to_float(xc.max())
+        lo_x, hi_x = (-math.inf, math.inf) if known_x else (to_float(xc.min()), to_float(xc.max()))
         lo_y, hi_y = to_float(yc.min()), to_float(yc.max())
-        if not all(map(math.isfinite, (lo_x, hi_x, lo_y, hi_y))):
+        if not (math.isfinite(lo_y) and math.isfinite(hi_y) and (known_x or (math.isfinite(lo_x) and math.isfinite(hi_x)))):
             return None
         with np.errstate(over="ignore", invalid="ignore"):
             e = xp.subtract(yc, xc, out=buffers()[:m], dtype=xp.float64)
@@ -126,8 +129,11 @@ def _pass_a(xp: ModuleType, x: Any, y: Any, step: int, scan: _Scan, sums: _Sums,
     if any(r is None for r in results):
         return False
     worst_chunk = -1
+    if known_x:
+        scan.x_min, scan.x_max = (float(v) for v in x_extremes)  # type: ignore[union-attr]
     for k, (lo_x, hi_x, lo_y, hi_y, lo_e, hi_e, _) in enumerate(results):
-        scan.x_min, scan.x_max = min(scan.x_min, lo_x), max(scan.x_max, hi_x)
+        if not known_x:
+            scan.x_min, scan.x_max = min(scan.x_min, lo_x), max(scan.x_max, hi_x)
         scan.y_min, scan.y_max = min(scan.y_min, lo_y), max(scan.y_max, hi_y)
         sums.e_min, sums.e_max = min(sums.e_min, lo_e), max(sums.e_max, hi_e)
         worst = max(-lo_e, hi_e)
@@ -171,18 +177,21 @@ def _fine_bins(xp: ModuleType, e: Any, sc: float, half: int, tbuf: Any, ibuf: An
 
 
 def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], step: int,
-                     fine_bins: int, *, threads: int = 1, watch: ChunkWatch | None = None
-                     ) -> tuple[_Scan, _Sums, _Spread] | None:
+                     fine_bins: int, *, threads: int = 1, watch: ChunkWatch | None = None,
+                     x_extremes: tuple[float, float] | None = None) -> tuple[_Scan, _Sums, _Spread] | None:
     """Pass A and pass B over flat C-order ``x``/``y``; None when the general passes
     are needed (a non-finite element, or magnitudes that need the rescale). The chunks
     run on ``threads`` threads (NumPy only) and are reduced in chunk order: the same
-    figures, bit for bit, whatever the thread count. ``watch`` rides along pass A."""
+    figures, bit for bit, whatever the thread count. ``watch`` rides along pass A.
+    ``x_extremes``: x's min and max when every element of x is known finite (not re-read)."""
     n_total = int(x.size)
     scan = _Scan(shape=shape, n_total=n_total, n_valid=n_total)
     sums = _Sums()
     step = max(1, min(step, n_total))
     threads = threads if xp is np else 1  # a GPU runs one stream of kernels
-    if not _pass_a(xp, x, y, step, scan, sums, threads, watch):
+    if x_extremes is not None and not all(map(math.isfinite, x_extremes)):
+        x_extremes = None  # only finite extremes prove a finite x
+    if not _pass_a(xp, x, y, step, scan, sums, threads, watch, x_extremes):
         return None
     scan.peak = max(abs(scan.x_min), abs(scan.x_max), abs(scan.y_min), abs(scan.y_max))
     if scan.peak != 0 and not (2.0**-M._SAFE_EXP2 <= scan.peak <= 2.0**M._SAFE_EXP2):

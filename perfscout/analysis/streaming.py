@@ -465,20 +465,24 @@ def check_compressed_nbytes(compressed_nbytes: Any) -> None:
 
 
 def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int, *,
-                           threads: int | None = None, watch: ChunkWatch | None = None) -> dict[str, Any]:
+                           threads: int | None = None, watch: ChunkWatch | None = None,
+                           x_extremes: tuple[float, float] | None = None) -> dict[str, Any]:
     """Every figure of :func:`perfscout.analysis.metrics.quality_metrics`, streamed.
 
     ``threads``: worker threads of the fast path (:func:`perfscout.analysis.tile_pool.resolve_threads`;
     None: the cores this process may use, or ``OMP_NUM_THREADS``); the figures do not
     depend on it. ``watch`` rides along the fast path's first pass
     (:class:`perfscout.analysis.stream_fast.ChunkWatch`: the bound check's one-pass hook);
-    its ``finish`` is not called when the general passes take over before that pass ends."""
+    its ``finish`` is not called when the general passes take over before that pass ends.
+    ``x_extremes``: the original's min and max, when the caller has them and knows every
+    element of it finite (the range a ``rel`` bound was resolved with): not read again."""
     check_compressed_nbytes(compressed_nbytes)
     xp, x, y = _inputs(original, reconstructed)
     shape = tuple(int(n) for n in xp.asarray(original).shape)
     orig_nbytes = int(xp.asarray(original).nbytes)
     n_threads = resolve_threads(threads)
-    fast = fast_point_stats(xp, x, y, shape, _step(xp), FINE_HIST_BINS, threads=n_threads, watch=watch)
+    fast = fast_point_stats(xp, x, y, shape, _step(xp), FINE_HIST_BINS, threads=n_threads, watch=watch,
+                            x_extremes=x_extremes)
     if fast is not None:  # finite, no rescale: two fused passes
         scan, sums, spread = fast
     else:

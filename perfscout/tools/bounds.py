@@ -118,6 +118,9 @@ def finite_extremes(array: np.ndarray) -> tuple[float, float]:
     a = np.asarray(array)
     if a.size == 0:
         raise InputError("value range of an empty array is undefined")
+    lo, hi = float(np.min(a)), float(np.max(a))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi  # NaN would propagate into both and an infinity be one of them: all finite
     finite = np.isfinite(a)
     if not bool(finite.all()):
         if not bool(finite.any()):
@@ -159,15 +162,17 @@ def rel_reference(array: np.ndarray) -> tuple[float, str]:
     return 1.0, "all-zero field (R = 0): rel bound taken as absolute"
 
 
-def rel_abs_bound(array: np.ndarray, bound: float) -> tuple[float, str, bool]:
+def rel_abs_bound(array: np.ndarray, bound: float, *,
+                  extremes: tuple[float, float] | None = None) -> tuple[float, str, bool]:
     """(abs_bound, note, range_fits) for ``rel`` at ``bound``: ``bound * R`` (or ``bound *
     |c|``, or ``bound``: see :func:`rel_reference`), computed so that it cannot overflow.
 
     ``range_fits`` says whether R itself is a finite value of the array's dtype with room
     to spare (a native rel mode computes R in the data's own arithmetic, so it may only
     run then). A product that float64 cannot represent is capped at its largest value
-    (tighter than asked, said in the note), never inf."""
-    lo, hi = finite_extremes(array)
+    (tighter than asked, said in the note), never inf. ``extremes``: :func:`finite_extremes`
+    of ``array`` when the caller has it already (evaluate shares it with the metric pass)."""
+    lo, hi = finite_extremes(array) if extremes is None else extremes
     dtype = np.dtype(array.dtype) if np.issubdtype(array.dtype, np.floating) else np.dtype(np.float64)
     if hi > lo:
         eb = range_times(bound, lo, hi)
@@ -419,6 +424,7 @@ def verify_and_measure(
     abs_bound: float | None = None,
     pw_rel_bound: float | None = None,
     threads: int | None = None,
+    x_extremes: tuple[float, float] | None = None,
 ) -> VerifiedMetrics:
     """:func:`verify_bound` and :func:`perfscout.analysis.metrics.quality_metrics` in one
     pass over the pair: the same verdict (status, counts, indices, message: this
@@ -428,9 +434,13 @@ def verify_and_measure(
     (:class:`_OnePassCheck`); when the general passes take over (NaN/Inf, extreme
     magnitudes, float64 overflow), the check runs its own scan (:func:`_scan_bound`).
     ``threads``: the metric pass's worker threads (:func:`perfscout.analysis.tile_pool.resolve_threads`).
-    Bad input (shapes, bounds, an empty array, the compressed size) raises InputError; a
-    failure of the metric pass itself (no finite element compared, an overflow) is
-    returned in ``metrics_error`` beside a verdict that stands on its own."""
+    ``x_extremes``: ``original``'s min and max when the caller knows every element is
+    finite (:func:`finite_extremes`, computed once for a ``rel`` bound): the pass then
+    does not read them again (for a ``pw_rel`` bound it is ignored: that check wants
+    each chunk's own extremes). Bad input (shapes, bounds, an empty array, the
+    compressed size) raises InputError; a failure of the metric pass itself (no finite
+    element compared, an overflow) is returned in ``metrics_error`` beside a verdict
+    that stands on its own."""
     from perfscout.analysis.streaming import check_compressed_nbytes, stream_quality_metrics
 
     what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
@@ -440,7 +450,8 @@ def verify_and_measure(
     metrics: dict[str, Any] = {}
     error: Exception | None = None
     try:
-        metrics = stream_quality_metrics(original, reconstructed, compressed_nbytes, threads=threads, watch=watch)
+        metrics = stream_quality_metrics(original, reconstructed, compressed_nbytes, threads=threads, watch=watch,
+                                         x_extremes=None if pw_rel_bound is not None else x_extremes)
     except (ArithmeticError, InputError) as exc:
         error = exc
     scan = watch.scan if watch.scan is not None else _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
@@ -475,6 +486,11 @@ class NonfiniteSplit:
 
 def find_nonfinite(array: np.ndarray) -> tuple[int, tuple[int, ...]]:
     """(count, first index) of the non-finite elements."""
+    a = np.asarray(array)
+    if a.size == 0:
+        return 0, ()
+    if (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) and math.isfinite(float(np.min(a))) and math.isfinite(float(np.max(a))):
+        return 0, ()  # finite extremes: no NaN (it propagates) and no infinity (it would be one)
     bad = ~np.isfinite(array)
     count = int(np.count_nonzero(bad))
     if not count:

@@ -183,6 +183,7 @@ class _Plan:
     runner: Codec
     abs_bound: float | None = None
     pw_rel_bound: float | None = None
+    x_extremes: tuple[float, float] | None = None  # the input's range, when resolving the bound read it
 
 
 def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dict[str, Any],
@@ -197,7 +198,8 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
     if mode == "abs":
         return _Plan(make("abs", bound), abs_bound=bound)
     if mode == "rel":
-        abs_bound, note, range_fits = B.rel_abs_bound(work, bound)
+        extremes = B.finite_extremes(work)  # read once: the metric pass gets it too
+        abs_bound, note, range_fits = B.rel_abs_bound(work, bound, extremes=extremes)
         if note:
             ev.notes.append(note)
         # A native rel computes R in the data's type: only when R fits there (and R > 0).
@@ -205,7 +207,8 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
         if "rel" in cls.native_modes and not range_fits and not note:
             ev.notes.append("value range too wide for the codec's own rel mode: ran abs "
                             f"{abs_bound:.6g} (rel bound x R, computed without overflow)")
-        return _Plan(make("rel", bound) if native else make("abs", abs_bound), abs_bound=abs_bound)
+        return _Plan(make("rel", bound) if native else make("abs", abs_bound), abs_bound=abs_bound,
+                     x_extremes=extremes)
     if mode == "pw_rel":
         return _Plan(make("pw_rel", bound), pw_rel_bound=bound)
     if mode == "fixed_rate":
@@ -431,7 +434,8 @@ def _evaluate_here(
         if metric_threads is None and isinstance((options or {}).get("threads"), int):
             metric_threads = int((options or {})["threads"])  # the cores the sweep gave this task
         fused = B.verify_and_measure(work, recon, compressed.nbytes, abs_bound=plan.abs_bound,
-                                     pw_rel_bound=plan.pw_rel_bound, threads=metric_threads)
+                                     pw_rel_bound=plan.pw_rel_bound, threads=metric_threads,
+                                     x_extremes=plan.x_extremes)
         check = fused.check
     else:
         check = B.verify_bound(work, checked, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)

@@ -85,6 +85,9 @@ def test_one_pass_verdict_and_metrics_equal_the_two_calls(seed: int, dtype: str,
     got = _assert_matches_oracles(x, y, **bound)
     assert got.one_pass  # finite pair, no rescale: the fast path carried the check
     assert _same(B.verify_and_measure(x, y, 1000, threads=3, **bound).metrics, got.metrics)
+    # The range a rel bound was resolved with, shared with the pass: nothing changes.
+    shared = B.verify_and_measure(x, y, 1000, threads=2, x_extremes=B.finite_extremes(x), **bound)
+    assert shared.check == got.check and _same(shared.metrics, got.metrics)
 
 
 @pytest.mark.usefixtures("small_chunks")
@@ -198,3 +201,20 @@ def test_evaluate_metric_threads_same_record_and_refused_when_bad() -> None:
     assert a.check == B.verify_bound(x, a.reconstructed, abs_bound=a.result.abs_bound)
     with pytest.raises(InputError, match="metric threads"):
         evaluate_full(x, "sz3", "rel", 1e-3, repeats=1, isolate=False, metric_threads=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int16"])
+@pytest.mark.parametrize("where", [None, 0, 17, 99])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_range_and_nonfinite_scans_match_their_definitions(dtype: str, where: int | None, bad: float) -> None:
+    """finite_extremes / find_nonfinite read min and max first (finite extremes prove a
+    finite array); the answers are those of the isfinite mask."""
+    a = np.linspace(-3, 7, 100).astype(dtype).reshape(10, 10)
+    if where is not None and np.issubdtype(a.dtype, np.floating):
+        a.flat[where] = bad
+    finite = np.isfinite(a)
+    assert B.finite_extremes(a) == (float(a[finite].min()), float(a[finite].max()))
+    count = int((~finite).sum())
+    first = tuple(int(i) for i in np.unravel_index(int(np.argmax(~finite.reshape(-1))), a.shape)) if count else ()
+    assert B.find_nonfinite(a) == (count, first)
+    assert B.find_nonfinite(a[:0]) == (0, ())
