@@ -122,3 +122,242 @@ def test_a_single_outlier_section() -> None:
     out = np.full(64, 0xCD, np.uint8)
     size = G._outlier_sections(out, parsed.out_index.astype(np.uint64), parsed.out_value, lay)
     assert out[:size].tobytes() == bytes(data[lay.out_index : lay.crc])
+
+
+# -- the driver's host logic against the reference, on a stand-in for CuPy --------------
+# compress_device / decompress_device are launches, memsets, copies and one wait; here the
+# CuPy they call is NumPy memory (device allocations filled with garbage, so an unzeroed pad
+# shows), the runtime's memset/memcpy act on those addresses, and each kernel writes what
+# the real one writes, taken from the reference's stream of the array being compressed. A
+# slip in an offset, a pad, the staging buffer or the outlier paths fails here, without a GPU.
+
+
+class _FakeData:
+    def __init__(self, a: np.ndarray) -> None:
+        self.ptr = a.ctypes.data
+
+
+class _FakeArray(np.ndarray):
+    @property
+    def data(self):  # noqa: ANN201 - CuPy's MemoryPointer stand-in
+        return _FakeData(self)
+
+    def get(self, stream=None, out=None):  # noqa: ANN001, ANN201
+        if out is not None:
+            out[...] = np.asarray(self)
+            return out
+        return np.array(self)
+
+    def copy(self, order="C"):  # noqa: ANN001, ANN201
+        return np.array(self).view(_FakeArray)
+
+
+def _tile_prefix(per_block: np.ndarray, nb: int, ntiles: int) -> np.ndarray:
+    c = np.concatenate([[0], np.cumsum(per_block.astype(np.int64))])
+    return c[np.minimum(np.arange(ntiles + 1) * G.TILE_BLOCKS, nb)].astype(np.uint64)
+
+
+class _FakeKernel:
+    """One kernel of the stand-in module; REF holds the reference's parsed stream."""
+
+    REF: dict = {}
+    launches: list = []
+    max_threads_per_block = 256  # 8 warps, as szp_compress's __launch_bounds__
+
+    def __init__(self, name: str, options: tuple[str, ...]) -> None:
+        self.name = name
+        self.fmt = int(next(o for o in options if o.startswith("-DSZP_FORMAT="))[-1])
+
+    def __call__(self, grid, block, args) -> None:  # noqa: ANN001
+        self.launches.append(self.name)
+        getattr(self, self.name)(*args)
+
+    def szp_compress(self, x, Z, Y, X, NBy, NBx, nb, vec, recip, step, check, widths, corner_ext, payload,  # noqa: ANN001, N803
+                     status, counter, out_idx, out_val, count, cap) -> None:
+        p = self.REF["parsed"]
+        h = p.header
+        widths[: h.nblocks] = p.widths
+        payload[: h.payload_words] = p.payload
+        if self.fmt >= 3:
+            corner_ext[: h.nblocks] = p.corner_ext
+        perm = np.random.default_rng(h.n_outliers).permutation(h.n_outliers)  # atomic order
+        m = min(h.n_outliers, int(cap))
+        out_idx[:m], out_val[:m] = p.out_index[perm][:m], p.out_value[perm][:m]
+        count[0] = h.n_outliers  # counted past the room, as the kernel does
+        status[-1] = (1 << 62) | h.payload_words  # the last tile's inclusive prefix, flag bit set
+
+    def szp_corner_scan(self, widths, nb, ntiles, prefix, status, counter, total) -> None:  # noqa: ANN001
+        pre = _tile_prefix(F.corner_nbytes(np.asarray(widths[: int(nb)])), int(nb), int(ntiles))
+        prefix[: int(ntiles) + 1] = pre
+        total[0] = pre[-1]
+
+    def szp_corner_pack(self, widths, nb, ntiles, corner_ext, prefix, out) -> None:  # noqa: ANN001
+        cnb = F.corner_nbytes(np.asarray(widths[: int(nb)]))
+        b = np.asarray(corner_ext[: int(nb)]).astype("<u4").view(np.uint8).reshape(-1, 4)
+        packed = b[np.arange(4)[None, :] < cnb[:, None]]
+        out[: packed.size] = packed
+
+    def szp_width_scan(self, widths, nb, ntiles, prefix, status, counter, error) -> None:  # noqa: ANN001
+        words = F.block_words(np.asarray(widths[: int(nb)]), 3 if self.fmt >= 3 else 2)
+        prefix[: int(ntiles) + 1] = _tile_prefix(words, int(nb), int(ntiles))
+
+    def szp_corner_unpack(self, widths, nb, ntiles, corners, length, prefix, corner_ext, error) -> None:  # noqa: ANN001
+        w = np.asarray(widths[: int(nb)])
+        if int(F.corner_nbytes(w).sum()) > int(length):
+            error[0] |= 2
+        else:
+            corner_ext[: int(nb)] = F._unpack_corners(np.asarray(corners[: int(length)]), w)
+
+    def szp_decompress(self, out, *args) -> None:  # noqa: ANN001
+        out[...] = self.REF["decoded"].reshape(out.shape)
+
+    def szp_scatter(self, out, idx, val, n, size) -> None:  # noqa: ANN001
+        out.reshape(-1)[np.asarray(idx[: int(n)]).astype(np.int64)] = val[: int(n)]
+
+    def szp_minmax(self, x, n, keys) -> None:  # noqa: ANN001
+        r = F.finite_range(np.asarray(x).reshape(-1))
+        if r is None:
+            return
+        ut, ft = (np.uint64, np.float64) if keys.dtype == np.uint64 else (np.uint32, np.float32)
+        sign = ut(1) << ut(8 * np.dtype(ut).itemsize - 1)
+
+        def key(v: float):  # noqa: ANN202
+            u = np.array(v, ft).view(ut)
+            return ~u if u & sign else u | sign
+
+        keys[0], keys[1] = min(keys[0], key(r[0])), max(keys[1], key(r[1]))
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):  # noqa: ANN001, ANN201
+    """sys.modules' cupy/cupyx replaced by the stand-in for one test (the driver's caches
+    cleared before and after, so no stand-in kernel outlives it)."""
+    import ctypes
+    import sys
+    import types
+
+    rng = np.random.default_rng(0)
+
+    def empty(shape, dtype=np.float64):  # noqa: ANN001, ANN202
+        a = np.empty(shape, dtype)
+        a.view(np.uint8).reshape(-1)[:] = rng.integers(0, 256, a.nbytes, dtype=np.uint8)  # device garbage
+        return a.view(_FakeArray)
+
+    class Stream:
+        ptr = 0
+
+        def __init__(self, non_blocking: bool = False) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+        def __enter__(self):  # noqa: ANN204
+            return self
+
+        def __exit__(self, *a) -> None:  # noqa: ANN002
+            pass
+
+    class Event:
+        def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
+            pass
+
+        def record(self, stream=None) -> None:  # noqa: ANN001
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+    runtime = types.SimpleNamespace(
+        memcpyDefault=4,
+        memsetAsync=lambda ptr, value, size, stream: ctypes.memset(ptr, value, size),
+        memcpyAsync=lambda dst, src, size, kind, stream: ctypes.memmove(dst, src, size),
+        getDevice=lambda: 0, deviceGetAttribute=lambda attr, dev: 132, getDeviceCount=lambda: 1,
+        memGetInfo=lambda: (100 << 30, 140 << 30))
+    cuda = types.SimpleNamespace(runtime=runtime, Stream=Stream, Event=Event, get_current_stream=Stream,
+                                 Device=lambda i=0: types.SimpleNamespace(id=0))
+    cp = types.ModuleType("cupy")
+    cp.__dict__.update(
+        cuda=cuda, ndarray=_FakeArray, empty=empty, uint8=np.uint8, uint32=np.uint32, uint64=np.uint64,
+        zeros=lambda shape, dtype=np.float64: np.zeros(shape, dtype).view(_FakeArray),
+        asarray=lambda a, dtype=None: np.array(a, dtype=dtype).view(_FakeArray),
+        ascontiguousarray=lambda a: np.ascontiguousarray(a).view(_FakeArray),
+        argsort=lambda a: np.argsort(np.asarray(a)).view(_FakeArray),
+        RawModule=lambda code, options: types.SimpleNamespace(get_function=lambda n: _FakeKernel(n, options)))
+    cpx = types.ModuleType("cupyx")
+    cpx.empty_pinned = lambda shape, dtype=np.float64: np.empty(shape, dtype)
+
+    def clear() -> None:
+        for fn in (G._module, G._kernel, G._compress_kernel, G._sm_count):
+            fn.cache_clear()
+        G._local.__dict__.clear()
+
+    clear()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupyx", cpx)
+    yield cp
+    clear()
+
+
+def _driver_round_trip(cp, x: np.ndarray, mode: str, bound: float, bnd: int, version: int = 3) -> list[str]:  # noqa: ANN001
+    ref = F.encode(x, mode, bound, bnd, version=version)
+    _FakeKernel.REF.update(parsed=F.parse(ref), decoded=F.decode(ref))
+    _FakeKernel.launches.clear()
+    ds = G.compress_device(cp.asarray(x), mode, bound, bnd, version=version)
+    launches = list(_FakeKernel.launches)
+    assert G.to_host(ds) == ref
+    for src in (ds, ref):  # the device stream, and host bytes copied over
+        y = G.decompress_device(src)
+        assert np.array_equal(np.asarray(y).view(np.uint8), _FakeKernel.REF["decoded"].view(np.uint8))
+    return launches
+
+
+def _planted(n: int, n_out: int, dtype: type, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (np.cumsum(rng.standard_normal(n)) / 30).astype(dtype)
+    x[rng.choice(n, n_out, replace=False)] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,n_out,launches", [
+    (20_000, 0, 1), (20_000, 1, 1), (20_000, 300, 1),  # host-sorted outliers
+    (300_000, G.HOST_SORT_MAX + 3, 1),  # device-sorted (room 4687)
+    (20_000, 1500, 2),  # past the first launch's room (1024): a second launch
+])
+def test_driver_writes_the_reference_bytes_on_every_outlier_path(fake_cupy, dtype, n, n_out, launches) -> None:
+    got = _driver_round_trip(fake_cupy, _planted(n, n_out, dtype, n_out), "abs", 1e-2, 1)
+    assert got.count("szp_compress") == launches
+
+
+@pytest.mark.parametrize("bnd", [2, 3])
+@pytest.mark.parametrize("mode,bound,version", [("abs", 1e-2, 3), ("rel", 1e-3, 3), ("abs", 1e-2, 2)])
+def test_driver_with_corner_blocks_rel_mode_and_format_2(fake_cupy, bnd, mode, bound, version) -> None:
+    x = _planted(24 * 40 * 50, 200, np.float32, 4).reshape(24, 40, 50)
+    x[:, :, :20] = 0.0  # corner-only blocks beside payload blocks
+    got = _driver_round_trip(fake_cupy, x, mode, bound, bnd, version)
+    assert ("szp_minmax" in got) == (mode == "rel") and ("szp_corner_pack" in got) == (version >= 3)
+
+
+@pytest.mark.parametrize("shape,bnd", [((0,), 1), ((3, 0, 4), 3), ((5,), 1), ((3, 5), 2), ((1, 1, 3), 3)])
+def test_driver_on_empty_and_tiny_arrays(fake_cupy, shape, bnd) -> None:
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    _driver_round_trip(fake_cupy, x, "rel", 1e-3, bnd)
+
+
+def test_driver_range_and_a_short_corners_section(fake_cupy) -> None:
+    import dataclasses
+
+    from perfscout.errors import CodecError
+
+    cp = fake_cupy
+    assert G.device_range(cp.asarray(np.array([np.nan, 2.0, -3.0, np.inf], np.float32))) == (-3.0, 2.0)
+    assert G.device_range(cp.zeros(0, np.float64)) is None
+    assert G.device_range(cp.asarray(np.full(5, np.nan))) is None
+    x = np.full((64, 64), 7.0, np.float32)  # corner-only blocks
+    _driver_round_trip(cp, x, "abs", 1e-3, 2)
+    ds = G.compress_device(cp.asarray(x), "abs", 1e-3, 2)
+    assert ds.header.corner_bytes > 0
+    short = G.DeviceStream(ds.body, dataclasses.replace(ds.header, corner_bytes=ds.header.corner_bytes - 1))
+    with pytest.raises(CodecError, match="corner"):
+        G.decompress_device(short)
