@@ -131,6 +131,25 @@ class DaskOptions:
                 raise DaskUnavailable(f"--cluster {self.cluster} submits jobs with {submit}, which is not on "
                                       "PATH here (run the sweep on a login node of the cluster)")
 
+    def plan_cores(self, tasks: list[Task], cores: int, jobs: int) -> dict[str, Any]:
+        """Codec threads against the cores of a LocalCluster's workers (each runs one task at a
+        time, so a task fits when its threads do not exceed its worker's share of the cores);
+        refused before anything is stored. A running scheduler's or a batch cluster's workers
+        are not this machine's: their cores are theirs to manage (noted)."""
+        widest = max((t.threads for t in tasks), default=1)
+        if self.scheduler or self.cluster:
+            return {"max_codec_threads": widest, **({"note": "codec threads are not checked against the cores "
+                                                              "of an external cluster's workers"}
+                                                     if widest > 1 else {})}
+        workers = max(1, self.workers or jobs)
+        per_worker = max(1, cores // workers)
+        if widest > per_worker:
+            raise InputError(
+                f"a task asks for {widest} codec threads, but each of the {workers} LocalCluster workers has "
+                f"{per_worker} of the {cores} core(s): use fewer workers (--workers {max(1, cores // widest)}) "
+                "or fewer threads")
+        return {"cores": cores, "workers": workers, "cores_per_worker": per_worker, "max_codec_threads": widest}
+
 
 def _import_distributed() -> Any:
     try:

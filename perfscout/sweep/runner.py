@@ -265,10 +265,11 @@ class SweepRunner:
                 "pass --resume to continue it, or choose another --out"
             )
         tasks, skipped = expand(self.spec)
-        if self.dask is None:
-            self.scheduling = self.plan_cores(tasks)  # before anything is stored: a refusal loses nothing
-            if "note" in self.scheduling:
-                self.console.print(f"[yellow]{self.scheduling['note']}[/]")
+        # before anything is stored: a refusal loses nothing
+        self.scheduling = (self.plan_cores(tasks) if self.dask is None
+                           else self.dask.plan_cores(tasks, self.cores, self.jobs))
+        if "note" in self.scheduling:
+            self.console.print(f"[yellow]{self.scheduling['note']}[/]")
         _prepare_run_dir(self.spec, self.spec_text, self.out, store, self.resume)
         self.run_id = store.get_meta("run_id") or f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
         store.set_meta("run_id", self.run_id)

@@ -79,3 +79,20 @@ def test_a_task_asking_more_threads_than_cores_is_refused_and_nothing_is_stored(
     assert ok.returncode == 0, ok.stderr
     summary = json.loads(ok.stdout)
     assert summary["statuses"] == {"ok": 2} and summary["scheduling"]["cores"] == 4
+
+
+def test_on_a_local_dask_cluster_a_task_must_fit_its_workers_share_of_the_cores(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("distributed")
+    from perfscout.errors import InputError
+    from perfscout.sweep.dask_executor import DaskOptions
+
+    spec = {"name": "dthreads", "repeats": 1, "cores": 2, "datasets": [{"synthetic": "smooth:16,32,32"}],
+            "codecs": [{"id": "sz3", "options": {"threads": 2}}], "bounds": [1e-3]}
+    with pytest.raises(InputError, match=r"each of the 2 LocalCluster workers has 1 of the 2 core\(s\).*--workers 1"):
+        sweep(spec, out=tmp_path / "two", progress=False, dask=DaskOptions(workers=2))
+    with ResultStore(tmp_path / "two" / "results.sqlite") as store:
+        assert store.task_count() == 0
+    df = sweep(spec, out=tmp_path / "one", progress=False, dask=DaskOptions(workers=1))
+    assert df["status"].tolist() == ["ok"] and df["chunks"].tolist() == [2]
