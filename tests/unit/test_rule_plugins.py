@@ -212,3 +212,29 @@ def test_the_declared_role_ranks_a_plugin_finding_whatever_its_extra_says() -> N
     assert problem is None and f.extra["role"] == "advice" and f.extra["note"] == 1 and f.arch == "sm_90+"
     assert mine.extra == {"role": "cause", "note": 1}  # the plug-in's own object is left alone
     assert run_plugin(_rule(lambda ctx: mine, arch="sm_100"), ctx) == (None, None)  # H200 is 9.0
+    assert _rule(None, arch="sm_100").min_cc == (10, 0) and _rule(None, arch="sm_90").min_cc == (9, 0)
+
+
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({}, None),
+    ({"ARCH": "sm_100"}, None),  # Blackwell: compute capability 10.0
+    ({"ARCH": "sm_8"}, "ARCH is 'sm_8'"),
+    ({"PROFILE": "perf", "ARCH": ("x86_64",)}, None),
+    ({"PROFILE": "perf", "ARCH": ["x86_64"]}, "a perf rule's gate is 'any' or a tuple of machine names"),
+    ({"PROFILE": "perf", "ARCH": "sm_80"}, "a perf rule's gate"),
+    ({"ROLE": "primary"}, "ROLE is 'primary'"),
+    ({"PROFILE": "nsys"}, "PROFILE is 'nsys'"),
+    ({"READS": {"hit": HIT}}, "READS['hit'] is"),  # a bare string, not a tuple of names
+    ({"READS": {"hit": ()}}, "READS['hit'] is ()"),
+    ({"READS": {}}, "declares no READS"),
+    ({"ARCH": None}, "declares no ARCH gate"),
+    ({"ID": "other"}, "its ID is 'other'"),
+    ({"check": None}, "no check(ctx) function"),
+])
+def test_a_declaration_is_checked_before_a_plugin_rule_is_used(changes, problem) -> None:  # noqa: ANN001
+    from types import SimpleNamespace
+
+    decl = SimpleNamespace(**{"ID": "probe", "ROLE": "cause", "PROFILE": "ncu", "READS": {"hit": (HIT,)},
+                              "ARCH": "sm_80", "check": lambda ctx: None, **changes})
+    got = R._declaration_problem("probe", decl)
+    assert (got is None) if problem is None else (problem in (got or "")), got

@@ -45,7 +45,7 @@ ROLES = ("cause", "roof", "lever", "advice")
 PROFILES = ("ncu", "perf")
 #: Rule ids are taxonomy ids: they name findings in reports and JSON, so snake_case only.
 RULE_ID = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_SM = re.compile(r"^sm_(\d)(\d)$")
+_SM = re.compile(r"^sm_(\d{1,2})(\d)$")  # sm_80 -> 8.0, sm_100 -> 10.0
 _MACHINE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 Profile = Literal["ncu", "perf"]
