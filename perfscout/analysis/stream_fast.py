@@ -150,18 +150,27 @@ def _pass_a(xp: ModuleType, x: Any, y: Any, step: int, scan: _Scan, sums: _Sums,
 
 
 def _fine_bins(xp: ModuleType, e: Any, sc: float, half: int, tbuf: Any, ibuf: Any,
-               coarse_edges: Any, per_coarse: int) -> Any:
+               coarse_edges: Any, per_coarse: int, nbuf: Any = None) -> Any:
     """Fine-bin indices of ``e``: floor(e * sc + half), clipped; elements whose fine bin
-    touches a coarse edge are moved to the coarse bin numpy.histogram would give them."""
+    touches a coarse edge are moved to the coarse bin numpy.histogram would give them.
+    ``nbuf``: a uint16 buffer (fine bins <= 2^16) for the edge test, which then reads a
+    quarter of the bytes."""
     m = int(e.size)
     t = xp.multiply(e, sc, out=tbuf[:m])
     t += half  # exact zeros land on `half` exactly: the first bin of [0, width)
+    # max |e| lands on 2 half: the last bin; t >= -1 ulp truncates to 0, the first.
+    xp.minimum(t, 2 * half - 1, out=t)
     idx = ibuf[:m]
     xp.copyto(idx, t, casting="unsafe")  # truncation = floor here (t >= -1 ulp)
-    xp.clip(idx, 0, 2 * half - 1, out=idx)
     # A fine bin's index is within one of a coarse edge's multiple of per_coarse only
     # for the bins on either side of that edge.
-    near = (idx + 1) & (per_coarse - 1)
+    if nbuf is not None and 2 * half <= 1 << 16:
+        near = nbuf[:m]
+        xp.copyto(near, t, casting="unsafe")  # the same truncation, in uint16
+        near += 1  # 65535 + 1 wraps to 0: the multiple 2^16, as in int64
+        near &= per_coarse - 1
+    else:
+        near = (idx + 1) & (per_coarse - 1)
     cand = xp.flatnonzero(near <= 1)
     if int(cand.size):
         coarse = xp.searchsorted(coarse_edges, e[cand], side="right") - 1
@@ -226,6 +235,8 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         def __init__(self) -> None:
             self.e, self.t, self.d = (xp.empty(step, dtype=xp.float64) for _ in range(3))
             self.i = xp.empty(step, dtype=xp.int64) if binned else None
+            self.n = xp.empty(step, dtype=xp.uint16) if binned else None
+            self.b = xp.empty(step, dtype=bool)
             self.fine = xp.zeros(fine_bins, dtype=xp.int64) if binned else None
             if binned:
                 histograms.append(self.fine)  # list.append is atomic
@@ -238,7 +249,7 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         m = int(xc.size)
         bufs = buffers()
         e = xp.subtract(yc, xc, out=bufs.e[:m], dtype=xp.float64)
-        zero_e = m - int(xp.count_nonzero(e))
+        zero_e = int(xp.count_nonzero(xp.equal(xc, yc, out=bufs.b[:m])))  # e = 0 iff x = y (finite: exact)
         d_ee = _dot(xp, e, e)
         pw, zero_changed = 0.0, 0
         if any_nonzero_x:
@@ -255,7 +266,7 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         else:
             zero_changed = int(xp.count_nonzero(yc))
         if binned:
-            idx = _fine_bins(xp, e, sc, half, bufs.t, bufs.i, coarse_edges, per_coarse)
+            idx = _fine_bins(xp, e, sc, half, bufs.t, bufs.i, coarse_edges, per_coarse, bufs.n)
             bufs.fine += xp.bincount(idx, minlength=fine_bins)
         b = e
         b -= ke
