@@ -6,22 +6,30 @@ both arrays finite and their magnitudes inside [2^-200, 2^200], so no rescale is
 the pair instead of three, and each read does the least work per element:
 
 - pass A, in the data's own dtype: min/max of x and y (finite min and max prove the
-  chunk finite: NaN propagates through both, an infinity shows in one); e = y - x in
-  float64 (exact for float32 inputs, the oracle's rounding for float64), its min/max,
-  and the worst |e|'s first index only for a chunk that raises the running maximum;
+  chunk finite: NaN propagates through both, an infinity shows in one; x's are skipped
+  when the caller already has them, the range a ``rel`` bound was resolved with); e = y - x
+  in float64 (exact for float32 inputs, the oracle's rounding for float64), its min/max;
+  the worst |e|'s first index from the one chunk that holds the maximum. A
+  :class:`ChunkWatch` rides along: the bound check of :mod:`perfscout.tools.bounds`
+  (``verify_and_measure``) reads its verdict off these chunks, so the pair is not read
+  again for it;
 - pass B, with pass A's max|e| known: e again, the fine error histogram by one multiply
   and ``bincount`` (elements next to a coarse edge are re-binned by the oracle's own edge
   comparison, so the 16-bin histogram stays identical), the point-wise ratio, and the
   moments as dot products of values shifted by the first chunk's means (shifted-data
   sums: no second centring pass, no cancellation when the mean dwarfs the spread).
 
-Every temporary is one of four chunk buffers allocated once (a fresh 2 MiB array per
+Both passes and the float32 SSIM (:func:`fast_ssim`, tile by tile with each tile's halo)
+run their chunks/tiles on a thread pool (:mod:`perfscout.analysis.tile_pool`; NumPy
+releases the GIL in its loops) and reduce the partial results in chunk/tile order: the
+figures are the same, bit for bit, for any number of threads. Every temporary of a
+pass is one of a few chunk buffers allocated once per thread (a fresh 2 MiB array per
 operation costs page faults, measured 1.7x slower per operation on this VM).
 
 :func:`fast_point_stats` returns None when the case is not the common one; the caller
-then runs the general passes (:mod:`perfscout.analysis.streaming`), which handle
-non-finite elements and rescaling. Both agree with the whole-array oracle within the
-tolerances stated there.
+then runs the general passes (:mod:`perfscout.analysis.streaming`, one thread), which
+handle non-finite elements and rescaling. Both agree with the whole-array oracle within
+the tolerances stated there.
 """
 
 from __future__ import annotations

@@ -34,6 +34,11 @@ The common case (both arrays finite, no rescale needed) takes the fused fast pat
 SSIM in float32 written on the error, within 1e-4 of the dissimilarity 1 - SSIM (the
 passes above stay for NaN/Inf and extreme magnitudes, and SSIM past float32's range).
 
+The fast path runs on every core this process may use, or on the ``threads`` it is given
+(:mod:`perfscout.analysis.tile_pool`), with the same result for any thread count; it
+also carries the bound check when :func:`perfscout.tools.bounds.verify_and_measure` asks
+(``watch``), so evaluate reads the pair for its verdict and its metrics in one pass.
+
 The same code runs on CuPy arrays (:mod:`perfscout.analysis.xp`), with larger chunks:
 a GPU codec's output is verified on the device; only scalars come back.
 """

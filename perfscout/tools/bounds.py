@@ -49,6 +49,11 @@ bound is the element's own ``bound * |x|``:
 * ``bound_violated``: at least one element beyond the bound by more than its rounding
   slack (``bound_ok=False``).
 
+:func:`verify_and_measure` gives this verdict and every quality metric from one pass
+over the pair (the check rides the metric pass's first read of each chunk; its general
+paths, NaN/Inf or float64 overflow, fall back to this module's own chunked scan): the
+verdict is :func:`verify_bound`'s, field for field.
+
 Non-finite input (NaN, +-Inf): refused by default with :class:`NonfiniteInputError`
 (which names the count and the first position). With ``nonfinite="passthrough"`` the
 non-finite positions (a bitmap) and their exact bit patterns are stored beside the
