@@ -6,8 +6,10 @@ For a smooth float32 field (``synthetic smooth``) at REL 1e-3 with SZ3, per size
 - **direct**: ``pysz`` compress + decompress called directly (SZ3Codec's configuration);
 - **evaluate**: ``evaluate(..., repeats=1)`` in this process (``isolate=False``, as a
   sweep worker runs it) and with the default child process; ratio to direct;
-- **metric pass**: ``quality_metrics`` alone and the bound check (``verify_bound``)
-  alone, their share of evaluate, and the metric pass against one SZ3 compress;
+- **metric pass**: the one pass evaluate runs (``verify_and_measure``: the bound check
+  and every metric) on every core this process may use and on one thread, its share of
+  evaluate and its ratio to one SZ3 compress; ``quality_metrics`` and ``verify_bound``
+  alone for reference; evaluate also with ``metric_threads=1``;
 - **peak RSS**: a fresh process loads the field and runs evaluate once; its peak RSS
   minus what it held before loading (the interpreter and imports), as a multiple of
   the input (and the same for the direct pysz calls: what the codec itself needs);
@@ -103,7 +105,8 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
     from pysz import sz
 
     from perfscout.analysis.metrics import quality_metrics
-    from perfscout.tools.bounds import rel_abs_bound, verify_bound
+    from perfscout.analysis.tile_pool import resolve_threads
+    from perfscout.tools.bounds import rel_abs_bound, verify_and_measure, verify_bound
     from perfscout.tools.evaluate import evaluate_full
 
     x = np.load(path)
@@ -124,7 +127,14 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
     eb = rel_abs_bound(x, REL_BOUND)[0]
     metrics = _timed(lambda: quality_metrics(x, y, int(stream.nbytes)), repeats)
     check = _timed(lambda: verify_bound(x, y, abs_bound=eb), repeats)
+    # The metric pass as evaluate runs it: the bound check and every metric in one pass,
+    # on every core this process may use and on one thread.
+    n_threads = resolve_threads(None)
+    one_pass = _timed(lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=n_threads), repeats)
+    one_pass_1t = _timed(lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=1), repeats)
     here = _timed(lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False), repeats)
+    here_1t = _timed(lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False, metric_threads=1),
+                     repeats)
     isolated = _timed(lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1), max(1, repeats // 2))
     ev = here["value"].result
     out = {
@@ -132,7 +142,9 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
         "ratio": ev.ratio, "status": ev.status, "psnr": ev.psnr, "ssim": ev.ssim,
         "direct_compress": _strip(comp), "direct_decompress": _strip(dec), "direct": direct,
         "evaluate_in_process": _strip(here), "evaluate_isolated": _strip(isolated),
-        "quality_metrics": _strip(metrics), "verify_bound": _strip(check),
+        "quality_metrics": _strip(metrics), "verify_bound": _strip(check), "metric_threads": n_threads,
+        "metric_pass": _strip(one_pass), "metric_pass_1t": _strip(one_pass_1t),
+        "evaluate_in_process_1t": _strip(here_1t),
         "recorded_compress_s": ev.compress_s, "recorded_decompress_s": ev.decompress_s,
     }
     for clock in ("wall_s", "cpu_s"):
@@ -141,11 +153,15 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
         out[f"evaluate_isolated_over_direct_{tag}"] = isolated[clock] / direct[clock] if clock == "wall_s" else None
         out[f"metrics_over_compress_{tag}"] = metrics[clock] / comp[clock]
         out[f"check_over_compress_{tag}"] = check[clock] / comp[clock]
-        out[f"metric_pass_share_of_evaluate_{tag}"] = (metrics[clock] + check[clock]) / here[clock]
-    if profile:
-        out["quality_metrics_profile"] = _profile_top(lambda: quality_metrics(x, y, int(stream.nbytes)))
+        out[f"evaluate_1t_over_direct_{tag}"] = here_1t[clock] / direct[clock]
+        out[f"metric_pass_over_compress_{tag}"] = one_pass[clock] / comp[clock]
+        out[f"metric_pass_1t_over_compress_{tag}"] = one_pass_1t[clock] / comp[clock]
+        out[f"metric_pass_share_of_evaluate_{tag}"] = one_pass[clock] / here[clock]
+    if profile:  # one thread: cProfile sees only the thread that enabled it
+        out["metric_pass_profile"] = _profile_top(
+            lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=1))
         out["evaluate_profile"] = _profile_top(
-            lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False), 14)
+            lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False, metric_threads=1), 14)
     return out
 
 
@@ -326,7 +342,7 @@ def machine() -> dict[str, Any]:
 
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "memory_bytes": mem, "platform": platform.platform(),
             "python": platform.python_version(), "numpy": np.__version__, "pysz": version("pysz"),
-            "loadavg_start": os.getloadavg()}
+            "usable_cores": len(os.sched_getaffinity(0)), "loadavg_start": os.getloadavg()}
 
 
 def _fmt(v: Any, spec: str = ".3g") -> str:
@@ -403,6 +419,13 @@ def main() -> None:
             print(f"  quality_metrics: cpu {t['quality_metrics']['cpu_s']:.3f} s = {t['metrics_over_compress_cpu']:.2f}x one "
                   f"compress (target <= {TARGETS['metrics_over_compress']}x); verify_bound cpu "
                   f"{t['verify_bound']['cpu_s']:.3f} s = {t['check_over_compress_cpu']:.2f}x")
+            print(f"  one pass (verify_and_measure, {t['metric_threads']} threads): wall {t['metric_pass']['wall_s']:.3f} s, "
+                  f"cpu {t['metric_pass']['cpu_s']:.3f} s = {t['metric_pass_over_compress_wall']:.2f}x one compress (wall), "
+                  f"{t['metric_pass_over_compress_cpu']:.2f}x (cpu); 1 thread: cpu {t['metric_pass_1t']['cpu_s']:.3f} s = "
+                  f"{t['metric_pass_1t_over_compress_cpu']:.2f}x; target <= {TARGETS['metrics_over_compress']}x")
+            print(f"  evaluate with 1 metric thread: wall {t['evaluate_in_process_1t']['wall_s']:.3f} s, cpu "
+                  f"{t['evaluate_in_process_1t']['cpu_s']:.3f} s -> {t['evaluate_1t_over_direct_wall']:.2f}x direct (wall), "
+                  f"{t['evaluate_1t_over_direct_cpu']:.2f}x (cpu)")
             print(f"  metric pass share of evaluate: {t['metric_pass_share_of_evaluate_cpu']:.0%} (cpu)")
             print(f"  peak RSS of evaluate: {_fmt(r.get('peak_over_input'), '.2f')}x the input above the interpreter "
                   f"({_fmt(r.get('peak_total_over_input'), '.2f')}x in all); pysz alone: "
@@ -410,7 +433,7 @@ def main() -> None:
             for k, g in entry["rss_synthetic"].items():
                 print(f"  synthetic {k}: peak RSS {_fmt(g.get('peak_over_output'), '.2f')}x the output, "
                       f"cpu {_fmt(g.get('cpu_s'))} s" + (f" ({g['steps']} steps)" if g.get("steps") else ""))
-            for key in ("quality_metrics_profile", "evaluate_profile"):
+            for key in ("metric_pass_profile", "evaluate_profile"):
                 if key in t:
                     print(f"  {key}:\n    " + "\n    ".join(t[key]))
     if not args.skip_sweep:
