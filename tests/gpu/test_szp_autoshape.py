@@ -92,7 +92,7 @@ def test_the_codec_on_the_gpu_chooses_on_the_device_and_records_it() -> None:
     assert c.meta["block_ndim"] == ref.block_ndim == F.parse_header(c.data).block_ndim
     assert c.meta["block_sample_bytes"] == {str(k): v for k, v in ref.sample_bytes.items()}
     assert c.data == F.encode(x, "rel", 1e-3, ref.block_ndim, version=V, auto_block=True)
-    ds = G.compress_device(cp.asarray(x), "rel", 1e-3, "auto")  # the driver chooses itself
+    ds = G.compress_device(cp.asarray(x), "rel", 1e-3, choose=A.choose_block_ndim)  # after its range pass
     assert ds.shape_choice.block_ndim == ref.block_ndim and ds.header.auto_block
     y = codec.decompress(c)
     assert np.max(np.abs(x.astype(np.float64) - y)) <= c.abs_bound

@@ -423,10 +423,10 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
         return G.GpuTiming(data=data, reconstructed=F.decode(data), compress_s=1e-3, decompress_s=1e-3,
                            h2d_s=0.0, d2h_s=0.0, samples={}, device_name="fake")
 
-    def compress_device(x, mode, bound, block_ndim=None, *, auto_block=False, version=F.VERSION):
+    def compress_device(x, mode, bound, block_ndim=None, *, auto_block=False, version=F.VERSION, choose=None):
         choice = None
-        if block_ndim == "auto":  # the driver chooses after its own range pass
-            choice = A.choose_for(x, mode, bound, version=version)
+        if choose is not None:  # the driver calls the chooser after its own range pass
+            choice = choose(x, A.resolved_abs_bound(x, mode, bound))
             block_ndim, auto_block = choice.block_ndim, True
         calls.append(("device", block_ndim, {"auto_block": auto_block}))
         data = F.encode(x, mode, bound, block_ndim, auto_block=auto_block, version=version)
@@ -457,28 +457,22 @@ def test_the_gpu_paths_pass_the_choice_and_the_flag_to_the_driver(monkeypatch) -
     assert calls[-1] == ("host", 3, {"auto_block": False})
 
 
-def test_a_driver_that_chooses_itself_is_handed_auto(monkeypatch) -> None:
-    """When gpu.compress_device takes block_ndim="auto" (its DeviceStream carries the
-    ShapeChoice), the codec hands it "auto" and records the choice it made."""
-    import dataclasses
-
+def test_the_driver_is_handed_the_chooser_and_calls_it_after_its_range_pass(monkeypatch) -> None:
+    """On the device the codec hands gpu.compress_device autoshape's chooser (gpu.py does not
+    import the layer above it) and records the ShapeChoice the driver returns."""
     from perfscout.codecs.szp import gpu as G
-
-    @dataclasses.dataclass
-    class Stream:
-        body: bytes
-        header: F.Header
-        shape_choice: A.ShapeChoice | None = None
 
     seen = []
 
-    def compress_device(x, mode, bound, block_ndim=None, **kw):
-        seen.append(block_ndim)
-        choice = A.choose_for(x, mode, bound)
+    def compress_device(x, mode, bound, block_ndim=None, *, choose=None, **kw):
+        seen.append("chooser" if choose is not None else block_ndim)
+        if choose is None:
+            data = F.encode(x, mode, bound, block_ndim)
+            return G.DeviceStream(data, F.parse_header(data))
+        choice = choose(x, A.resolved_abs_bound(x, mode, bound))
         data = F.encode(x, mode, bound, choice.block_ndim, auto_block=True)
-        return Stream(data, F.parse_header(data), choice)
+        return G.DeviceStream(data, F.parse_header(data), choice)
 
-    monkeypatch.setattr(G, "DeviceStream", Stream)
     monkeypatch.setattr(G, "compress_device", compress_device)
     monkeypatch.setattr(G, "gpu_available", lambda: (True, ""))
     monkeypatch.setattr(G, "as_device_array", lambda obj: obj)
@@ -486,11 +480,11 @@ def test_a_driver_that_chooses_itself_is_handed_auto(monkeypatch) -> None:
     monkeypatch.setattr(G, "to_host", lambda ds: ds.body)
     x = stacked_levels(12, 90, 180)
     c = SZPGpuCodec("rel", 1e-3).compress(x)
-    assert seen == ["auto"]
+    assert seen == ["chooser"]
     assert c.meta["block_ndim_auto"] is True and c.meta["block_sample_bytes"]
     assert c.data == SZPGpuCodec("rel", 1e-3, device="cpu").compress(x).data
     SZPGpuCodec("rel", 1e-3, block_ndim=2).compress(x)
-    assert seen == ["auto", 2]
+    assert seen == ["chooser", 2]
 
 
 @settings(max_examples=60, deadline=None)

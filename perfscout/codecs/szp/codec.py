@@ -21,6 +21,7 @@ arrays streamed in slabs. The header records the shape (and, with format v3, the
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -126,11 +127,11 @@ class SZPGpuCodec(Codec):
 
     def compress_on_device(self, x: Any) -> G.DeviceStream:
         """Compress a CuPy array into a device-resident stream (the block shape chosen on the
-        device when auto); GPU evaluation times this call. A driver whose compress_device
-        takes ``block_ndim="auto"`` itself and chooses after its own range pass, so rel mode
-        reads the array once."""
+        device when auto); GPU evaluation times this call. compress_device is handed the
+        chooser and calls it after its own range pass, so rel mode reads the array once."""
         if self.block_ndim == AUTO:
-            ds = G.compress_device(x, self.mode, self.bound, AUTO)
+            choose = functools.partial(A.choose_block_ndim, version=G.WRITE_VERSION)
+            ds = G.compress_device(x, self.mode, self.bound, choose=choose)
             self.last_choice = ds.shape_choice
             return ds
         self.last_choice = None

@@ -19,6 +19,7 @@ import math
 import os
 import statistics
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +297,7 @@ class DeviceStream:
 
     body: Any  # cupy uint8 array
     header: F.Header
-    #: the autoshape.ShapeChoice when compress_device chose the block shape ("auto")
+    #: the autoshape.ShapeChoice when compress_device was handed a chooser
     shape_choice: Any = None
 
 
@@ -474,16 +475,17 @@ def _sorted_outliers(p: _Pieces) -> tuple[Any, Any]:
     return idx, val
 
 
-def compress_device(x: Any, mode: str, bound: float, block_ndim: int | str | None = None, *,
-                    auto_block: bool = False, version: int = WRITE_VERSION) -> DeviceStream:
-    """Compress a device array; the stream body stays on the device. ``block_ndim="auto"``
-    chooses the block shape from a sample of ``x`` (autoshape) after this call's own range
-    pass, so rel mode reads the array once, and returns the choice in ``shape_choice``.
-    ``auto_block`` sets the header flag saying the block shape was chosen automatically
-    (format 3; implied by "auto"); ``version`` 2 writes the previous format."""
-    choose = block_ndim == "auto"
-    if choose:
-        block_ndim, auto_block = None, True
+def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = None, *,
+                    auto_block: bool = False, version: int = WRITE_VERSION,
+                    choose: Callable[[Any, float], Any] | None = None) -> DeviceStream:
+    """Compress a device array; the stream body stays on the device. ``choose(x, abs_bound)``
+    (autoshape's chooser, handed in by the codec: this low-level module does not import the
+    layer above it) picks the block shape after this call's own range pass, so rel mode
+    reads the array once; its ShapeChoice comes back in ``shape_choice`` and the header says
+    the shape was chosen automatically. ``auto_block`` sets that header flag for a shape the
+    caller chose (format 3); ``version`` 2 writes the previous format."""
+    if choose is not None:
+        auto_block = True
     cp = _cp()
     _check_write_version(version, auto_block)
     xd = x if x.flags.c_contiguous else cp.ascontiguousarray(x)  # keeps 0-d arrays 0-d
@@ -497,10 +499,8 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | str | Non
     frange = device_range(xd) if mode == "rel" else None
     qz = F.resolve_quantizer(xd.dtype, mode, bound, frange)
     choice = None
-    if choose:
-        from perfscout.codecs.szp import autoshape  # autoshape imports this module
-
-        choice = autoshape.choose_block_ndim(xd, qz.abs_bound, version=version)
+    if choose is not None:
+        choice = choose(xd, qz.abs_bound)
         bnd = choice.block_ndim
     geo = geometry(tuple(xd.shape), bnd)
 
