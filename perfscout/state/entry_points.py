@@ -8,8 +8,9 @@ expects (the caller's ``check``), its name is not a valid id, a built-in has tha
 install order picks would change results silently). Nothing a plug-in does on import
 (an exception, ``sys.exit()``) reaches the caller.
 
-The groups: ``perfscout.codecs`` (:mod:`perfscout.codecs.registry`) and
-``perfscout.datasets`` (synthetic field generators, :mod:`perfscout.datasets.synthetic`).
+The groups: ``perfscout.codecs`` (:mod:`perfscout.codecs.registry`),
+``perfscout.datasets`` (synthetic field generators, :mod:`perfscout.datasets.synthetic`)
+and ``perfscout.rules`` (diagnosis rules, :mod:`perfscout.analysis.diagnosis.rule_registry`).
 This module holds what they share; it imports nothing of perfscout.
 """
 
