@@ -122,12 +122,13 @@ def test_zfp_low_rate_crash_without_the_refusal_is_contained(monkeypatch: pytest
     r = evaluate(x, "zfp", "fixed_rate", 0.01, repeats=1, memory_limit_mb=1024)
     # zfpy's failure here is undefined behaviour (heap corruption): it usually crashes the
     # child, not always. Either way this process lives on and the record is honest: a crash
-    # is a finding that names what killed the child; a run that came back was checked.
+    # is a finding that names what killed the child; a run that came back is a measured
+    # result (fixed_rate sets no error bound, so there is no bound verdict to give).
     # (Deterministic containment of a segfault is tested with the fake-crash codec.)
     if r.status in ("codec_crashed", "error"):
         assert "SIG" in r.error or "MemoryError" in r.error or "memory" in r.error, r.error
     else:
-        assert r.status in ("ok", "bound_violated", "bound_overshoot") and r.bound_ok is not None, r
+        assert r.status == "ok" and r.ratio and r.ratio > 1, r
 
 
 def test_sz2_pw_rel_from_16_is_refused() -> None:
