@@ -16,7 +16,7 @@ from typing import Any
 
 _EXPORTS = {
     "run_sweep": ".runner", "SweepInterrupted": ".runner", "SweepOutcome": ".outcome",
-    "SpecError": ".spec", "SweepSpec": ".spec", "Task": ".spec", "expand": ".spec", "load_spec": ".spec",
+    "SpecError": ".spec", "SweepSpec": ".spec", "SweepTask": ".spec", "expand": ".spec", "load_spec": ".spec",
     "STORE_NAME": "perfscout.tools.results_store", "ResultStore": "perfscout.tools.results_store",
     "open_results": "perfscout.tools.results_store",
 }

@@ -96,6 +96,6 @@ def report(run_dir: str | Path) -> Path:
 
     data = read_sweep_data(run_dir)
     log.info("report of %s: %d of %d task(s) stored", run_dir, len(data.results), data.n_tasks)
-    html = render.write_report(run_dir, data)
+    html = render.write_sweep_report(run_dir, data)
     log.info("wrote %s and %s", html, html.with_name("report.md"))
     return html

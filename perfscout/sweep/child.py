@@ -31,7 +31,7 @@ from typing import Any
 from perfscout.state.records import CompressionResult
 from perfscout.tools.process_limits import resident_mb
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
-from perfscout.sweep.spec import Task
+from perfscout.sweep.spec import SweepTask
 
 #: What the worker reads beside its task file (run identity for the record).
 RUN_META = "run.json"
@@ -72,7 +72,7 @@ def attempt_paths(work_dir: Path, tag: str) -> dict[str, Path]:
             "log": work_dir / f"log.{tag}.txt"}
 
 
-def child_env(task: Task, threads: int, pin_gpu: bool = True) -> dict[str, str]:
+def child_env(task: SweepTask, threads: int, pin_gpu: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     # The child imports what the parent can (plug-ins named by module): same path.
     paths = [p or os.getcwd() for p in sys.path]
@@ -91,7 +91,7 @@ rss_mb = resident_mb  # the driver's memory watch reads it for every running chi
 
 @dataclass
 class TaskChild:
-    task: Task
+    task: SweepTask
     tag: str
     work_dir: Path
     proc: subprocess.Popen | ForkedTask
@@ -101,7 +101,7 @@ class TaskChild:
     killed_for: str = ""
 
     @classmethod
-    def start(cls, task: Task, work_dir: Path, tag: str, run_meta: dict[str, Any], env: dict[str, str],
+    def start(cls, task: SweepTask, work_dir: Path, tag: str, run_meta: dict[str, Any], env: dict[str, str],
               server: ForkServer | None = None) -> TaskChild:
         """Start the task's process: forked by ``server`` (CPU tasks) or a fresh interpreter."""
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +218,7 @@ class TaskChild:
         return failure_record(t, status, reason, run_id, platform_id)
 
 
-def failure_record(t: Task, status: str, reason: str, run_id: str, platform_id: str) -> CompressionResult:
+def failure_record(t: SweepTask, status: str, reason: str, run_id: str, platform_id: str) -> CompressionResult:
     """A record for a task that produced none itself (crash, timeout, lost workers)."""
     return CompressionResult(
         run_id=run_id, task_key=t.task_key, dataset=t.data.label, shape=t.data.shape_str,

@@ -49,7 +49,7 @@ from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
 from perfscout.sweep.forkserver import ForkServer, ForkServerError
-from perfscout.sweep.spec import Task
+from perfscout.sweep.spec import SweepTask
 
 if TYPE_CHECKING:
     from perfscout.sweep.outcome import SweepDriver, SweepOutcome
@@ -131,7 +131,7 @@ class DaskOptions:
                 raise DaskUnavailable(f"--cluster {self.cluster} submits jobs with {submit}, which is not on "
                                       "PATH here (run the sweep on a login node of the cluster)")
 
-    def plan_cores(self, tasks: list[Task], cores: int, jobs: int) -> dict[str, Any]:
+    def plan_cores(self, tasks: list[SweepTask], cores: int, jobs: int) -> dict[str, Any]:
         """Codec threads against the cores of a LocalCluster's workers (each runs one task at a
         time, so a task fits when its threads do not exceed its worker's share of the cores);
         refused before anything is stored. A running scheduler's or a batch cluster's workers
@@ -231,7 +231,7 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
     """
     from distributed import get_worker
 
-    task = Task.model_validate_json(task_json)
+    task = SweepTask.model_validate_json(task_json)
     worker = get_worker()
     host = socket.gethostname()
     tag = f"s{session}-w{uuid.uuid4().hex[:10]}"
@@ -302,7 +302,7 @@ def _worker_task_server(env: dict[str, str]) -> ForkServer | None:
 class _Cluster:
     """The client and whatever cluster this driver started (closed at the end)."""
 
-    def __init__(self, opts: DaskOptions, runner: SweepDriver, pending: list[Task], stack: ExitStack) -> None:
+    def __init__(self, opts: DaskOptions, runner: SweepDriver, pending: list[SweepTask], stack: ExitStack) -> None:
         distributed = _import_distributed()
         import dask
 
@@ -430,7 +430,7 @@ def _history(lost: list[dict]) -> str:
     return "; ".join(f"{i.get('worker')} (host {i.get('host')}, pid {i.get('pid')})" for i in lost)
 
 
-def run_on_dask(runner: SweepDriver, pending: list[Task], store: ResultStore, session: int,
+def run_on_dask(runner: SweepDriver, pending: list[SweepTask], store: ResultStore, session: int,
                 outcome: SweepOutcome) -> None:
     """Submit ``pending`` to Dask and store each record as it lands (the driver's loop)."""
     opts = runner.dask
@@ -449,7 +449,7 @@ def run_on_dask(runner: SweepDriver, pending: list[Task], store: ResultStore, se
         stack.callback(client.unsubscribe_topic, EVENT_TOPIC)
         attempts = _Attempts(store, session)
         meta, slots = runner.run_meta(), cluster.slots_by_host()
-        futures: dict[Any, Task] = {}
+        futures: dict[Any, SweepTask] = {}
         for t in pending:
             resources = {"GPU": 1} if t.device.startswith("cuda") else None
             fut = client.submit(run_task_on_worker, t.model_dump_json(), meta, session, slots, pure=False,
@@ -488,7 +488,7 @@ def _drain(events: queue.Queue, attempts: _Attempts, view: _WorkerProgress) -> N
 
 
 def _finish(runner: SweepDriver, store: ResultStore, attempts: _Attempts, cluster: _Cluster, view: _WorkerProgress,
-            outcome: SweepOutcome, fut: Any, task: Task, worker_errors: list[str]) -> None:
+            outcome: SweepOutcome, fut: Any, task: SweepTask, worker_errors: list[str]) -> None:
     from distributed import KilledWorker
 
     if fut.status == "finished":

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from perfscout.state.records import CompressionResult
-    from perfscout.sweep.spec import SweepSpec, Task
+    from perfscout.sweep.spec import SweepSpec, SweepTask
     from perfscout.tools.results_store import ResultStore
 
 
@@ -52,7 +52,7 @@ class SweepDriver(Protocol):
     @property
     def stopping(self) -> bool: ...  # Ctrl-C / SIGTERM asked the session to stop
 
-    def task_dir(self, task: Task) -> Path: ...
+    def task_dir(self, task: SweepTask) -> Path: ...
 
     def run_meta(self) -> dict[str, str]: ...
 

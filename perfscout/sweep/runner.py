@@ -53,7 +53,7 @@ from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote, w
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.lock import RunDirLock
 from perfscout.sweep.outcome import SweepOutcome
-from perfscout.sweep.spec import SweepSpec, Task, expand, load_spec
+from perfscout.sweep.spec import SweepSpec, SweepTask, expand, load_spec
 from perfscout.tools.results_store import STORE_NAME, ResultStore
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class SweepRunner:
         self.platform_id = ""
 
     # -- scheduling (local executor) ----------------------------------------------
-    def _can_start(self, task: Task, running: list[Any]) -> bool:
+    def _can_start(self, task: SweepTask, running: list[Any]) -> bool:
         if len(running) >= self.jobs:
             return False
         if task.device.startswith("cuda") and any(c.task.device == task.device for c in running):
@@ -164,7 +164,7 @@ class SweepRunner:
         used = sum(c.task.est_memory_mb for c in running)
         return not running or used + task.est_memory_mb <= self.memory_budget_mb
 
-    def plan_cores(self, tasks: list[Task]) -> dict[str, Any]:
+    def plan_cores(self, tasks: list[SweepTask]) -> dict[str, Any]:
         """Refuse a task whose codec threads exceed the cores; say when jobs x threads is scaled down."""
         too_many = [t for t in tasks if t.threads > self.cores]
         if too_many:
@@ -181,13 +181,13 @@ class SweepRunner:
                             f"(at most {max(1, self.cores // widest)} task(s) of {widest} threads at once)")
         return plan
 
-    def task_dir(self, task: Task) -> Path:
+    def task_dir(self, task: SweepTask) -> Path:
         return self.out / "raw" / task.task_key
 
     def run_meta(self) -> dict[str, str]:
         return {"run_id": self.run_id, "platform_id": self.platform_id, "task_start": self.task_start}
 
-    def _task_server(self, task: Task) -> ForkServer | None:
+    def _task_server(self, task: SweepTask) -> ForkServer | None:
         """The session's task server for a CPU task (started, or replaced when it died)."""
         if self.task_start != "fork" or task.device != "cpu" or self._server_failed:
             return None
@@ -205,7 +205,7 @@ class SweepRunner:
                 return None
         return self._server
 
-    def _start(self, task: Task, store: ResultStore, session: int) -> tuple[TaskChild, int]:
+    def _start(self, task: SweepTask, store: ResultStore, session: int) -> tuple[TaskChild, int]:
         attempt = store.start_attempt(task.task_key, session, worker="local")
         tag = f"s{session}-a{attempt}"
         store.set_attempt_tag(attempt, tag)
@@ -328,7 +328,7 @@ class SweepRunner:
             disable=not self.progress_enabled, transient=False,
         )
 
-    def _run_local(self, pending: list[Task], store: ResultStore, session: int, outcome: SweepOutcome) -> None:
+    def _run_local(self, pending: list[SweepTask], store: ResultStore, session: int, outcome: SweepOutcome) -> None:
         running: list[tuple[TaskChild, int]] = []
         progress = self.progress()
         try:

@@ -441,7 +441,7 @@ class DataRef(BaseModel):
         return ",".join(str(s) for s in self.shape)
 
 
-class Task(BaseModel):
+class SweepTask(BaseModel):
     """One evaluation: everything a child process needs, and its stable key."""
 
     task_key: str
@@ -609,10 +609,10 @@ def _codec_capabilities(codec_id: str) -> tuple[str, tuple[str, ...]] | None:
     return cls.device, evaluable_modes(cls)
 
 
-def expand(spec: SweepSpec) -> tuple[list[Task], list[Skipped]]:
+def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
     """All tasks of a spec in a stable order (a task shared by two experiments runs once)."""
     import_plugins(spec.plugins, spec.base_dir)
-    tasks: dict[str, Task] = {}
+    tasks: dict[str, SweepTask] = {}
     skipped: list[Skipped] = []
     data_cache: dict[str, DataRef] = {}
     for exp in spec.experiments or [None]:
@@ -645,7 +645,7 @@ def expand(spec: SweepSpec) -> tuple[list[Task], list[Skipped]]:
                                 if grid["name"] not in tasks[key].experiments:
                                     tasks[key].experiments.append(grid["name"])
                                 continue
-                            tasks[key] = Task(
+                            tasks[key] = SweepTask(
                                 task_key=key, experiments=[grid["name"]], data=data, codec=codec.id,
                                 options=codec.options, device=device, mode=mode, bound=float(bound),
                                 repeats=grid["repeats"], nonfinite=spec.nonfinite, timeout_s=spec.timeout_s,

@@ -41,9 +41,9 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0) -> int:
     """Run one task and write its record. ``base_bytes``: the address space this process had
     before the task (a child forked from the task server, :mod:`.forkserver`): the memory
     limit is on what the task adds to it."""
-    from perfscout.sweep.spec import Task, import_plugins
+    from perfscout.sweep.spec import SweepTask, import_plugins
 
-    task = Task.model_validate_json(task_path.read_text())
+    task = SweepTask.model_validate_json(task_path.read_text())
     meta = json.loads(task_path.with_name("run.json").read_text()) if task_path.with_name("run.json").is_file() else {}
     limit_memory(task.memory_limit_mb, task.device.split(":")[0], base_bytes=base_bytes)
     import_plugins(task.plugins, task.base_dir)

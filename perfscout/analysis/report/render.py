@@ -180,8 +180,3 @@ def write_sweep_report(run_dir: str | Path, data: SweepData) -> Path:
     run_dir = Path(run_dir)
     write(build_document(run_dir, data), md=run_dir / "report.md", html=run_dir / "report.html")
     return run_dir / "report.html"
-
-
-#: The old name, for perfscout/sweep/api.py alone until its engineer switches its one call
-#: (a file another engineer is editing); nothing else may use it: it goes with that call.
-write_report = write_sweep_report
