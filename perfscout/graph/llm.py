@@ -12,7 +12,7 @@ validated as below.
 
 The model answers through structured output (one ``Plan`` function call). Its plan is
 *untrusted*: every task must name a tool of the fixed whitelist
-(:data:`perfscout.tools.agent_tools.TOOLS`), its arguments must validate against that
+(:data:`perfscout.graph.tools.TOOLS`), its arguments must validate against that
 tool's schema, codecs and datasets must exist, and an intent's explicit constraints
 (codecs, mode, bounds, datasets, devices) must be kept. A rejected or unreachable plan
 is retried once with the reasons; then the caller falls back to the deterministic
@@ -37,7 +37,7 @@ from perfscout.state.intent import DataRef, Intent, Target
 from perfscout.state.llm_endpoint import LLMEndpoint
 from perfscout.state.llm_endpoint import make_chat_model as chat_model_for
 from perfscout.state.modes import REQUEST_MODES, RequestMode
-from perfscout.tools.agent_tools import TOOLS, allowed_roots, tools_by_name
+from perfscout.graph.tools import TOOLS, allowed_roots, tools_by_name
 
 MAX_TASKS = 48
 

@@ -28,7 +28,7 @@ from perfscout.graph.rundir import ledger, stored_observations, write_json
 from perfscout.graph.state import AgentState
 from perfscout.state.agent import Note, Observation, Plan, Task
 from perfscout.state.intent import Intent
-from perfscout.tools.agent_tools import TOOLS, tool_names
+from perfscout.graph.tools import TOOLS, tool_names
 
 # ---- helpers ---------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """What every agent tool shares: the artifact it returns, run info, and path confinement.
 
-Its own module so that tool modules (agent_tools, regress_tools, ...) import it rather
+Its own module so that tool modules (graph/tools, regress_tools, ...) import it rather
 than each other; nothing here is a tool.
 """
 

@@ -1,5 +1,5 @@
 """The agent's regression and tuning tools (the lead adds them to the whitelist in
-:mod:`perfscout.tools.agent_tools`).
+:mod:`perfscout.graph.tools`).
 
 "Is run B faster than run A?", "did this change regress the codec?" -> :func:`compare_runs`;
 "tune OMP_NUM_THREADS for this command" -> :func:`tune_command`. Like every agent tool they

@@ -89,7 +89,7 @@ def test_a_profile_file_is_diagnosed_and_the_answer_names_the_limiter(perfscout_
 
 def test_a_profile_file_outside_the_working_directory_that_the_request_did_not_name_is_refused(
         perfscout_home, tmp_path, monkeypatch):
-    from perfscout.tools.agent_tools import diagnose_file
+    from perfscout.graph.tools import diagnose_file
 
     monkeypatch.chdir(tmp_path)
     reply = diagnose_file.invoke({"path": str(ROOT / "tests/fixtures/ncu/h200_transpose_raw.csv")})

@@ -149,7 +149,7 @@ def test_a_spec_outside_the_working_directory_is_refused_and_reported(workdir: P
 def test_paths_are_confined_to_the_working_directory_and_the_run_even_through_links(workdir: Path,
                                                                                    tmp_path_factory):
     from perfscout.errors import InputError
-    from perfscout.tools.agent_tools import allowed_roots, confine
+    from perfscout.graph.tools import allowed_roots, confine
 
     run_dir = workdir / "home" / "runs" / "r1"
     roots = allowed_roots(str(run_dir))

@@ -213,7 +213,7 @@ def test_the_agent_paths_refuse_plugins_by_default(tmp_path: Path, monkeypatch: 
     """`perfscout run --spec` hands the spec to the planner and then to the run_sweep tool:
     planning never imports a plug-in, and the tool, by default, refuses to."""
     from perfscout.graph.planner import plan_from_sweep_spec
-    from perfscout.tools.agent_tools import run_sweep
+    from perfscout.graph.tools import run_sweep
 
     _, marker = _plugin_dir(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -13,7 +13,7 @@ from perfscout.datasets import synthetic
 from perfscout.errors import InputError
 from perfscout.state.agent import Observation
 from perfscout.tools import regress as G
-from perfscout.tools.agent_tools import evaluate_codec
+from perfscout.graph.tools import evaluate_codec
 from perfscout.tools.evaluate import evaluate_full
 
 FIELD = synthetic("grf", (48, 64, 64), dtype="f32", seed=3)  # ~0.8 MB: codec times well above 100 us
