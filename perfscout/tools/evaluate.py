@@ -18,7 +18,7 @@ Compression timing covers the codec only: the non-finite split/restore is not ti
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
@@ -32,30 +32,11 @@ from perfscout.datasets.field import dtype_tag, shape_str, validate_array
 from perfscout.errors import CodecError, CodecUnavailable, InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.tools import bounds as B
+from perfscout.tools.evaluation import Evaluation
 
 DEVICES = ("cpu", "cuda")
 _METRIC_COLUMNS = ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse",
                    "nrmse", "psnr", "snr", "pearson", "ssim", "err_autocorr_lag1")
-
-
-@dataclass
-class Evaluation:
-    """A record plus the detail behind it."""
-
-    result: CompressionResult
-    check: B.BoundCheck | None = None
-    compressed: Compressed | None = None
-    reconstructed: np.ndarray | None = None  # non-finite values restored
-    nonfinite: B.NonfiniteSplit | None = None
-    search: B.SearchOutcome | None = None
-    compress_timing: Any = None  # analysis.timing.TimingStats (None when the codec timed itself)
-    decompress_timing: Any = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def sections(self) -> dict[str, bytes]:
-        """Side data stored beside the codec stream (non-finite pass-through)."""
-        return self.nonfinite.sections() if self.nonfinite is not None and self.nonfinite.count else {}
 
 
 @lru_cache(maxsize=1)

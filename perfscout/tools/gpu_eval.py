@@ -331,9 +331,9 @@ def _med(samples: list[float]) -> float | None:
 def evaluate_on_gpu(record: CompressionResult, cls: type[Codec], array: Any, mode: str, bound: float, *,
                     repeats: int, options: dict[str, Any]) -> Any:
     """Fill ``record`` by evaluating ``cls`` on the GPU (module docstring); returns the
-    :class:`perfscout.tools.evaluate.Evaluation`. Bad input raises InputError/CodecError
+    :class:`perfscout.tools.evaluation.Evaluation`. Bad input raises InputError/CodecError
     before anything is measured; a failure while running becomes the record's status."""
-    from perfscout.tools.evaluate import Evaluation
+    from perfscout.tools.evaluation import Evaluation
 
     cp = D.cupy()
     ev = Evaluation(result=record)

@@ -64,13 +64,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 #: Cycles between modules that exist today, each in files other engineers are editing now.
 #: Every entry names the modules of one cycle (a strongly connected set). A NEW cycle fails; an
 #: entry that no longer is a cycle fails too (strike it), so the list can only shrink.
-KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"perfscout.tools.evaluate", "perfscout.tools.gpu_eval"}):
-        "evaluate calls gpu_eval for CUDA codecs and gpu_eval builds evaluate's Evaluation; the "
-        "Evaluation wants a module of its own (files of the evaluate and GPU-peers engineers). The "
-        "sweep's part of this cycle is gone: isolate and sweep.worker take their process limits "
-        "from tools/process_limits.py",
-}
+KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {}
 
 
 @dataclass(frozen=True)
