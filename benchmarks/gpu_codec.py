@@ -205,10 +205,9 @@ def measure(name: str, x: cp.ndarray, rel: float, bnd: int | str, repeats: int, 
     h = ds.header
     lay = F.layout(h)
     out = cp.empty(h.shape, dtype=h.dtype)
-    widths = ds.body[lay.widths : lay.widths + geo.nblocks]
-    payload = ds.body[lay.payload : lay.payload + 4 * max(1, h.payload_words)].view(cp.uint32)
-    dkern = batched_events(lambda: G._launch_decompress(out, geo, h.step, widths, payload, scratch),
-                           repeats)
+    # the decode kernels as decompress_device launches them (a format 3 stream's corner
+    # section included; a bare _launch_decompress without it would decode corner blocks wrong)
+    dkern = batched_events(lambda: G.launch_decompress_stream(out, ds, scratch), repeats)
     err = float(cp.max(cp.abs(x.astype(cp.float64) - y.astype(cp.float64))))
     med = {k: statistics.median(v) for k, v in
            (("compress_e2e_s", comp), ("compress_kernel_s", kern), ("range_pass_s", rng_t),
