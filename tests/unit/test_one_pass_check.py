@@ -218,3 +218,35 @@ def test_range_and_nonfinite_scans_match_their_definitions(dtype: str, where: in
     first = tuple(int(i) for i in np.unravel_index(int(np.argmax(~finite.reshape(-1))), a.shape)) if count else ()
     assert B.find_nonfinite(a) == (count, first)
     assert B.find_nonfinite(a[:0]) == (0, ())
+
+
+def test_evaluate_takes_its_metric_threads_from_the_sweep_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a sweep task gets: OMP_NUM_THREADS (child_env: its share of the cores) or the
+    codec's own threads option; an explicit metric_threads wins."""
+    pytest.importorskip("pysz")
+    from perfscout.analysis import stream_fast as F
+    from perfscout.tools.evaluate import evaluate_full
+
+    used: list[int] = []
+    real = F.map_ordered
+
+    def spy(fn, items, threads):  # type: ignore[no-untyped-def]
+        used.append(threads)
+        return real(fn, items, threads)
+
+    monkeypatch.setattr(F, "map_ordered", spy)
+    monkeypatch.setattr(tile_pool, "usable_cores", lambda: 4)
+    x = _field(np.random.default_rng(2), (16, 40, 40), "float32", 1.0)
+
+    def threads_of(**kw: object) -> set[int]:
+        used.clear()
+        ev = evaluate_full(x, "sz3", "abs", 1e-3, repeats=1, isolate=False, **kw)  # type: ignore[arg-type]
+        assert ev.result.status == "ok"
+        return set(used)
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads_of() == {1}
+    assert threads_of(metric_threads=3) == {3}
+    assert threads_of(options={"threads": 2}) == {2}  # the codec's threads: the cores the sweep gave it
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert threads_of() == {4}
