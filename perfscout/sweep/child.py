@@ -31,6 +31,7 @@ from typing import Any
 from perfscout.state.records import CompressionResult
 from perfscout.tools.process_limits import resident_mb
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
+from perfscout.sweep.gpuworker import GpuWorker, WorkerTask
 from perfscout.sweep.spec import SweepTask
 
 #: What the worker reads beside its task file (run identity for the record).
@@ -94,7 +95,7 @@ class TaskChild:
     task: SweepTask
     tag: str
     work_dir: Path
-    proc: subprocess.Popen | ForkedTask
+    proc: subprocess.Popen | ForkedTask | WorkerTask
     log: Any
     started: float
     peak_rss_mb: float = 0.0
@@ -102,13 +103,15 @@ class TaskChild:
 
     @classmethod
     def start(cls, task: SweepTask, work_dir: Path, tag: str, run_meta: dict[str, Any], env: dict[str, str],
-              server: ForkServer | None = None) -> TaskChild:
-        """Start the task's process: forked by ``server`` (CPU tasks) or a fresh interpreter."""
+              server: ForkServer | GpuWorker | None = None) -> TaskChild:
+        """Start the task's process: forked by ``server`` (CPU tasks), handed to ``server`` (the
+        device's long-lived :class:`.gpuworker.GpuWorker`, CUDA tasks) or a fresh interpreter."""
         work_dir.mkdir(parents=True, exist_ok=True)
         paths = attempt_paths(work_dir, tag)
         write_atomic(paths["task"], task.model_dump_json(indent=1))
         write_atomic(work_dir / RUN_META, json.dumps(run_meta))
-        if server is not None and task.device == "cpu":
+        on_its_device = isinstance(server, GpuWorker) == task.device.startswith("cuda")
+        if server is not None and on_its_device:
             try:
                 forked = server.spawn(paths["task"], paths["result"], paths["log"], env)
             except ForkServerError:
@@ -200,7 +203,7 @@ class TaskChild:
         elif self.killed_for == "memory":
             base = getattr(self.proc, "baseline_mb", 0.0)
             reason = (f"resident memory {self.peak_rss_mb:.0f} MiB"
-                      + (f" (beyond the {base:.0f} MiB of the task server it was forked from)" if base else "")
+                      + (f" (beyond the {base:.0f} MiB {_baseline_owner(self.proc)})" if base else "")
                       + f" exceeded the task limit of {t.memory_limit_mb} MiB; the child was killed")
         elif not reason:
             if rc is not None and rc < 0:
@@ -216,6 +219,12 @@ class TaskChild:
             if tail:
                 reason += f"; last output: {tail}"
         return failure_record(t, status, reason, run_id, platform_id)
+
+
+def _baseline_owner(proc: Any) -> str:
+    if isinstance(proc, WorkerTask):
+        return "the GPU worker held when the task started"
+    return "of the task server it was forked from"
 
 
 def failure_record(t: SweepTask, status: str, reason: str, run_id: str, platform_id: str) -> CompressionResult:

@@ -27,8 +27,8 @@ Protocol (JSON lines; the driver writes the server's stdin and reads its stdout)
     server -> {"event": "forked", "id": N, "pid": C}     (or "event": "error", "id": N, "error": ...)
     server -> {"event": "exit", "id": N, "pid": C, "returncode": RC}   (RC < 0: killed by signal -RC)
 
-CPU tasks only: a CUDA context does not survive ``fork``, so CUDA tasks keep the spawned
-worker (:class:`perfscout.sweep.child.TaskChild`).
+CPU tasks only: a CUDA context does not survive ``fork``, so CUDA tasks go to a long-lived
+worker per device instead (:mod:`.gpuworker`).
 """
 
 from __future__ import annotations
@@ -205,7 +205,8 @@ class ForkedTask:
 class ForkServer:
     """The driver's handle on one task server (thread-safe; one per sweep session)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path | None = None,
+                 exited: threading.Event | None = None) -> None:
         self._lock = threading.Lock()
         self._pending: dict[int, dict[str, Any]] = {}  # request id -> the fork's reply, once it came
         # request id -> its task, registered before the request is sent: a task that exits
@@ -215,7 +216,7 @@ class ForkServer:
         self._next = 0
         self._dead = ""
         #: Set whenever one of its tasks exits (or it dies): a driver waiting on it notices at once.
-        self.exited = threading.Event()
+        self.exited = exited if exited is not None else threading.Event()
         log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(

@@ -4,7 +4,8 @@ Each task runs in a process of its own (see :mod:`.child`) in its own session, s
 that segfaults, aborts or hangs takes only its child down: the sweep writes a
 ``codec_crashed`` or ``codec_timeout`` record and goes on. CPU tasks are forked from the
 session's task server, which did the heavy imports once (:mod:`.forkserver`; ``task_start:
-spawn`` starts a fresh interpreter per task instead, as CUDA tasks always do). Locally up to
+spawn`` starts a fresh interpreter per task instead); CUDA tasks go one at a time to a
+long-lived worker per device (:mod:`.gpuworker`: the imports and the CUDA context made once). Locally up to
 ``jobs`` children run at once, fewer when their estimated memory would exceed the budget or
 their codec threads (the codec option ``threads``) would add up to more than ``cores``;
 CUDA tasks run one per device so they do not disturb each other's timings. On Dask (:mod:`.dask_executor`) the same child runs on a cluster's workers and
@@ -51,6 +52,7 @@ from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
+from perfscout.sweep.gpuworker import GpuWorker, WorkerTask
 from perfscout.sweep.lock import RunDirLock
 from perfscout.sweep.outcome import SweepOutcome
 from perfscout.sweep.spec import SweepSpec, SweepTask, expand, load_spec
@@ -139,6 +141,11 @@ class SweepRunner:
             raise InputError(f"task start must be fork or spawn (got {self.task_start!r})")
         self._server: ForkServer | None = None
         self._server_failed = ""
+        #: one long-lived worker per CUDA device of this session (started on first need)
+        self._gpu_workers: dict[str, GpuWorker] = {}
+        self._gpu_failed: dict[str, str] = {}
+        #: set when any forked task or GPU worker task ends: the local loop wakes at once
+        self._wake = threading.Event()
         self.scheduling: dict[str, Any] = {}
         budget = spec.max_memory_mb or 0.5 * _mem_available_mb()
         self.memory_budget_mb = float(budget)
@@ -187,9 +194,14 @@ class SweepRunner:
     def run_meta(self) -> dict[str, str]:
         return {"run_id": self.run_id, "platform_id": self.platform_id, "task_start": self.task_start}
 
-    def _task_server(self, task: SweepTask) -> ForkServer | None:
-        """The session's task server for a CPU task (started, or replaced when it died)."""
-        if self.task_start != "fork" or task.device != "cpu" or self._server_failed:
+    def _task_server(self, task: SweepTask) -> ForkServer | GpuWorker | None:
+        """The session's task server for a CPU task, its device's GPU worker for a CUDA task
+        (started, or replaced when it died); None: spawn the task."""
+        if self.task_start != "fork":
+            return None
+        if task.device.startswith("cuda"):
+            return self._gpu_worker(task)
+        if task.device != "cpu" or self._server_failed:
             return None
         if self._server is not None and not self._server.alive:
             self._server.close()
@@ -197,13 +209,39 @@ class SweepRunner:
         if self._server is None:
             try:
                 (self.out / "raw").mkdir(parents=True, exist_ok=True)
-                self._server = ForkServer(child_env(task, 1), log_path=self.out / "raw" / "forkserver.log")
+                self._server = ForkServer(child_env(task, 1), log_path=self.out / "raw" / "forkserver.log",
+                                          exited=self._wake)
             except (ForkServerError, OSError) as exc:
                 # every task still runs, each in a fresh interpreter; the session says so
                 self._server_failed = str(exc)
                 self.console.print(f"[yellow]task server unavailable ({exc}); tasks start as fresh processes[/]")
                 return None
         return self._server
+
+    def _gpu_worker(self, task: SweepTask) -> GpuWorker | None:
+        """The long-lived worker of the task's device; replaced when it died (a timeout, a crash)
+        or when its resident size grew by more than one task's limit since it started."""
+        dev = task.device
+        if dev in self._gpu_failed:
+            return None
+        worker = self._gpu_workers.get(dev)
+        if worker is not None and (not worker.alive or (
+                not worker.busy and worker.rss_mb() - worker.start_rss_mb > task.memory_limit_mb)):
+            worker.close()
+            del self._gpu_workers[dev]
+            worker = None
+        if worker is None:
+            try:
+                (self.out / "raw").mkdir(parents=True, exist_ok=True)
+                log = self.out / "raw" / f"gpuworker-{dev.replace(':', '')}.log"
+                worker = GpuWorker(dev, child_env(task, task.threads), log_path=log, exited=self._wake)
+            except (ForkServerError, OSError) as exc:
+                self._gpu_failed[dev] = str(exc)
+                self.console.print(f"[yellow]GPU worker for {dev} unavailable ({exc}); its tasks start as "
+                                   "fresh processes[/]")
+                return None
+            self._gpu_workers[dev] = worker
+        return worker
 
     def _start(self, task: SweepTask, store: ResultStore, session: int) -> tuple[TaskChild, int]:
         attempt = store.start_attempt(task.task_key, session, worker="local")
@@ -215,7 +253,22 @@ class SweepRunner:
         if isinstance(child.proc, ForkedTask):
             store.set_attempt_worker(attempt, "forkserver",
                                      json.dumps({"server_pid": child.proc.server.pid, "pid": child.proc.pid}))
+        elif isinstance(child.proc, WorkerTask):
+            store.set_attempt_worker(attempt, "gpuworker", json.dumps(self._worker_detail(child.proc)))
+        else:
+            store.set_attempt_worker(attempt, "local", json.dumps({"pid": child.proc.pid, "start": "spawn"}))
         return child, attempt
+
+    @staticmethod
+    def _worker_detail(wt: WorkerTask) -> dict[str, Any]:
+        """Where a CUDA task ran: the worker's pid, its device, the task's number in it, and
+        (once done) what CuPy's pool still held after the release and the worker's RSS."""
+        detail: dict[str, Any] = {"worker_pid": wt.pid, "pid": wt.pid, "device": wt.worker.device,
+                                  "task_no": wt.task_no, "cuda": wt.worker.ready.get("cuda", "")}
+        if wt.after:
+            detail["gpu_pool_bytes_after"] = wt.after.get("gpu_pool_bytes")
+            detail["worker_rss_mb_after"] = wt.after.get("rss_mb")
+        return detail
 
     def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,
                      outcome: SweepOutcome) -> None:
@@ -350,6 +403,9 @@ class SweepRunner:
                         if child.poll() is None:
                             continue
                         record = child.outcome(self.run_id, self.platform_id)
+                        if isinstance(child.proc, WorkerTask) and child.proc.after:
+                            store.set_attempt_worker(attempt, "gpuworker",
+                                                     json.dumps(self._worker_detail(child.proc)))
                         self.store_result(store, record, attempt, child.tag, outcome)
                         running.remove((child, attempt))
                         bad = sum(v for k, v in outcome.statuses.items() if k != "ok")
@@ -363,16 +419,18 @@ class SweepRunner:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            for worker in self._gpu_workers.values():
+                worker.close()
+            self._gpu_workers.clear()
 
     def _pause(self) -> None:
         """Until the next check of the running children: ``_POLL_S``, or less when a forked task
-        exits (the task server says so at once; small tasks then start back to back)."""
-        server = self._server
-        if server is None:
+        or a GPU worker's task ends (they say so at once; small tasks then start back to back)."""
+        if self._server is None and not self._gpu_workers:
             time.sleep(_POLL_S)
             return
-        server.exited.wait(_POLL_S)
-        server.exited.clear()
+        self._wake.wait(_POLL_S)
+        self._wake.clear()
 
     @property
     def stopping(self) -> bool:
