@@ -17,6 +17,15 @@ reported beside it.
     .venv/bin/python benchmarks/sweep_scaling.py [--spec examples/sweep_quick.yaml] [--rounds 3]
         [--out benchmarks/results/sweep_scaling_cpu.json]
 
+``--cuda`` measures CUDA-device tasks instead (szp-gpu on ``cuda:0``; without a GPU its NumPy
+reference runs, so this is the per-task overhead of the process model, not GPU speed):
+``cuda-worker`` sends them one at a time to the device's long-lived GPU worker (the default),
+``cuda-spawn`` starts a fresh interpreter per task (``--task-start spawn``, what every CUDA task
+did before the worker). ``--section NAME`` writes the figures into ``sections[NAME]`` of the
+existing JSON and keeps the rest of it.
+
+    .venv/bin/python benchmarks/sweep_scaling.py --cuda --section cuda_tasks_gpu_worker
+
 The GPU variant (one Dask worker per GPU, ``CUDA_VISIBLE_DEVICES`` pinned) is
 ``benchmarks/sweep_dask_gpu.py``.
 """
@@ -46,6 +55,24 @@ CONFIGS = {
     "local-jobs2-spawn": ["--jobs", "2", "--task-start", "spawn"],
     "dask-local-2workers": ["--executor", "dask", "--workers", "2"],
 }
+
+CUDA_CONFIGS = {
+    "cuda-worker": [],
+    "cuda-spawn": ["--task-start", "spawn"],
+}
+
+#: Small CUDA tasks: the process model's cost is most of each one.
+CUDA_SPEC = """\
+name: cuda-tasks
+repeats: 1
+datasets:
+  - synthetic: "smooth:32,64,64"
+  - synthetic: "grf:32,64,64"
+codecs: [szp-gpu]
+devices: ["cuda:0"]
+modes: [abs, rel]
+bounds: [1.0e-1, 1.0e-2, 1.0e-3, 1.0e-4, 1.0e-5]
+"""
 
 
 def machine() -> dict:
@@ -117,12 +144,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sweep_scaling_cpu.json")
     ap.add_argument("--config", action="append", default=None,
                     help="name=ARGS to run instead of the defaults, e.g. 'dask-gpus=--executor dask --workers 1'")
+    ap.add_argument("--cuda", action="store_true", help="CUDA-device tasks: GPU worker against spawned tasks")
+    ap.add_argument("--section", default=None, help="write into sections[NAME] of --out, keeping the rest")
     a = ap.parse_args()
-    configs = dict(CONFIGS)
+    configs = dict(CUDA_CONFIGS if a.cuda else CONFIGS)
+    tmp_spec = None
+    if a.cuda:
+        tmp_spec = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="cuda-tasks-", delete=False)
+        tmp_spec.write(CUDA_SPEC)
+        tmp_spec.close()
+        a.spec = Path(tmp_spec.name)
     if a.config:
         configs = {c.split("=", 1)[0]: c.split("=", 1)[1].split() for c in a.config}
-    doc: dict = {"benchmark": "sweep_scaling", "spec": str(a.spec.relative_to(ROOT) if a.spec.is_relative_to(ROOT)
-                                                          else a.spec),
+    doc: dict = {"benchmark": "sweep_scaling", "spec": CUDA_SPEC if a.cuda else str(
+                     a.spec.relative_to(ROOT) if a.spec.is_relative_to(ROOT) else a.spec),
                  "when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                  "configs": {k: {"args": v, "runs": []} for k, v in configs.items()},
                  "notes": ["cpu_s is the CLI's and its reaped descendants' CPU (RUSAGE_CHILDREN): a Dask "
@@ -139,8 +174,15 @@ def main() -> int:
         c["median_tasks_per_s_span"] = statistics.median(x["tasks_per_s_span"] for x in c["runs"])
         c["median_wall_s"] = statistics.median(x["wall_s"] for x in c["runs"])
         c["median_cpu_s_per_task"] = round(statistics.median(x["cpu_s"] / x["tasks"] for x in c["runs"]), 4)
+    if tmp_spec is not None:
+        os.unlink(tmp_spec.name)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    if a.section:
+        whole = json.loads(a.out.read_text()) if a.out.is_file() else {}
+        whole.setdefault("sections", {})[a.section] = doc
+        a.out.write_text(json.dumps(whole, indent=1) + "\n")
+    else:
+        a.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: {m: v[m] for m in ("median_wall_s", "median_tasks_per_s_wall", "median_tasks_per_s_span",
                                              "median_cpu_s_per_task")}
                       for k, v in doc["configs"].items()}, indent=1))

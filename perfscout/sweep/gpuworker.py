@@ -54,7 +54,8 @@ from perfscout.tools.process_limits import resident_mb
 PRELOAD = ("numpy", "pandas", "pydantic", "perfscout.state.records", "perfscout.sweep.spec",
            "perfscout.sweep.worker", "perfscout.tools.evaluate", "perfscout.tools.gpu_eval",
            "perfscout.tools.bounds", "perfscout.analysis.metrics", "perfscout.datasets",
-           "perfscout.codecs.registry", "perfscout.codecs.szp", "cupy")
+           "perfscout.codecs.registry", "perfscout.codecs.szp", "perfscout.codecs.gpu_peers.cuszp",
+           "perfscout.codecs.gpu_peers.nvcomp", "cupy")
 #: How long the driver waits for the worker's preload and CUDA context (seconds).
 START_TIMEOUT_S = 120.0
 

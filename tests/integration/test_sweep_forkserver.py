@@ -118,7 +118,7 @@ def test_a_server_that_cannot_start_is_a_clear_error_and_the_sweep_spawns_instea
         ForkServer(dict(os.environ, **broken))
     import perfscout.sweep.runner as runner
 
-    monkeypatch.setattr(runner, "ForkServer", lambda env, log_path=None: ForkServer({**env, **broken}, log_path))
+    monkeypatch.setattr(runner, "ForkServer", lambda env, log_path=None, **kw: ForkServer({**env, **broken}, log_path, **kw))
     df = sweep({"name": "fallback", "repeats": 1, "datasets": [{"synthetic": "grf:8,8"}], "codecs": ["zfp"],
                 "bounds": [1e-2, 1e-3]}, out=tmp_path / "run", progress=False)
     assert (df["status"] == "ok").all() and len(df) == 2

@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from perfscout.api_sweep import sweep
+from perfscout.sweep.gpuworker import GpuWorker, GpuWorkerError
 from perfscout.tools.results_store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,3 +186,32 @@ def test_an_interrupted_gpu_worker_sweep_resumes_without_repeating_stored_tasks(
     assert (df.loc[~(df["behaviour"] == "hang"), "status"] == "ok").all()
     assert (df.loc[(df["behaviour"] == "hang"), "status"] == "codec_timeout").all()
     assert len(stored) >= 4
+
+
+def test_a_worker_that_cannot_start_is_a_clear_error_and_its_tasks_spawn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = {"PYTHONHOME": str(tmp_path / "no-such-python-home"), "PYTHONPATH": ""}
+    with pytest.raises(GpuWorkerError, match="did not start"):
+        GpuWorker("cuda:0", dict(os.environ, **broken))
+    import perfscout.sweep.runner as runner
+
+    monkeypatch.setattr(runner, "GpuWorker", lambda dev, env, **kw: GpuWorker(dev, {**env, **broken}, **kw))
+    spec = _spec(tmp_path, "[fake-gpu]", bounds="[1.0e-1, 1.0e-2]")
+    df = sweep(spec, out=tmp_path / "run", progress=False, allow_plugins=True)
+    assert (df["status"] == "ok").all() and len(df) == 2
+    att = _attempts(tmp_path / "run")
+    assert (att["worker"] == "local").all()  # each task in a fresh interpreter
+    assert len({d["pid"] for d in _details(att)}) == 2
+
+
+def test_the_worker_goes_when_its_stdin_closes_and_reports_its_context() -> None:
+    worker = GpuWorker("cuda:0", dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert worker.alive and not worker.busy
+    assert "perfscout.tools.evaluate" in worker.ready["preloaded"] and worker.ready["cuda"]
+    pid = worker.pid
+    worker.close()
+    assert not worker.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(GpuWorkerError):
+        worker.spawn(Path("t.json"), Path("r.json"), Path("l.txt"))
