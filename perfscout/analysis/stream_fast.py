@@ -351,14 +351,30 @@ def _doubling_plan(w: int) -> tuple[int, tuple[tuple[int, int], ...]]:
     return top, tuple(pieces)
 
 
-def _last_axis_flat(a: np.ndarray, w: int) -> np.ndarray:
-    """Window sums of ``w`` along the last axis, computed on the flattened (C-order) array:
-    a few long additions instead of one short one per row (4x faster on 16x16x256 tiles),
-    the same additions in the same order for every window inside a row; the windows that
-    straddle two rows are computed and never looked at (the strided view skips them)."""
-    c = np.ascontiguousarray(a)
+def _box_sums_rows(a: Any, win: tuple[int, ...]) -> tuple[Any, Any]:
+    """:func:`box_sums_doubling` for a caller that does element-wise work on the sums:
+    ``(sums, valid)`` where ``sums`` is contiguous (on the last-axis flat path: the flat
+    sums, windows straddling two rows included) and ``valid(m)`` views any array laid out
+    like ``sums`` as the windows proper. Element-wise operations on a contiguous array run
+    in one long loop, 3-4x faster than on the strided view (one short loop per row)."""
+    w = win[-1]
+    if w == 1 or not isinstance(a, np.ndarray):
+        return box_sums_doubling(a, win), lambda m: m
+    lead = box_sums_doubling(a, win[:-1] + (1,))
+    c = np.ascontiguousarray(lead)
+    flat = _last_axis_flat_raw(c, w)
+    shape = c.shape[:-1] + (int(c.shape[-1]) - w + 1,)
+    units = tuple(st // c.itemsize for st in c.strides)  # element strides of the row layout
+
+    def valid(m: Any) -> Any:
+        return np.lib.stride_tricks.as_strided(m, shape=shape, strides=tuple(u * m.itemsize for u in units))
+
+    return flat, valid
+
+
+def _last_axis_flat_raw(c: np.ndarray, w: int) -> np.ndarray:
+    """Flat window sums of ``w`` over C-contiguous ``c`` (see :func:`_last_axis_flat`)."""
     f = c.reshape(-1)
-    length = int(c.shape[-1])
     n = int(f.size) - w + 1
     top, pieces = _doubling_plan(w)
     parts = [f]
@@ -368,6 +384,17 @@ def _last_axis_flat(a: np.ndarray, w: int) -> np.ndarray:
     acc = parts[top][:n]  # top >= 1: an array of our own, added to in place
     for i, offset in pieces:
         acc += parts[i][offset : offset + n]
+    return acc
+
+
+def _last_axis_flat(a: np.ndarray, w: int) -> np.ndarray:
+    """Window sums of ``w`` along the last axis, computed on the flattened (C-order) array:
+    a few long additions instead of one short one per row (4x faster on 16x16x256 tiles),
+    the same additions in the same order for every window inside a row; the windows that
+    straddle two rows are computed and never looked at (the strided view skips them)."""
+    c = np.ascontiguousarray(a)
+    length = int(c.shape[-1])
+    acc = _last_axis_flat_raw(c, w)
     # Element (..., k) of a row starting at flat r * length is acc[r * length + k], k <= length - w.
     return np.lib.stride_tricks.as_strided(acc, shape=c.shape[:-1] + (length - w + 1,), strides=c.strides)
 
@@ -449,13 +476,15 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
         # (Sq = 2 Sp + Sdd), one map of products instead of two squares and a sum.
         p = xs + d
         p *= xs
-        sx = box_sums_doubling(xs, win)
+        # Contiguous sums (the windows across row ends included, dropped by valid() at
+        # the reductions): the element-wise work below runs in long loops.
+        sx, valid = _box_sums_rows(xs, win)
         del xs
-        sd = box_sums_doubling(d, win)
+        sd, _ = _box_sums_rows(d, win)
         d *= d
-        sdd = box_sums_doubling(d, win)
+        sdd, _ = _box_sums_rows(d, win)
         del d
-        sq = box_sums_doubling(p, win)
+        sq, _ = _box_sums_rows(p, win)
         del p
         sd2 = sd * sd
         sy = sx + sd
@@ -478,10 +507,11 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
         sx += c1n  # N^2 A
         sd2 /= sx  # t1
         # sum(1 - SSIM_w) = sum(t1 + t2 - t1 t2): three reductions, no map of the sum
-        total = to_float(xp.sum(sd2, dtype=xp.float64))
+        t1, t2 = valid(sd2), valid(sdd)
+        total = to_float(xp.sum(t1, dtype=xp.float64))
         if N > 1:
-            total += to_float(xp.sum(sdd, dtype=xp.float64)) - _dot32(xp, sd2, sdd)
-        return total, int(sd2.size)
+            total += to_float(xp.sum(t2, dtype=xp.float64)) - _dot32(xp, t1, t2)
+        return total, int(t1.size)
 
     total, count = 0.0, 0
     for t, c in map_ordered(one, tiles, threads if xp is np else 1):  # in tile order
