@@ -112,6 +112,17 @@ def task_span_s(run_dir: Path) -> float:
     return (end - start).total_seconds()
 
 
+def _grouped(rows: list[dict]) -> list[dict]:
+    """Tasks that were not ``ok``, one entry per (status, error) with a count: 20 CUDA tasks
+    that ran the CPU reference for want of CuPy say so once, not 20 times."""
+    groups: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        g = groups.setdefault((r["status"], r["error"]), {"status": r["status"], "error": r["error"], "count": 0,
+                                                          "example_task_key": r["task_key"]})
+        g["count"] += 1
+    return list(groups.values())
+
+
 def run_once(spec: Path, args: list[str], out: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -132,7 +143,7 @@ def run_once(spec: Path, args: list[str], out: Path) -> dict:
     df = open_results(out)
     not_ok = df[df["status"] != "ok"][["task_key", "codec", "mode", "bound", "dataset", "status", "error"]]
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "tasks": doc["tasks"], "statuses": doc["statuses"],
-            "not_ok": json.loads(not_ok.to_json(orient="records")),
+            "not_ok": _grouped(json.loads(not_ok.to_json(orient="records"))),
             "tasks_per_s_wall": round(doc["tasks"] / wall, 3), "task_span_s": round(span, 3),
             "tasks_per_s_span": round(doc["tasks"] / span, 3) if span > 0 else None}
 

@@ -226,7 +226,7 @@ class SweepRunner:
             return None
         worker = self._gpu_workers.get(dev)
         if worker is not None and (not worker.alive or (
-                not worker.busy and worker.rss_mb() - worker.start_rss_mb > task.memory_limit_mb)):
+                not worker.busy and worker.grown_mb() > task.memory_limit_mb)):
             worker.close()
             del self._gpu_workers[dev]
             worker = None
@@ -268,6 +268,7 @@ class SweepRunner:
         if wt.after:
             detail["gpu_pool_bytes_after"] = wt.after.get("gpu_pool_bytes")
             detail["worker_rss_mb_after"] = wt.after.get("rss_mb")
+            detail["field_reused"] = wt.after.get("field_reused")
         return detail
 
     def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,

@@ -15,6 +15,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 from perfscout.tools.process_limits import die_with_parent, limit_memory
 
@@ -37,10 +38,12 @@ def load_array(task: object):  # -> np.ndarray | datasets.Field
     return datasets.get_dataset(data.name)
 
 
-def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0) -> int:
+def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
+             load: Callable[[Any], Any] | None = None) -> int:
     """Run one task and write its record. ``base_bytes``: the address space this process had
     before the task (a child forked from the task server, :mod:`.forkserver`): the memory
-    limit is on what the task adds to it."""
+    limit is on what the task adds to it. ``load``: how to get the task's data (default
+    :func:`load_array`; the GPU worker keeps the last field for the next task on it)."""
     from perfscout.sweep.spec import SweepTask, import_plugins
 
     task = SweepTask.model_validate_json(task_path.read_text())
@@ -58,7 +61,7 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0) -> int:
         bound=task.bound, repeats=task.repeats, platform_id=meta.get("platform_id", ""),
     )
     try:
-        data = load_array(task)
+        data = (load or load_array)(task)
         record = evaluate(
             data, task.codec, task.mode, task.bound, device=task.device.split(":")[0], repeats=task.repeats,
             dataset=task.data.label, nonfinite=task.nonfinite, options=task.options, run_id=base["run_id"],

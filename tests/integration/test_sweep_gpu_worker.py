@@ -103,6 +103,8 @@ def test_cuda_tasks_run_in_one_worker_and_match_spawned_ones(tmp_path: Path) -> 
     assert len({d["worker_pid"] for d in details}) == 1  # one process for every task
     assert sorted(d["task_no"] for d in details) == list(range(1, 7))
     assert all(d["device"] == "cuda:0" and "gpu_pool_bytes_after" in d for d in details)
+    # one field for all six: read once, kept (read-only) for the tasks after the first
+    assert sorted(d["field_reused"] for d in details) == [False] + [True] * 5
     assert "CPU reference" in details[0]["cuda"] or "device" in details[0]["cuda"]
 
     spawned = sweep(spec, out=tmp_path / "s", progress=False, allow_plugins=True, task_start="spawn")
