@@ -69,7 +69,8 @@ def test_cuda_tasks_share_one_worker_and_match_spawned_tasks(tmp_path: Path) -> 
     details = [json.loads(d) for d in watt["detail"]]
     assert len({d["worker_pid"] for d in details}) == 1, details  # every task in one worker process
     assert sorted(d["task_no"] for d in details) == list(range(1, n + 1))
-    assert all(d["gpu_pool_bytes_after"] == 0 for d in details), details  # pools released after each task
+    # CuPy's pool released after each task: no task's arrays (>= the 64 MiB field) left behind
+    assert all(0 <= d["gpu_pool_bytes_after"] < 2**26 for d in details), details
     assert len({json.loads(d)["pid"] for d in satt["detail"]}) == n
     cols = ["task_key", "codec", "bound", "status", "ratio", "bound_ok", "max_abs_err"]
     a = worker[cols].sort_values("task_key").reset_index(drop=True)

@@ -51,6 +51,9 @@ class FakeGpu(Codec):
                 time.sleep(3600)
         if b == "segfault":
             ctypes.string_at(0)
+        if b == "hog":  # host memory the worker's RSS watch must see (600 MiB, touched)
+            self.options["_hog"] = np.ones(600 * 2**20, dtype=np.uint8)
+            time.sleep(60)
         q = np.rint(array.astype(np.float64) / (1.8 * self.bound)).astype(np.int64)
         return Compressed(data=q.tobytes(), shape=array.shape, dtype=array.dtype.name, codec_id=self.codec_id,
                           mode=self.mode, bound=self.bound, abs_bound=self.bound)
@@ -80,10 +83,11 @@ def _details(att: pd.DataFrame) -> list[dict]:
     return [json.loads(d) for d in att["detail"]]
 
 
-def _spec(tmp_path: Path, codecs: str, bounds: str = "[1.0e-1, 1.0e-2, 1.0e-3]", timeout: int = 60) -> Path:
+def _spec(tmp_path: Path, codecs: str, bounds: str = "[1.0e-1, 1.0e-2, 1.0e-3]", timeout: int = 60,
+          extra: str = "") -> Path:
     (tmp_path / "fakegpu.py").write_text(FAKE_GPU)
     spec = tmp_path / "g.yaml"
-    spec.write_text(f"name: g\nrepeats: 1\ntimeout_s: {timeout}\nplugins: [fakegpu.py]\n"
+    spec.write_text(f"name: g\nrepeats: 1\ntimeout_s: {timeout}\nplugins: [fakegpu.py]\n{extra}"
                     "datasets: [{synthetic: 'smooth:8,16,16'}]\n"
                     f"codecs: {codecs}\ndevices: [cuda:0]\nmodes: [abs]\nbounds: {bounds}\n")
     return spec
@@ -217,3 +221,17 @@ def test_the_worker_goes_when_its_stdin_closes_and_reports_its_context() -> None
         os.kill(pid, 0)
     with pytest.raises(GpuWorkerError):
         worker.spawn(Path("t.json"), Path("r.json"), Path("l.txt"))
+
+
+def test_a_task_that_grows_the_worker_past_its_memory_limit_is_killed_and_the_worker_replaced(
+        tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "[{id: fake-gpu, options: {behaviour: hog}}, fake-gpu]", bounds="[1.0e-2]",
+                 extra="memory_limit_mb: 256\n")
+    t0 = time.monotonic()
+    df = _with_behaviour(sweep(spec, out=tmp_path / "run", progress=False, allow_plugins=True), tmp_path / "run")
+    assert time.monotonic() - t0 < 40  # killed long before its 60 s sleep
+    hog = df[df["behaviour"] == "hog"].iloc[0]
+    assert hog["status"] == "codec_crashed"
+    assert "exceeded the task limit of 256 MiB" in hog["error"] and "GPU worker" in hog["error"], hog["error"]
+    assert (df.loc[df["behaviour"] != "hog", "status"] == "ok").all()
+    assert len({d["worker_pid"] for d in _details(_attempts(tmp_path / "run"))}) == 2
