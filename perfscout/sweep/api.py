@@ -53,7 +53,8 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path | None = None, re
     behind another sweep writing the same directory; ``dask=DaskOptions(...)`` runs the
     tasks on a Dask cluster (``perfscout.sweep.dask_executor``); ``cores`` caps the cores the
     running tasks' codec threads use together; ``task_start="spawn"`` starts a fresh
-    interpreter per task instead of forking CPU tasks from the task server.
+    interpreter per task instead of forking CPU tasks from the task server and sending CUDA
+    tasks to the device's long-lived GPU worker.
     """
     model = load_spec(spec, allow_plugins=allow_plugins)
     run_dir = Path(out) if out is not None else default_run_dir(model)

@@ -17,7 +17,8 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
     jobs: 2                      # tasks at once (default: cores); CUDA tasks one per device
     cores: 2                     # cores the sweep may use (default: all); running tasks' codec
                                  #   threads (codec option `threads`) never add up to more
-    task_start: fork             # fork: CPU tasks forked from a preloaded task server (fast);
+    task_start: fork             # fork: CPU tasks forked from a preloaded task server, CUDA
+                                 #   tasks in one long-lived worker per device (fast);
                                  #   spawn: a fresh interpreter per task
     nonfinite: refuse            # or passthrough (see perfscout.tools.bounds)
     plugins: [my.module]         # imported first, in the parent and in every task
@@ -192,7 +193,7 @@ class SweepSpec(GridFields):
     max_memory_mb: int | None = Field(default=None, ge=64)  # all running tasks together
     jobs: int | None = Field(default=None, ge=1)
     cores: int | None = Field(default=None, ge=1)  # cores the running tasks' threads may use together
-    task_start: Literal["fork", "spawn"] = "fork"  # how CPU task processes start (see sweep.forkserver)
+    task_start: Literal["fork", "spawn"] = "fork"  # how tasks start (sweep.forkserver, sweep.gpuworker)
     nonfinite: Literal["refuse", "passthrough"] = "refuse"  # see perfscout.tools.bounds
     plugins: list[str] = Field(default_factory=list)  # modules imported first (register codecs)
     output: str | None = None
