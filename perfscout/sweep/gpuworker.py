@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from perfscout.sweep.forkserver import ForkServerError
 from perfscout.tools.process_limits import resident_mb
@@ -94,6 +94,48 @@ def _cuda_context() -> str:
         return f"device {cp.cuda.Device().id}: {name.decode() if isinstance(name, bytes) else name}"
     except Exception as exc:  # noqa: BLE001 - no usable GPU: the tasks say so in their records
         return f"no CUDA context ({type(exc).__name__}: {exc})"
+
+
+#: Checks run after every task: each returns "" when the process can take another task, else why
+#: not. A CUDA error that poisons the context (an illegal address, a kernel fault) does not end the
+#: process, but every later call in it fails: the worker retires instead (the driver starts a new
+#: one) and only the task that broke it is lost. Plug-in codecs may add a check of their library.
+HEALTH_CHECKS: list[Callable[[], str]] = []
+
+
+def register_health_check(check: Callable[[], str]) -> None:
+    """Run ``check`` after every task of a GPU worker; a non-empty answer retires the worker."""
+    if check not in HEALTH_CHECKS:
+        HEALTH_CHECKS.append(check)
+
+
+def cuda_context_problem() -> str:
+    """'' when CuPy's context still runs a kernel and synchronises, else the CUDA error."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return ""
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            return ""
+    except Exception:  # noqa: BLE001 - no GPU at all: the tasks ran their CPU reference
+        return ""
+    try:
+        cp.cuda.Device().synchronize()
+        int(cp.arange(4, dtype=cp.int32).sum().get())
+        return ""
+    except Exception as exc:  # noqa: BLE001 - a sticky CUDA error: this context is done
+        return f"the CUDA context is unusable after the task ({type(exc).__name__}: {exc})"
+
+
+def health_problem() -> str:
+    for check in (cuda_context_problem, *HEALTH_CHECKS):
+        try:
+            why = check()
+        except Exception as exc:  # noqa: BLE001 - a check that fails is a failed check
+            why = f"health check {getattr(check, '__name__', check)} failed: {type(exc).__name__}: {exc}"
+        if why:
+            return why
+    return ""
 
 
 def release_gpu_memory() -> int:
@@ -214,10 +256,14 @@ def serve(inp: IO[str] = sys.stdin, out: IO[str] = sys.stdout) -> int:
         req = json.loads(line)
         cache.hit = False
         rc = _run_one(req, quiet_fd, cache)
-        pool = release_gpu_memory()
+        retire = health_problem()
+        pool = release_gpu_memory() if not retire else -1
         say({"event": "done", "id": req["id"], "returncode": rc, "gpu_pool_bytes": pool,
              "rss_mb": round(resident_mb(os.getpid()), 1), "kept_field_mb": round(cache.nbytes / 2**20, 1),
-             "field_reused": cache.hit})
+             "field_reused": cache.hit, "retire": retire})
+        if retire:
+            print(f"gpuworker {os.getpid()}: retiring: {retire}", file=sys.stderr, flush=True)
+            return 3
     return 0
 
 
@@ -316,6 +362,8 @@ class GpuWorker:
                 continue
             with self._lock:
                 task, self._current = self._current, None
+                if doc.get("retire"):  # it exits now: no task may be sent to it any more
+                    self._dead = f"the GPU worker (pid {self.pid}) retired: {doc['retire']}"
             self.last_report = doc
             if task is not None:
                 task._exited(int(doc["returncode"]), after=doc)
@@ -324,7 +372,7 @@ class GpuWorker:
         # is the running task's: -11 for a segfault, -9 for the driver's kill.
         rc = self.proc.wait()
         with self._lock:
-            self._dead = f"the GPU worker (pid {self.pid}) for {self.device} died"
+            self._dead = self._dead or f"the GPU worker (pid {self.pid}) for {self.device} died"
             task, self._current = self._current, None
         if task is not None:
             task._exited(rc, "" if rc < 0 else self._dead)
@@ -398,4 +446,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not this __main__ copy: a plug-in's register_health_check
+    # (``from perfscout.sweep import gpuworker``) must reach the list the loop reads.
+    from perfscout.sweep import gpuworker as _worker
+
+    sys.exit(_worker.main())

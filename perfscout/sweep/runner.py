@@ -269,6 +269,8 @@ class SweepRunner:
             detail["gpu_pool_bytes_after"] = wt.after.get("gpu_pool_bytes")
             detail["worker_rss_mb_after"] = wt.after.get("rss_mb")
             detail["field_reused"] = wt.after.get("field_reused")
+            if wt.after.get("retire"):
+                detail["worker_retired"] = wt.after["retire"]
         return detail
 
     def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,

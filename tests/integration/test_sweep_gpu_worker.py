@@ -51,6 +51,9 @@ class FakeGpu(Codec):
                 time.sleep(3600)
         if b == "segfault":
             ctypes.string_at(0)
+        if b == "poison":  # leaves its library unusable, as a sticky CUDA error leaves the context
+            from perfscout.sweep import gpuworker
+            gpuworker.register_health_check(lambda: "fake-gpu: the device context is poisoned")
         if b == "hog":  # host memory the worker's RSS watch must see (600 MiB, touched)
             self.options["_hog"] = np.ones(600 * 2**20, dtype=np.uint8)
             time.sleep(60)
@@ -235,3 +238,15 @@ def test_a_task_that_grows_the_worker_past_its_memory_limit_is_killed_and_the_wo
     assert "exceeded the task limit of 256 MiB" in hog["error"] and "GPU worker" in hog["error"], hog["error"]
     assert (df.loc[df["behaviour"] != "hog", "status"] == "ok").all()
     assert len({d["worker_pid"] for d in _details(_attempts(tmp_path / "run"))}) == 2
+
+
+def test_a_task_that_leaves_the_context_unusable_retires_its_worker(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "[{id: fake-gpu, options: {behaviour: poison}}, fake-gpu]", bounds="[1.0e-1, 1.0e-2]")
+    df = _with_behaviour(sweep(spec, out=tmp_path / "run", progress=False, allow_plugins=True), tmp_path / "run")
+    assert (df["status"] == "ok").all() and len(df) == 4  # the poisoning tasks themselves finished
+    att = _attempts(tmp_path / "run")
+    details = _details(att)
+    retired = [d for d in details if d.get("worker_retired")]
+    assert len(retired) == 2 and all("poisoned" in d["worker_retired"] for d in retired)
+    # every task after a poisoning one got a fresh worker: 3 workers for 4 tasks (poison, poison, plain, plain)
+    assert len({d["worker_pid"] for d in details}) == 3
