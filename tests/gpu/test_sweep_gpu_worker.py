@@ -35,7 +35,8 @@ def _codecs() -> list[str]:
 
 
 def _sweep(spec: Path, out: Path, *extra: str) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # keep the caller's path (the GPU machine's wheels live on it), the checkout first
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
                           "--out", str(out), "--no-progress", *extra], cwd=ROOT, env=env,
@@ -63,7 +64,7 @@ def test_cuda_tasks_share_one_worker_and_match_spawned_tasks(tmp_path: Path) -> 
     n = 3 if "cuszp" in codecs else 2
     assert len(worker) == len(spawned) == n
     # on the GPU, not the CPU reference
-    assert (worker["status"].isin(["ok", "bound_violated"])).all(), worker[["codec", "status", "error"]]
+    assert worker["status"].isin(["ok", "bound_violated", "bound_overshoot"]).all(), worker[["codec", "status", "error"]]
     assert (worker["device_name"].str.len() > 0).all()
     assert (watt["worker"] == "gpuworker").all() and (satt["worker"] == "local").all()
     details = [json.loads(d) for d in watt["detail"]]

@@ -160,7 +160,8 @@ def test_an_interrupted_gpu_worker_sweep_resumes_without_repeating_stored_tasks(
     spec = _spec(tmp_path, "[fake-gpu, {id: fake-gpu, options: {behaviour: hang}}]",
                  bounds="[1.0e-1, 1.0e-2]", timeout=120)
     out = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT), str(tmp_path), os.environ.get("PYTHONPATH", "")) if p))
     proc = subprocess.Popen([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep", str(spec),
                              "--out", str(out), "--no-progress", "--allow-plugins"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
