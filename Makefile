@@ -20,6 +20,11 @@ FAST_MARKERS := not slow and not llm and not postgres and not browser and not gp
 # The fuzz loops' sizes in `make test-fast`. `make test` sets none of these, so it runs the test
 # files' own full defaults (tests/unit/test_szp_fuzz.py: SZP_CPU_FUZZ_N=30000, SZP_OVERFLOW_FUZZ_N=1500).
 FAST_FUZZ := SZP_CPU_FUZZ_N=2000 SZP_OVERFLOW_FUZZ_N=300
+# pytest-xdist workers for `make test-fast` (auto: one per core; FAST_WORKERS=0 runs in one process).
+# worksteal: an idle worker takes queued tests from a busy one, so a few long integration tests
+# do not leave the other workers waiting at the end.
+FAST_WORKERS ?= auto
+FAST_XDIST := -n $(FAST_WORKERS) --dist worksteal
 
 .PHONY: demo test test-fast lint install install-test system-deps bench clean
 
@@ -53,11 +58,12 @@ test: $(VENV)/.test-installed system-deps
 	$(RUFF) check perfscout tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Integration before unit, the order `make test` collects them in (some tests leave
-# process-wide state behind: the same order keeps the fast loop's verdicts the full run's).
+# Unit + integration, spread over the cores: each test must pass whichever worker and
+# whichever order it runs in (tmp paths, env through monkeypatch, the registry reset by
+# tests/conftest.py). benchmarks/results/test_fast_cpu.json holds its measured time.
 test-fast: $(VENV)/.test-installed
 	$(RUFF) check perfscout tests
-	$(FAST_FUZZ) $(PY) -m pytest -q -m "$(FAST_MARKERS)" tests/integration tests/unit $(PYTEST_ARGS)
+	$(FAST_FUZZ) $(PY) -m pytest -q $(FAST_XDIST) -m "$(FAST_MARKERS)" tests/integration tests/unit $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

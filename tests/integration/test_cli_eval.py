@@ -67,7 +67,8 @@ def test_human_table_and_bad_input_exit_2(raw_field: tuple[Path, np.ndarray]) ->
     bad = perfscout("eval", "--data", str(path), "--shape", "24,32,41", "--dtype", "f32",
                     "--codec", "sz3", "--mode", "rel", "--bound", "1e-3")
     assert bad.returncode == 2 and bad.stdout == ""
-    assert "expected 125952 bytes" in bad.stderr and "Traceback" not in bad.stderr
+    # rich wraps the message at 80 columns, where depends on the path's length (xdist's is longer)
+    assert "expected 125952 bytes" in " ".join(bad.stderr.split()) and "Traceback" not in bad.stderr
 
 
 def test_nan_input_refused_then_passed_through(tmp_path: Path) -> None:
@@ -115,6 +116,9 @@ def test_violated_bound_exits_1_with_the_record(tmp_path: Path) -> None:
     assert record["status"] == "bound_violated" and record["bound_ok"] is False and "at index" in record["error"]
 
 
+# slow: the whole demo twice through the real entry point (10-30 s); the fast loop keeps the
+# demo through the agent in-process (test_demo_falls_back_to_a_synthetic_field_and_says_so).
+@pytest.mark.slow
 def test_demo_prints_the_table(perfscout_home: Path) -> None:
     proc = perfscout("demo", "--repeats", "1")  # the agent on the embedded default
     assert proc.returncode == 0, proc.stderr

@@ -226,6 +226,9 @@ bounds: [1.0e-2, 1.0e-4]
 """
 
 
+# slow: a scheduler, three workers and the CLI driver, each its own process (15-25 s with the
+# teardown); the fast loop keeps the LocalCluster comparison above.
+@pytest.mark.slow
 def test_scheduler_and_workers_in_separate_processes(tmp_path: Path, separate_cluster) -> None:
     sched_file, address = separate_cluster
     spec = tmp_path / "mixed.yaml"

@@ -58,6 +58,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
         subprocess.run([str(HELPER), "stop", str(base)], capture_output=True, timeout=60)
 
 
+# slow: starts a real local Slurm cluster (slurmctld, slurmd, munged) and runs 8 batch jobs (10-20 s)
+@pytest.mark.slow
 def test_sweep_on_slurm_equals_the_local_executor(tmp_path: Path, slurm) -> None:
     base, env = slurm
     spec = tmp_path / "spec.yaml"
