@@ -22,8 +22,9 @@ def sweep_command(
     jobs: int = typer.Option(None, "--jobs", min=1, help="Tasks run at once (default: the spec's `jobs`, else one per core)."),
     cores: int = typer.Option(None, "--cores", min=1, help="Cores the running tasks' codec threads may use together "
                               "(default: the spec's `cores`, else all); jobs x threads never exceeds them."),
-    task_start: str = typer.Option(None, "--task-start", help="fork (CPU tasks forked from a task server with the "
-                                   "imports done, the default) or spawn (a fresh interpreter per task)."),
+    task_start: str = typer.Option(None, "--task-start", help="fork (the default: CPU tasks forked from a task "
+                                   "server with the imports done, CUDA tasks in one long-lived worker per "
+                                   "device) or spawn (a fresh interpreter per task)."),
     report: bool = typer.Option(False, "--report", help="Write report.md / report.html when the sweep ends."),
     as_json: bool = typer.Option(False, "--json", help="Print a summary as one JSON document on stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
