@@ -38,6 +38,15 @@ def checked_input(codec: Codec, array: np.ndarray, max_ndim: int | None = None) 
 
 def checked_stream(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype of a stream this codec may decode (seal verified), or CodecError."""
+    shape, dtype = checked_metadata(codec, compressed)
+    check_stream_header(compressed)  # the stream's own header must say the same
+    return shape, dtype
+
+
+def checked_metadata(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...], np.dtype]:
+    """What :func:`checked_stream` checks before the library header: the writer, the seal and
+    the recorded dtype and shape. A chunk container (:mod:`perfscout.codecs.chunked`) has no
+    header of its own, so it stops here."""
     if compressed.codec_id != codec.codec_id:
         raise CodecError(f"stream was written by {compressed.codec_id!r}, not {codec.codec_id!r}")
     check_seal(compressed)
@@ -48,5 +57,4 @@ def checked_stream(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...
         raise CodecError(f"stream metadata is malformed: {exc}") from exc
     if dtype.name not in codec.dtypes or not shape or min(shape) <= 0:
         raise CodecError(f"stream metadata is malformed: dtype {dtype}, shape {shape}")
-    check_stream_header(compressed)  # the stream's own header must say the same
     return shape, dtype

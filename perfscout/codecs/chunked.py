@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfscout.codecs.base import Compressed
-from perfscout.codecs.framing import check_seal, crc32, seal
+from perfscout.codecs._checks import checked_metadata
+from perfscout.codecs.framing import crc32, seal
 from perfscout.errors import CodecError
 
 if TYPE_CHECKING:
@@ -222,17 +223,9 @@ def is_chunked(compressed: Compressed) -> bool:
 
 def _checked_container(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...], np.dtype]:
     """What :func:`perfscout.codecs._checks.checked_stream` checks, less the library header
-    (a container has none: each chunk's header is checked when that chunk is decoded)."""
-    if compressed.codec_id != codec.codec_id:
-        raise CodecError(f"stream was written by {compressed.codec_id!r}, not {codec.codec_id!r}")
-    check_seal(compressed)
-    try:
-        dtype = np.dtype(compressed.dtype)
-        shape = tuple(int(s) for s in compressed.shape)
-    except (TypeError, ValueError) as exc:
-        raise CodecError(f"stream metadata is malformed: {exc}") from exc
-    if dtype.name not in codec.dtypes or not shape or min(shape) <= 0:
-        raise CodecError(f"stream metadata is malformed: dtype {dtype}, shape {shape}")
+    (a container has none: each chunk's header is checked when that chunk is decoded), plus
+    the chunk count."""
+    shape, dtype = checked_metadata(codec, compressed)
     if not isinstance(compressed.meta.get("chunks"), int) or compressed.meta["chunks"] < 2:
         raise CodecError(f"{codec.codec_id} chunked stream metadata is malformed: chunks "
                          f"{compressed.meta.get('chunks')!r}")
