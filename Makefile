@@ -19,12 +19,13 @@ RUFF := $(VENV)/bin/ruff
 FAST_MARKERS := not slow and not llm and not postgres and not browser and not gpu
 # The fuzz loops' sizes in `make test-fast`. `make test` sets none of these, so it runs the test
 # files' own full defaults (tests/unit/test_szp_fuzz.py: SZP_CPU_FUZZ_N=30000, SZP_OVERFLOW_FUZZ_N=1500).
-FAST_FUZZ := SZP_CPU_FUZZ_N=2000 SZP_OVERFLOW_FUZZ_N=300
+# HYPOTHESIS_PROFILE=fast: tests/conftest.py's profile of fewer examples (`make test`: "ci").
+FAST_FUZZ := SZP_CPU_FUZZ_N=2000 SZP_OVERFLOW_FUZZ_N=300 HYPOTHESIS_PROFILE=fast
 # pytest-xdist workers for `make test-fast` (auto: one per core; FAST_WORKERS=0 runs in one process).
-# worksteal: an idle worker takes queued tests from a busy one, so a few long integration tests
-# do not leave the other workers waiting at the end.
+# loadfile: a file's tests run on one worker, so a module-scoped fixture (a sweep, a report, a
+# crashing-codec run with its timeouts) is built once, not once per worker that gets a share.
 FAST_WORKERS ?= auto
-FAST_XDIST := -n $(FAST_WORKERS) --dist worksteal
+FAST_XDIST := -n $(FAST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-fast lint install install-test system-deps bench clean
 

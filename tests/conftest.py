@@ -22,6 +22,11 @@ SHARED_DATA = Path(os.environ.get("PERFSCOUT_SHARED_DATA", ROOT.parent / "shared
 settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
 )
+# `make test-fast` (HYPOTHESIS_PROFILE=fast): a third of the examples of the properties that
+# take the profile's count; a test's own @settings(max_examples=...) keeps its count.
+settings.register_profile(
+    "fast", deadline=None, max_examples=20, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: The real fields described in ../shared/data/README.md: file -> (shape, dtype).
