@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from perfscout.codecs.base import Codec
 from perfscout.errors import CodecError, CodecUnavailable
 from perfscout.state.entry_points import (  # noqa: F401 - PluginFailure/PluginListing: part of this API
-    ID_PATTERN, ID_RULE, PluginEntry, PluginFailure, PluginListing, scan,
+    ID_PATTERN, ID_RULE, CachedScan, PluginEntry, PluginFailure, PluginListing, scan,
 )
 from perfscout.state.modes import ALL_MODES, DERIVED_FROM_ABS
 
@@ -92,10 +92,6 @@ PluginCodec = PluginEntry
 # -- mutable state, behind one lock (sweeps list codecs from threads) --------------------
 _LOCK = threading.RLock()
 _registered: dict[str, str] = {}  # run-time registrations, id -> "module:Class"
-_plugins: dict[str, type[Codec]] | None = None  # loaded plug-in classes; None = not scanned
-_listing: PluginListing | None = None
-_use_entry_points = True
-_scanning = False  # a plug-in that asks the registry while it is imported sees no plug-ins yet
 
 
 def _check_import_path(import_path: str) -> None:
@@ -145,15 +141,13 @@ def refresh(*, registered: Mapping[str, str] | None = None, entry_points: bool =
     restores the ones it found; ``{}`` forgets them all). ``entry_points=False`` ignores
     installed plug-ins until the next ``refresh()`` (perfscout's own codecs only).
     """
-    global _plugins, _listing, _use_entry_points
     with _LOCK:
         if registered is not None:
             for import_path in registered.values():
                 _check_import_path(import_path)
             _registered.clear()
             _registered.update({k: v for k, v in registered.items() if k not in _BUILTIN})
-        _plugins, _listing = None, None
-        _use_entry_points = entry_points
+        _PLUGINS.clear(entry_points=entry_points)
 
 
 def _check_codec(codec_id: str, obj: Any) -> tuple[str, str] | None:
@@ -169,32 +163,21 @@ def _check_codec(codec_id: str, obj: Any) -> tuple[str, str] | None:
 
 def _scan() -> tuple[dict[str, type[Codec]], PluginListing]:
     """Load every entry point of the group once; sort what loads from what does not."""
-    if not _use_entry_points:
-        return {}, PluginListing(group=ENTRY_POINT_GROUP, enabled=False)
     return scan(ENTRY_POINT_GROUP, builtins=_BUILTIN, check=_check_codec, what="codec")
 
 
+# loaded plug-in classes, scanned on first use; a plug-in that asks the registry while it
+# is imported sees no plug-ins yet
+_PLUGINS: CachedScan[dict[str, type[Codec]]] = CachedScan(ENTRY_POINT_GROUP, _scan, dict, lock=_LOCK)
+
+
 def _plugin_classes() -> dict[str, type[Codec]]:
-    global _plugins, _listing, _scanning
-    with _LOCK:
-        if _scanning:  # re-entered from a plug-in's import: the scan is not finished
-            return {}
-        if _plugins is None:
-            _scanning = True
-            try:
-                _plugins, _listing = _scan()
-            finally:
-                _scanning = False
-        return _plugins
+    return _PLUGINS.get()
 
 
 def plugin_listing() -> PluginListing:
     """The installed plug-ins that loaded and those that failed, with the reason (cached)."""
-    _plugin_classes()
-    with _LOCK:
-        if _listing is None:  # asked from a plug-in's import, during the scan
-            return PluginListing(group=ENTRY_POINT_GROUP, enabled=_use_entry_points)
-        return _listing.model_copy(deep=True)
+    return _PLUGINS.listing()
 
 
 def codec_ids() -> list[str]:

@@ -17,9 +17,10 @@ This module holds what they share; it imports nothing of perfscout.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Collection
 from importlib import metadata
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -127,3 +128,53 @@ def scan(group: str, *, builtins: Collection[str], check: Check,
         objects[name] = obj
         listing.loaded.append(PluginEntry(id=name, value=ep.value, distribution=distribution_label(ep)))
     return objects, listing
+
+
+T = TypeVar("T")
+
+
+class CachedScan(Generic[T]):
+    """One group's scan, made on first use and kept until :meth:`clear` (thread-safe).
+
+    ``scan`` returns (what the registry keeps, the listing). A plug-in that asks its registry
+    while it is being imported, during the scan, gets ``empty()``: a second, recursive scan
+    would import it again. ``lock``: the registry's own lock when it guards more state."""
+
+    def __init__(self, group: str, scan: Callable[[], tuple[T, PluginListing]], empty: Callable[[], T],
+                 lock: threading.RLock | None = None) -> None:
+        self.group = group
+        self.lock = lock if lock is not None else threading.RLock()
+        self._scan, self._empty = scan, empty
+        self._value: T | None = None
+        self._listing: PluginListing | None = None
+        self._scanning = False
+        self.enabled = True  # False: installed plug-ins are ignored until the next clear()
+
+    def get(self) -> T:
+        with self.lock:
+            if self._scanning:
+                return self._empty()
+            if self._value is None:
+                if not self.enabled:
+                    self._value, self._listing = self._empty(), PluginListing(group=self.group, enabled=False)
+                else:
+                    self._scanning = True
+                    try:
+                        self._value, self._listing = self._scan()
+                    finally:
+                        self._scanning = False
+            return self._value
+
+    def listing(self) -> PluginListing:
+        """A copy of the scan's listing (scanning first if needed)."""
+        self.get()
+        with self.lock:
+            if self._listing is None:  # asked from a plug-in's import, during the scan
+                return PluginListing(group=self.group, enabled=self.enabled)
+            return self._listing.model_copy(deep=True)
+
+    def clear(self, *, entry_points: bool = True) -> None:
+        """Forget the scan; the next :meth:`get` scans again (``entry_points=False``: it finds none)."""
+        with self.lock:
+            self._value, self._listing = None, None
+            self.enabled = entry_points

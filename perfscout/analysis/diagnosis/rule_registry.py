@@ -28,7 +28,6 @@ engine's guarantees, is :mod:`perfscout.analysis.diagnosis.plugin_guard`.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -37,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from perfscout.analysis.diagnosis.rules import CPU_RULE_IDS, CPU_RULES, GPU_RULE_IDS, GPU_RULES
-from perfscout.state.entry_points import PluginListing, scan
+from perfscout.state.entry_points import CachedScan, PluginListing, scan
 
 #: The entry-point group installed distributions declare their rules in.
 ENTRY_POINT_GROUP = "perfscout.rules"
@@ -131,17 +130,10 @@ def _check_rule(rule_id: str, obj: Any) -> tuple[str, str] | None:
 
 
 # -- the cached scan, behind one lock ------------------------------------------------------
-_LOCK = threading.RLock()
-_plugins: tuple[PluginRule, ...] | None = None
-_listing: PluginListing | None = None
-_use_entry_points = True
-_scanning = False
 _generation = 0  # bumped by every refresh: caches built from the rules (reads.py) key on it
 
 
 def _scan() -> tuple[tuple[PluginRule, ...], PluginListing]:
-    if not _use_entry_points:
-        return (), PluginListing(group=ENTRY_POINT_GROUP, enabled=False)
     objects, listing = scan(ENTRY_POINT_GROUP, builtins=set(GPU_RULE_IDS) | set(CPU_RULE_IDS),
                             check=_check_rule, what="rule")
     by_id = {p.id: p for p in listing.loaded}
@@ -152,20 +144,12 @@ def _scan() -> tuple[tuple[PluginRule, ...], PluginListing]:
     return rules, listing
 
 
+_CACHE: CachedScan[tuple[PluginRule, ...]] = CachedScan(ENTRY_POINT_GROUP, _scan, tuple)
+
+
 def plugin_rules(profile: Profile | None = None) -> tuple[PluginRule, ...]:
     """The installed plug-in rules that loaded (of one profile kind when given), by id."""
-    global _plugins, _listing, _scanning
-    with _LOCK:
-        if _scanning:  # asked from a plug-in's import: the scan is not finished
-            return ()
-        if _plugins is None:
-            _scanning = True
-            try:
-                _plugins, _listing = _scan()
-            finally:
-                _scanning = False
-        rules = _plugins
-    return tuple(r for r in rules if profile is None or r.profile == profile)
+    return tuple(r for r in _CACHE.get() if profile is None or r.profile == profile)
 
 
 def gpu_rules() -> tuple[ModuleType | PluginRule, ...]:
@@ -180,20 +164,15 @@ def cpu_rules() -> tuple[ModuleType | PluginRule, ...]:
 
 def rule_listing() -> PluginListing:
     """The installed plug-in rules that loaded and those that failed, with the reason."""
-    plugin_rules()
-    with _LOCK:
-        if _listing is None:
-            return PluginListing(group=ENTRY_POINT_GROUP, enabled=_use_entry_points)
-        return _listing.model_copy(deep=True)
+    return _CACHE.listing()
 
 
 def refresh_rules(*, entry_points: bool = True) -> None:
     """Forget the scan; the next lookup scans again. ``entry_points=False``: built-ins only
     until the next refresh."""
-    global _plugins, _listing, _use_entry_points, _generation
-    with _LOCK:
-        _plugins, _listing = None, None
-        _use_entry_points = entry_points
+    global _generation
+    with _CACHE.lock:
+        _CACHE.clear(entry_points=entry_points)
         _generation += 1
 
 
