@@ -37,7 +37,6 @@ import json
 import os
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from perfscout.sweep import serverproc
 from perfscout.tools.process_limits import resident_mb
 
 #: Imported by the server before it forks anything (a missing one is skipped and reported).
@@ -175,8 +175,10 @@ def serve(inp: IO[str] = sys.stdin, out: IO[str] = sys.stdout) -> int:
 
 
 @dataclass
-class ForkedTask:
+class ForkedTask(serverproc.TaskHandle):
     """A task process forked by the server, seen from the driver (the ``Popen`` subset used)."""
+
+    what = "forked task"
 
     pid: int
     server: ForkServer
@@ -186,20 +188,6 @@ class ForkedTask:
     #: count in its RSS too, so the driver's memory watch measures what the task adds to them.
     baseline_mb: float = 0.0
     _done: threading.Event = field(default_factory=threading.Event)
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._done.wait(timeout):
-            raise subprocess.TimeoutExpired(f"forked task {self.pid}", timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def _exited(self, rc: int, note: str = "") -> None:
-        if self.returncode is None:
-            self.returncode, self.note = rc, note
-            self._done.set()
 
 
 class ForkServer:
@@ -217,44 +205,22 @@ class ForkServer:
         self._dead = ""
         #: Set whenever one of its tasks exits (or it dies): a driver waiting on it notices at once.
         self.exited = exited if exited is not None else threading.Event()
-        log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "perfscout.sweep.forkserver"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, env=env, start_new_session=True)
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
+        self.proc = serverproc.start("perfscout.sweep.forkserver", env, log_path)
         self.ready = self._read_ready()
         self.pid = self.proc.pid
         self._reader = threading.Thread(target=self._read_loop, name="perfscout-forkserver-reader", daemon=True)
         self._reader.start()
 
     def _read_ready(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                doc = json.loads(line)
-                if doc.get("event") == "ready":
-                    return doc
-            if self.proc.poll() is not None:
-                break
-        self.close()
-        raise ForkServerError(f"the task server did not start (exit status {self.proc.poll()})")
+        doc = serverproc.read_ready(self.proc, START_TIMEOUT_S)
+        if doc is None:
+            self.close()
+            raise ForkServerError(f"the task server did not start (exit status {self.proc.poll()})")
+        return doc
 
     def _read_loop(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
+        for doc in serverproc.replies(self.proc.stdout):
             with self._lock:
                 rid = doc.get("id")
                 if doc.get("event") in ("forked", "error"):
@@ -290,10 +256,8 @@ class ForkServer:
             req = {"id": rid, "task": str(task_path), "result": str(result_path), "log": str(log_path), "env": env}
             task = ForkedTask(pid=0, server=self)
             self._tasks[rid] = task
-            assert self.proc.stdin is not None
             try:
-                self.proc.stdin.write((json.dumps(req) + "\n").encode())
-                self.proc.stdin.flush()
+                serverproc.send(self.proc, req)
             except OSError as exc:
                 self._tasks.pop(rid, None)
                 raise ForkServerError(f"the task server does not take requests: {exc}") from None
@@ -313,21 +277,7 @@ class ForkServer:
     def close(self) -> None:
         """Stop the server: its stdin closes, it waits for its children (the driver killed the
         ones it gave up on) and exits; killed if it does not within a few seconds."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        serverproc.stop(self.proc)
 
 
 def main() -> int:

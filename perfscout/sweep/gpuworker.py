@@ -38,16 +38,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import select
 import signal
-import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from perfscout.sweep import serverproc
 from perfscout.sweep.forkserver import ForkServerError
 from perfscout.tools.process_limits import resident_mb
 
@@ -271,10 +269,12 @@ def serve(inp: IO[str] = sys.stdin, out: IO[str] = sys.stdout) -> int:
 
 
 @dataclass
-class WorkerTask:
+class WorkerTask(serverproc.TaskHandle):
     """One task running in a GPU worker, seen from the driver (the ``Popen`` subset used).
 
     ``pid`` is the worker's: killing its process group ends the task (and the worker)."""
+
+    what = "GPU worker task"
 
     pid: int
     worker: GpuWorker
@@ -287,19 +287,8 @@ class WorkerTask:
     after: dict[str, Any] = field(default_factory=dict)
     _done: threading.Event = field(default_factory=threading.Event)
 
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._done.wait(timeout):
-            raise subprocess.TimeoutExpired(f"GPU worker task {self.pid}", timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
-
     def _exited(self, rc: int, note: str = "", after: dict[str, Any] | None = None) -> None:
-        if self.returncode is None:
-            self.returncode, self.note, self.after = rc, note, dict(after or {})
-            self._done.set()
+        super()._exited(rc, note, after=dict(after or {}))
 
 
 class GpuWorker:
@@ -316,14 +305,7 @@ class GpuWorker:
         self.last_report: dict[str, Any] = {}
         #: Set whenever its task finishes (or it dies): the driver's loop wakes at once.
         self.exited = exited if exited is not None else threading.Event()
-        log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "perfscout.sweep.gpuworker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, env=env, start_new_session=True)
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
+        self.proc = serverproc.start("perfscout.sweep.gpuworker", env, log_path)
         self.pid = self.proc.pid
         self.ready = self._read_ready()
         self.start_rss_mb = resident_mb(self.pid)
@@ -331,33 +313,15 @@ class GpuWorker:
         self._reader.start()
 
     def _read_ready(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    continue
-                if doc.get("event") == "ready":
-                    return doc
-            if self.proc.poll() is not None:
-                break
-        self.close()
-        raise GpuWorkerError(f"the GPU worker for {self.device} did not start (exit status {self.proc.poll()})")
+        doc = serverproc.read_ready(self.proc, START_TIMEOUT_S)
+        if doc is None:
+            self.close()
+            raise GpuWorkerError(f"the GPU worker for {self.device} did not start (exit status {self.proc.poll()})")
+        return doc
 
     def _read_loop(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
+        for doc in serverproc.replies(self.proc.stdout):
             if doc.get("event") != "done":
                 continue
             with self._lock:
@@ -408,10 +372,8 @@ class GpuWorker:
             task = WorkerTask(pid=self.pid, worker=self, task_no=self._next, baseline_mb=resident_mb(self.pid))
             self._current = task
             req = {"id": self._next, "task": str(task_path), "result": str(result_path), "log": str(log_path)}
-            assert self.proc.stdin is not None
             try:
-                self.proc.stdin.write((json.dumps(req) + "\n").encode())
-                self.proc.stdin.flush()
+                serverproc.send(self.proc, req)
             except OSError as exc:
                 self._current = None
                 raise GpuWorkerError(f"the GPU worker does not take tasks: {exc}") from None
@@ -419,26 +381,7 @@ class GpuWorker:
 
     def close(self) -> None:
         """Stop the worker: stdin closes and it leaves after its task; killed if it does not soon."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        if self._reader.is_alive() if hasattr(self, "_reader") else False:
-            self._reader.join(5)
-        if self.proc.stdout is not None:
-            try:
-                self.proc.stdout.close()
-            except OSError:
-                pass
+        serverproc.stop(self.proc, getattr(self, "_reader", None))  # no reader before the handshake
 
 
 def main() -> int:
