@@ -508,3 +508,17 @@ def test_v3_stream_too_short_for_its_longer_header() -> None:
     s = F.encode(np.zeros(4, np.float32), "abs", 0.1)
     with pytest.raises(CodecError, match="truncated"):
         F.parse_header(s[:136])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 10**6])
+def test_finite_range_in_chunks_is_the_one_pass_range(dtype: type, chunk: int) -> None:
+    """The host range passes of szp-gpu and its auto block shape read in chunks; non-finite
+    values and a chunk with none finite must not change the range."""
+    rng = np.random.default_rng(chunk)
+    x = (rng.standard_normal((9, 11, 13)) * 1e3).astype(dtype)
+    x.reshape(-1)[:150] = np.nan  # whole chunks with nothing finite
+    x[3, 4, 5], x[8, 0, 2] = np.inf, -np.inf
+    assert F.finite_range(x, chunk_elems=chunk) == F.finite_range(x)
+    assert F.finite_range(x[:, ::2, 1:], chunk_elems=chunk) == F.finite_range(x[:, ::2, 1:])  # a strided view
+    assert F.finite_range(np.full((5, 5), np.nan, dtype), chunk_elems=chunk) is None

@@ -407,10 +407,4 @@ _RANGE_CHUNK = 1 << 24
 
 
 def _host_range(x: np.ndarray) -> tuple[float, float] | None:
-    flat = x.reshape(-1)
-    lo, hi = math.inf, -math.inf
-    for s in range(0, flat.size, _RANGE_CHUNK):
-        r = F.finite_range(flat[s : s + _RANGE_CHUNK])
-        if r:
-            lo, hi = min(lo, r[0]), max(hi, r[1])
-    return None if lo == math.inf else (lo, hi)
+    return F.finite_range(x, chunk_elems=_RANGE_CHUNK)

@@ -198,8 +198,20 @@ class Quantizer:
     recip: np.floating  # dtype(1 / step), the multiplier the encoder quantises with
 
 
-def finite_range(x: np.ndarray) -> tuple[float, float] | None:
-    """(min, max) over finite values, or None if there are none."""
+def finite_range(x: np.ndarray, chunk_elems: int | None = None) -> tuple[float, float] | None:
+    """(min, max) over finite values, or None if there are none.
+
+    ``chunk_elems``: read the flattened array that many elements at a time, so the mask and
+    the finite copy stay bounded on a large field (the result is the same)."""
+    if chunk_elems is not None:
+        flat = x.reshape(-1)
+        step = max(1, int(chunk_elems))
+        lo, hi = math.inf, -math.inf
+        for s in range(0, flat.size, step):
+            r = finite_range(flat[s : s + step])
+            if r:
+                lo, hi = min(lo, r[0]), max(hi, r[1])
+        return None if lo == math.inf else (lo, hi)
     finite = x[np.isfinite(x)]
     if finite.size == 0:
         return None

@@ -868,14 +868,7 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
 
 
 def _host_range(x: np.ndarray, chunk_bytes: int) -> tuple[float, float] | None:
-    flat = x.reshape(-1)
-    step = max(1, chunk_bytes // x.itemsize)
-    lo, hi = math.inf, -math.inf
-    for s in range(0, flat.size, step):
-        r = F.finite_range(flat[s : s + step])
-        if r:
-            lo, hi = min(lo, r[0]), max(hi, r[1])
-    return None if lo == math.inf else (lo, hi)
+    return F.finite_range(x, chunk_elems=chunk_bytes // x.itemsize)
 
 
 def decompress_host(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
