@@ -38,6 +38,7 @@ from perfscout.analysis.report.blocks import (
     demote,
     markup,
     plain,
+    replace_controls,
     safe_target,
 )
 from perfscout.analysis.report.html import to_html
@@ -347,3 +348,12 @@ def test_a_non_block_is_refused_by_both_renderers():
         to_html(Document("t", [Details("s", [42])]))  # type: ignore[list-item]
     with pytest.raises(TypeError, match="not a report block"):
         render_blocks([Details("s", [42])])  # type: ignore[list-item]
+
+
+def test_both_renderers_replace_the_same_control_characters() -> None:
+    controls = "".join(map(chr, [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F]))
+    assert replace_controls(controls + "\t\n\r a") == "\ufffd" * len(controls) + "\t\n\r a"
+    doc = Document(title="t\x1bx", blocks=[Paragraph("p\x07q"), CodeBlock("c\x00d")])
+    assert "\x1b" not in to_html(doc) and "\x07" not in to_html(doc) and "\x00" not in to_html(doc)
+    md = to_markdown(doc)
+    assert "\x1b" not in md and "p\ufffdq" in md and "c\ufffdd" in md

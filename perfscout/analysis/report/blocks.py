@@ -119,6 +119,16 @@ def safe_target(target: str) -> bool:
     return not target.startswith(("/", "~")) and ".." not in target.split("/")
 
 
+#: C0 controls but tab, newline and carriage return, and DEL: a terminal would act on them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def replace_controls(text: str) -> str:
+    """``text`` with each control character (:data:`_CONTROL`) as U+FFFD, as both renderers
+    show it: the value stays visible as having been there, and cannot act on a terminal."""
+    return _CONTROL.sub("\ufffd", text)
+
+
 # ----------------------------------------------------------------------------- blocks
 
 

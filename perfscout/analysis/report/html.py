@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -36,17 +35,17 @@ from perfscout.analysis.report.blocks import (
     Strong,
     Table,
     plain,
+    replace_controls,
     safe_target,
     spans,
 )
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Characters a URL keeps as they are; anything else (a space, say) is percent-encoded.
 _URL_SAFE = "/:?#[]@!$&'()*+,;=%~-._"
 
 
 def _text(s: str) -> Markup:
-    return escape(_CONTROL.sub("\ufffd", s))
+    return escape(replace_controls(s))
 
 
 def inline(content: Inline) -> Markup:
@@ -113,4 +112,4 @@ def render_blocks(blocks: list) -> Markup:
 def to_html(doc: Document) -> str:
     """``doc`` as one self-contained HTML page."""
     return environment().get_template("page.html.j2").render(
-        title=_CONTROL.sub("\ufffd", plain(doc.title)) or "perfscout report", title_html=inline(doc.title), body=render_blocks(doc.blocks))
+        title=replace_controls(plain(doc.title)) or "perfscout report", title_html=inline(doc.title), body=render_blocks(doc.blocks))

@@ -39,11 +39,11 @@ from perfscout.analysis.report.blocks import (
     Strong,
     Table,
     plain,
+    replace_controls,
     safe_target,
     spans,
 )
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SPACE = re.compile(r"[ \t\r\n]+")
 _ALWAYS = re.compile(r"([\\`*|])")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -59,7 +59,7 @@ _BLOCK_START = re.compile(r"^(?:[#>+=\-\[]|\d{1,9}(?=[.)]))")
 
 def clean(text: str) -> str:
     """One line of text: controls replaced (U+FFFD), whitespace runs as one space."""
-    return _SPACE.sub(" ", _CONTROL.sub("\ufffd", str(text)))
+    return _SPACE.sub(" ", replace_controls(str(text)))
 
 
 def escape(text: str, *, line_start: bool = False, in_label: bool = False) -> str:
@@ -178,7 +178,7 @@ def block_lines(b: Block, base: Path | None = None) -> list[str]:
     if isinstance(b, Table):
         return _table_lines(b)
     if isinstance(b, CodeBlock):
-        body = _CONTROL.sub("\ufffd", b.text.rstrip("\n"))
+        body = replace_controls(b.text.rstrip("\n"))
         fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", body)), default=0) + 1)
         lang = re.sub(r"[^A-Za-z0-9_+.-]", "", b.lang)
         return [fence + lang, *body.split("\n"), fence]
