@@ -28,14 +28,13 @@ import math
 import os
 import re
 import resource
-import threading
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from perfscout.datasets.field import Field, parse_dtype, parse_shape, shape_str, validate_array
 from perfscout.errors import InputError
-from perfscout.state.entry_points import PluginListing, scan
+from perfscout.state.entry_points import CachedScan, PluginListing, scan
 
 #: Slope alpha of the GRF's shell spectrum E(k) ~ k^-alpha (energy per |k| shell):
 #: 5/3 is Kolmogorov's inertial range. Per Fourier mode this is P(k) ~ k^-(alpha+d-1)
@@ -246,12 +245,6 @@ SYNTHETIC_KINDS: tuple[str, ...] = tuple(_GENERATORS)
 #: returns an array of that shape, deterministic for the generator it is given.
 GENERATOR_GROUP = "perfscout.datasets"
 
-_PLUGIN_LOCK = threading.RLock()
-_plugin_generators: dict[str, Callable[..., Any]] | None = None  # None: not scanned yet
-_plugin_listing: PluginListing | None = None
-_scanning = False
-
-
 def _check_generator(name: str, obj: Any) -> tuple[str, str] | None:
     if name != name.lower():  # "KIND:SHAPE" specs are read lower-cased
         return "invalid_id", f"generator name {name!r} must be lower case"
@@ -261,33 +254,27 @@ def _check_generator(name: str, obj: Any) -> tuple[str, str] | None:
     return None
 
 
+def _scan_generators() -> tuple[dict[str, Callable[..., Any]], PluginListing]:
+    return scan(GENERATOR_GROUP, builtins=_GENERATORS, check=_check_generator, what="synthetic generator")
+
+
+#: The installed generators, scanned on first use (a plug-in asking during its own import
+#: gets none: the scan is not finished).
+_PLUGINS: CachedScan[dict[str, Callable[..., Any]]] = CachedScan(GENERATOR_GROUP, _scan_generators, dict)
+
+
 def _plugins() -> dict[str, Callable[..., Any]]:
-    global _plugin_generators, _plugin_listing, _scanning
-    with _PLUGIN_LOCK:
-        if _scanning:  # asked from a plug-in's import: the scan is not finished
-            return {}
-        if _plugin_generators is None:
-            _scanning = True
-            try:
-                _plugin_generators, _plugin_listing = scan(
-                    GENERATOR_GROUP, builtins=_GENERATORS, check=_check_generator, what="synthetic generator")
-            finally:
-                _scanning = False
-        return _plugin_generators
+    return _PLUGINS.get()
 
 
 def generator_listing() -> PluginListing:
     """The installed generator plug-ins that loaded and those that failed, with the reason."""
-    _plugins()
-    with _PLUGIN_LOCK:
-        return (_plugin_listing or PluginListing(group=GENERATOR_GROUP)).model_copy(deep=True)
+    return _PLUGINS.listing()
 
 
 def refresh_generators() -> None:
     """Forget the scan of installed generators (after installing one, in tests)."""
-    global _plugin_generators, _plugin_listing
-    with _PLUGIN_LOCK:
-        _plugin_generators, _plugin_listing = None, None
+    _PLUGINS.clear()
 
 
 def synthetic_kinds() -> tuple[str, ...]:
