@@ -117,7 +117,14 @@ variants:
     res = perfscout("bench", "--spec", "bench.yaml", "--out", "v", "--json", cwd=work, home=work / "home")
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
-    assert doc["comparisons"]["four"]["verdict"] == "improved"
+    four = doc["comparisons"]["four"]
+    # A 10x faster variant: "improved", unless a stall of the loaded machine (the other
+    # xdist worker, another job) widened a side past the noise rule, which then honestly
+    # says "too noisy to tell" — never "unchanged" or "regressed"; the point estimate says
+    # the four-thread variant is faster either way.
+    assert four["verdict"] in ("improved", "too_noisy"), four
+    changes = [m["change"] for t in four["tasks"] for m in t["metrics"] if m.get("change") is not None]
+    assert changes and all(c < -0.5 for c in changes), four
     order = json.loads((work / "v" / "repeats.json").read_text())
     assert set(order) == {"one/sleep", "four/sleep"} and len(order["one/sleep"]) == 5
     assert (work / "v" / "one" / "samples.json").is_file() and (work / "v" / "four" / "samples.json").is_file()
