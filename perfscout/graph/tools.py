@@ -258,6 +258,11 @@ def diagnose_profile(
         return f"failed: {exc}", _artifact("error", error=str(exc))
     except Exception as exc:
         return _failure(exc)
+    return _diagnosis_reply(doc, items)
+
+
+def _diagnosis_reply(doc: dict[str, Any], items: list[dict[str, Any]]) -> tuple[str, Artifact]:
+    """The model's line (the first five kernels' or programs' primary findings) and the document."""
     primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
     return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
 
@@ -295,8 +300,7 @@ def diagnose_file(
         return f"refused: {exc}", _artifact("refused", error=str(exc))
     except Exception as exc:
         return _failure(exc)
-    primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
-    return "primary findings: " + ("; ".join(primaries) or "none"), _artifact("result", data=doc)
+    return _diagnosis_reply(doc, items)
 
 
 def _is_perf_csv(path: Path) -> bool:
