@@ -2,9 +2,10 @@
 stream gives the reference's bytes, and the asynchronous uploads from the pinned staging
 buffer never let one call's bytes leak into another's.
 
-The finishing paths, by outlier count: none; up to gpu.HOST_SORT_MAX (read back with the
-counts and sorted on the host); more, up to the first launch's room (sorted on the device);
-more than that room (a second launch, the general CuPy path).
+The finishing paths, by outlier count: none; up to the sort kernel's capacity (gpu.SORT_MAX
+on the H200: sorted by szp_sort_outliers before the one wait); more, up to the first
+launch's room (sorted by CuPy after the wait); more than that room (a second launch, the
+general CuPy path).
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ def _round_trip(x: np.ndarray, bnd: int, mode: str = "abs", bound: float = 1e-2)
 #: (elements, planted outliers for float32 / float64, the path the stream's count takes);
 #: float32's own rounding adds a few outliers of the smooth part, hence the two counts
 PATHS = [
-    (100_000, (0, 0), "none"), (100_000, (1, 1), "host"), (100_000, (2, 2), "host"),
-    (100_000, (777, 777), "host"),
-    (400_000, (4087, 4096), "host"),  # exactly HOST_SORT_MAX in the stream
-    (400_000, (4085, 4097), "device"),  # one more: sorted on the device
-    (400_000, (6000, 6000), "device"),  # the first launch's room is 6250
+    (100_000, (0, 0), "none"), (100_000, (1, 1), "kernel"), (100_000, (2, 2), "kernel"),
+    (100_000, (777, 777), "kernel"),
+    (400_000, (4085, 4097), "kernel"),
+    (400_000, (6000, 6000), "kernel"),  # the first launch's room is 6250
+    (1_200_000, (16000, 16000), "kernel"),  # under SORT_MAX (16384), room 18750
+    (1_200_000, (16400, 16400), "after"),  # past it: sorted after the wait
     (100_000, (3000, 3000), "relaunch"),  # beyond the first launch's room (1562)
 ]
 
@@ -61,8 +63,10 @@ def test_every_outlier_path_gives_the_reference_bytes(dtype, n, planted, path) -
     x = _with_outliers(n, planted[dtype == np.float64], dtype, seed=planted[dtype == np.float64])
     data = _round_trip(x, 1)
     count, cap = F.parse_header(data).n_outliers, G._outlier_cap(n)
-    taken = ("none" if count == 0 else "host" if count <= min(G.HOST_SORT_MAX, cap)
-             else "device" if count <= cap else "relaunch")
+    sort_max = G._sort_kernel(np.dtype(dtype).name, G._device_id())[1]
+    assert sort_max == G.SORT_MAX  # the H200's opt-in shared memory holds it
+    taken = ("none" if count == 0 else "kernel" if count <= min(sort_max, cap)
+             else "after" if count <= cap else "relaunch")
     assert taken == path, (count, cap)
 
 

@@ -76,52 +76,62 @@ def test_one_memset_covers_every_slot_the_launches_need_zeroed() -> None:
 
 
 def test_staging_buffer_has_room_for_every_transfer() -> None:
-    """Pinned staging: 16-byte aligned areas for the counts, HOST_SORT_MAX outliers of
-    float64 each way, a version 3 header, and the largest outlier sections it uploads."""
-    for at in (G._ST_COUNTS, G._ST_IDX, G._ST_VAL, G._ST_HEAD, G._ST_TAIL):
+    """Pinned staging: 16-byte aligned areas for the counts (four candidates of the shape
+    choice, 4 u64 each; the decode reads 3) and a version 3 header."""
+    for at in (G._ST_COUNTS, G._ST_HEAD):
         assert at % 16 == 0
-    assert G._ST_IDX - G._ST_COUNTS >= 32  # the compress reads 4 u64 counts, the decode 3
-    assert G._ST_VAL - G._ST_IDX >= 8 * G.HOST_SORT_MAX
-    assert G._ST_HEAD - G._ST_VAL >= 8 * G.HOST_SORT_MAX
-    assert G._ST_TAIL - G._ST_HEAD >= F.HEADER_LEN
-    n = G.HOST_SORT_MAX
-    h = F.Header(np.dtype("float64"), (n * 32,), "abs", 1.0, 1.0, 1.0, 1, n, 0, n, 3, 0, 0)
-    lay = F.layout(h)
-    assert G._ST_TAIL + (lay.crc - lay.out_index) <= G._ST_BYTES
+    assert G._ST_HEAD - G._ST_COUNTS >= 4 * 32
+    assert G._ST_BYTES - G._ST_HEAD >= F.HEADER_LEN
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_host_sorted_outlier_sections_equal_the_reference_stream(dtype, seed) -> None:
-    """The outlier sections the driver uploads, built from outliers in any (atomic) order,
-    are the reference stream's bytes, pads included; a stale byte in the staging area does
-    not leak into a pad."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(4096).astype(dtype)
-    x[rng.choice(x.size, 37 + seed, replace=False)] = np.array(3e7, dtype)  # beyond QLIMIT steps
-    data = F.encode(x, "abs", 1e-2, 1)
-    parsed = F.parse(data)
-    h = parsed.header
-    assert 1 < h.n_outliers <= G.HOST_SORT_MAX
-    perm = rng.permutation(h.n_outliers)
-    out = np.full(G._ST_BYTES - G._ST_TAIL, 0xAB, np.uint8)
-    size = G._outlier_sections(out, parsed.out_index[perm].astype(np.uint64),
-                               parsed.out_value[perm].astype(dtype), parsed.layout)
-    lay = parsed.layout
-    assert size == lay.crc - lay.out_index
-    assert out[:size].tobytes() == bytes(data[lay.out_index : lay.crc])
+def _bitonic_like_the_kernel(keys: np.ndarray, threads: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """szp_sort_outliers' loops, step for step (``threads`` stands in for the CTA, each
+    pass of the inner loop one __syncthreads apart): keys padded with ~0 to a power of two,
+    compare-exchange of i and i ^ j, ascending where i & k == 0."""
+    m = len(keys)
+    p2 = 1
+    while p2 < m:
+        p2 <<= 1
+    k_ = np.full(p2, np.iinfo(np.uint64).max, np.uint64)
+    k_[:m] = keys
+    pos = np.arange(p2, dtype=np.uint32)
+    k = 2
+    while k <= p2:
+        j = k >> 1
+        while j > 0:
+            for t in range(threads):
+                for i in range(t, p2, threads):
+                    partner = i ^ j
+                    if partner > i and (k_[i] > k_[partner]) == ((i & k) == 0):
+                        k_[i], k_[partner] = k_[partner], k_[i]
+                        pos[i], pos[partner] = pos[partner], pos[i]
+            j >>= 1
+        k <<= 1
+    return k_[:m], pos[:m]
 
 
-def test_a_single_outlier_section() -> None:
-    x = np.zeros(64, np.float32)
-    x[5] = 3e7
-    data = F.encode(x, "abs", 1e-3, 1)
-    parsed = F.parse(data)
-    assert parsed.header.n_outliers == 1
-    lay = parsed.layout
-    out = np.full(64, 0xCD, np.uint8)
-    size = G._outlier_sections(out, parsed.out_index.astype(np.uint64), parsed.out_value, lay)
-    assert out[:size].tobytes() == bytes(data[lay.out_index : lay.crc])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 8, 13, 64, 100, 257])
+def test_the_sort_kernels_network_sorts_any_count(n) -> None:
+    rng = np.random.default_rng(n)
+    keys = rng.choice(10**9, n, replace=False).astype(np.uint64)
+    got, pos = _bitonic_like_the_kernel(keys)
+    assert np.array_equal(got, np.sort(keys))
+    assert np.array_equal(keys[pos], got)  # the values follow their indices
+
+
+def test_sort_capacity_follows_the_devices_shared_memory(fake_cupy, monkeypatch) -> None:
+    """12 bytes per outlier: the H200's 227 KiB opt-in holds SORT_MAX (16384); a device
+    that reports less, or none, gets what the 48 KiB every device gives holds (4096)."""
+    rt = fake_cupy.cuda.runtime
+    for reported, want in ((232448, 16384), (100 * 1024, 8192), (132, 4096)):
+        G._sort_kernel.cache_clear()
+        monkeypatch.setattr(rt, "deviceGetAttribute", lambda attr, dev, r=reported: r)
+        fn, n = G._sort_kernel("float32", 0)
+        assert n == want
+        assert 12 * n <= max(reported, 48 * 1024)
+        if n > 4096:
+            assert fn.max_dynamic_shared_size_bytes == 12 * n
+    G._sort_kernel.cache_clear()
 
 
 # -- the driver's host logic against the reference, on a stand-in for CuPy --------------
@@ -168,9 +178,41 @@ class _FakeKernel:
         self.name = name
         self.fmt = int(next(o for o in options if o.startswith("-DSZP_FORMAT="))[-1])
 
-    def __call__(self, grid, block, args) -> None:  # noqa: ANN001
+    def __call__(self, grid, block, args, shared_mem=0) -> None:  # noqa: ANN001
         self.launches.append(self.name)
         getattr(self, self.name)(*args)
+
+    # The finishing kernels as the CUDA code reads the counts and derives the layout (a
+    # model of szp_finish / szp_sort_outliers, not a copy of the reference's bytes).
+    @staticmethod
+    def _finish_layout(pay_off, tail, v3):  # noqa: ANN001, ANN205
+        pw, n = int(tail[0]) & int(G.VAL_MASK), int(tail[2])
+        cb = int(tail[3]) if v3 else 0
+        corners = int(pay_off) + F.pad16(4 * pw)
+        out_index = corners + F.pad16(cb)
+        return pw, n, cb, corners, out_index
+
+    def szp_finish(self, body, pay_off, tail, corner_tmp, cap, v3) -> None:  # noqa: ANN001
+        pw, n, cb, corners, out_index = self._finish_layout(pay_off, tail, v3)
+        if n > int(cap):
+            return
+        head = body[:144].view(np.uint64) if v3 else body[:128].view(np.uint64)
+        head[7], head[8] = pw, n
+        if v3:
+            head[16] = cb
+        body[int(pay_off) + 4 * pw : out_index] = 0
+        body[corners : corners + cb] = corner_tmp[:cb]
+
+    def szp_sort_outliers(self, body, pay_off, tail, idx, val, cap, sort_max, v3) -> None:  # noqa: ANN001
+        pw, n, cb, corners, out_index = self._finish_layout(pay_off, tail, v3)
+        if n > int(cap) or n > int(sort_max):
+            return
+        out_value = out_index + F.pad16(8 * n)
+        crc = out_value + F.pad16(val.dtype.itemsize * n)
+        order = np.argsort(np.asarray(idx[:n]), kind="stable")
+        body[out_index:crc] = 0
+        body[out_index : out_index + 8 * n].view(np.uint64)[:] = np.asarray(idx[:n])[order]
+        body[out_value : out_value + val.dtype.itemsize * n].view(val.dtype)[:] = np.asarray(val[:n])[order]
 
     def szp_compress(self, x, Z, Y, X, NBy, NBx, nb, vec, recip, step, check, widths, corner_ext, payload,  # noqa: ANN001, N803
                      status, counter, out_idx, out_val, count, cap) -> None:
@@ -288,7 +330,7 @@ def fake_cupy(monkeypatch):  # noqa: ANN001, ANN201
     cpx.empty_pinned = lambda shape, dtype=np.float64: np.empty(shape, dtype)
 
     def clear() -> None:
-        for fn in (G._module, G._kernel, G._compress_kernel, G._sm_count):
+        for fn in (G._module, G._kernel, G._compress_kernel, G._sm_count, G._sort_kernel, G._finish_ctas):
             fn.cache_clear()
         G._local.__dict__.clear()
 
@@ -321,8 +363,9 @@ def _planted(n: int, n_out: int, dtype: type, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n,n_out,launches", [
-    (20_000, 0, 1), (20_000, 1, 1), (20_000, 300, 1),  # host-sorted outliers
-    (300_000, G.HOST_SORT_MAX + 3, 1),  # device-sorted (room 4687)
+    (20_000, 0, 1), (20_000, 1, 1), (20_000, 300, 1),  # sorted by szp_sort_outliers
+    (300_000, 4096, 1),  # the most the stand-in device's 48 KiB sorts in the launches
+    (300_000, 4096 + 3, 1),  # more: sorted after the wait (room 4687)
     (20_000, 1500, 2),  # past the first launch's room (1024): a second launch
 ])
 def test_driver_writes_the_reference_bytes_on_every_outlier_path(fake_cupy, dtype, n, n_out, launches) -> None:

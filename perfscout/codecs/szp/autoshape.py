@@ -271,34 +271,27 @@ def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None
 
 
 def _device_headers(samples: dict[int, Any], abs_bound: float) -> dict[int, F.Header]:
-    """The headers of the device samples' streams, by the compress kernels alone: every
-    candidate's launch is queued first, then one wait and one small read-back each. The
-    header needs only the payload size, the corner bytes and the outlier count, all of
-    which the kernels leave in their scratch, so the steps of a whole stream (outlier sort,
-    corner packing, header upload, pad zeroing: ~0.3 ms of host work per call on the H200)
+    """The headers of the device samples' streams, by the compress kernels alone
+    (gpu.sample_stream_counts: every candidate's launches queued with prepared arguments,
+    then one wait and one pinned read-back for all). The header needs only the payload
+    size, the corner bytes and the outlier count, all of which the kernels leave in their
+    scratch, so the steps of a whole stream (outlier sort, corner packing, header upload)
     are skipped. The sizes equal compress_device's streams' (tests/gpu/test_szp_autoshape.py
-    checks them against the reference). A driver without these steps gets compress_device."""
+    checks them against the reference)."""
     from perfscout.codecs.szp import gpu as G
 
-    if not (hasattr(G, "_launch_compress") and hasattr(G, "_finish_launch")):
-        return {b: G.compress_device(x, "abs", abs_bound, b).header for b, x in samples.items()}
-    version = getattr(G, "WRITE_VERSION", F.VERSION)
+    version = G.WRITE_VERSION
     dtype = np.dtype(next(iter(samples.values())).dtype)
     qz = F.resolve_quantizer(dtype, "abs", abs_bound, None)  # one quantiser for every candidate
-    queued = []
-    for b, x in samples.items():
-        geo = G.geometry(tuple(x.shape), b)
-        scratch = G.new_scratch(geo)
-        queued.append((b, x, qz, geo, scratch, G._launch_compress(x, geo, qz, G._outlier_cap(x.size), scratch,
-                                                                  version=version)))
+    counts = G.sample_stream_counts(samples, qz, version)
     heads = {}
-    for b, x, qz, geo, scratch, pieces in queued:
-        G._finish_launch(pieces, geo, scratch)
+    for b, x in samples.items():
+        payload_words, n_out, corner_bytes = counts[b]
         heads[b] = F.Header(
-            dtype=np.dtype(x.dtype), shape=tuple(x.shape), mode="abs", bound=float(abs_bound),
-            abs_bound=qz.abs_bound, step=float(qz.step), block_ndim=b, nblocks=geo.nblocks,
-            payload_words=pieces.payload_words, n_outliers=pieces.n_out, version=version,
-            corner_bytes=getattr(pieces, "corner_bytes", 0))
+            dtype=dtype, shape=tuple(x.shape), mode="abs", bound=float(abs_bound),
+            abs_bound=qz.abs_bound, step=float(qz.step), block_ndim=b,
+            nblocks=math.prod(F.block_grid(F.view_shape(tuple(x.shape), b), b)),
+            payload_words=payload_words, n_outliers=n_out, version=version, corner_bytes=corner_bytes)
     return heads
 
 

@@ -135,18 +135,18 @@ def _copy(dst: int, src: int, nbytes: int) -> None:
         rt.memcpyAsync(dst, src, nbytes, getattr(rt, "memcpyDefault", 4), _stream_ptr())
 
 
-#: Outliers up to this many come back with the compress kernel's counts and are sorted on
-#: the host (NumPy sorts 4096 indices in ~35 us on this project's 2-core VM; CuPy's argsort
-#: and the gathers after it cost ~0.15 ms of launches on the H200 at any count). More
-#: outliers are sorted on the device.
-HOST_SORT_MAX = 4096
-#: Byte offsets in the pinned staging buffer: counts read back, the first outliers' indices
-#: and values read back, the header going up, the sorted outlier sections going up.
-_ST_COUNTS, _ST_IDX = 0, 64
-_ST_VAL = _ST_IDX + 8 * HOST_SORT_MAX
-_ST_HEAD = _ST_VAL + 8 * HOST_SORT_MAX
-_ST_TAIL = _ST_HEAD + 256
-_ST_BYTES = _ST_TAIL + F.pad16(8 * HOST_SORT_MAX) + F.pad16(8 * HOST_SORT_MAX)
+#: Outliers up to this many are sorted on the device inside the call's one stream of
+#: launches (szp_sort_outliers: one CTA, 12 bytes of shared memory per outlier, so the
+#: largest power of two the device's opt-in shared memory holds, at most this); more are
+#: sorted after the wait (CuPy's argsort and gathers: ~0.3 ms of launches on the H200).
+SORT_MAX = 16384
+#: Shared memory every device gives a kernel without opting in (bytes).
+_DEFAULT_DYNAMIC_SMEM = 48 * 1024
+#: Byte offsets in the pinned staging buffer: the counts read back (room for four
+#: candidates of the automatic shape choice, 32 bytes each), the header going up.
+_ST_COUNTS = 0
+_ST_HEAD = 128
+_ST_BYTES = _ST_HEAD + 256
 
 
 class _Staging:
@@ -465,6 +465,101 @@ def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer, version: int = WRI
     return p
 
 
+# -- stream sizes of samples (the automatic block shape) ------------------------------------
+# The shape choice compresses the same sample with every candidate and compares sizes; it
+# needs three counts per candidate, not a stream. Each launch of compress_device's path
+# costs ~0.25 ms of host time on the H200 host (allocations, scratch views, argument
+# tuples), which the sample's few microseconds of GPU work cannot hide; here everything
+# but the sample's pointer is built once per (sample shape, block shape, dtype) and
+# thread, and all candidates share one wait.
+
+
+@dataclass
+class _SamplePlan:
+    geo: Geometry
+    pieces: _Pieces
+    scratch: Any
+    grid: tuple[int]
+    block: tuple[int]
+    fn: Any
+    tail_args: tuple[Any, ...]  # the compress kernel's arguments after the quantiser
+    scan: Any  # (kernel, grid, block, args) of the corner scan, format 3
+    zero_bytes: int
+
+
+def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: int) -> _SamplePlan:
+    cache = getattr(_local, "sample_plans", None)
+    if cache is None:
+        cache = _local.sample_plans = {}
+    dev = _device_id()
+    key = (shape, block_ndim, np.dtype(dtype).str, version, dev)
+    plan = cache.get(key)
+    if plan is None:
+        cp = _cp()
+        if len(cache) >= 16:
+            cache.pop(next(iter(cache)))
+        geo = geometry(shape, block_ndim)
+        scratch = new_scratch(geo)
+        fn, threads, ntiles, ctas = _compress_shape(geo, np.dtype(dtype), version)
+        cap = _outlier_cap(math.prod(shape))
+        nb = geo.nblocks
+        pay_off = F.HEADER_LEN + F.pad16(nb)
+        body = cp.empty(pay_off + F.pad16(4 * (F.MAX_WIDTH + 1) * nb), dtype=cp.uint8)
+        widths = body[F.HEADER_LEN:pay_off]
+        payload = body[pay_off:].view(cp.uint32)
+        out_idx = cp.empty(cap, dtype=cp.uint64)
+        out_val = cp.empty(cap, dtype=dtype)
+        corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
+        pieces = _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles, corner_ext=corner_ext,
+                         version=version)
+        tail_args = (widths, corner_ext, payload, scratch[:ntiles], scratch[ntiles : ntiles + 1].view(cp.uint32),
+                     out_idx, out_val, scratch[ntiles + 1 : ntiles + 2], np.uint64(cap))
+        scan = None
+        if version >= 3:
+            sctas, _first = _scan_slots(geo)
+            r = _corner_region(geo)
+            prefix = scratch[r + sctas + 1 : r + sctas + 2 + geo.ntiles]
+            scan = (_kernel("float32", 1, False, 3, "szp_corner_scan", dev), (sctas,), (THREADS,),
+                    (widths, np.uint32(nb), np.uint32(geo.ntiles), prefix, scratch[r : r + sctas],
+                     scratch[r + sctas : r + sctas + 1].view(cp.uint32), scratch[ntiles + 2 : ntiles + 3]))
+        plan = cache[key] = _SamplePlan(geo, pieces, scratch, (ctas,), (threads,), fn, tail_args, scan,
+                                        8 * scratch_zero_words(geo))
+    return plan
+
+
+def sample_stream_counts(samples: dict[int, Any], qz: F.Quantizer,
+                         version: int = WRITE_VERSION) -> dict[int, tuple[int, int, int]]:
+    """(payload words, outliers, corner bytes) of the stream each candidate block shape
+    (the key) makes of its device sample (the value, C-contiguous), at quantiser ``qz``:
+    the compress kernel and the corner scan per candidate, the counts back in one pinned
+    read, one wait for all. These are the counts compress_device's header would carry
+    (the outlier count too when it passes the launch's room: the kernel counts past it)."""
+    if len(samples) > 4:
+        raise InputError("at most four candidate block shapes at once")
+    st = _staging()
+    for k, (b, x) in enumerate(samples.items()):
+        plan = _sample_plan(tuple(x.shape), b, x.dtype, version)
+        if plan.geo.nblocks == 0:
+            continue
+        T = x.dtype.type
+        _zero(plan.scratch.data.ptr, plan.zero_bytes)
+        plan.fn(plan.grid, plan.block, (x, *plan.geo.args(x), T(qz.recip), T(qz.step), T(qz.check), *plan.tail_args))
+        if plan.scan is not None:
+            fn, grid, block, args = plan.scan
+            fn(grid, block, args)
+        _copy(st.ptr + _ST_COUNTS + 32 * k, plan.scratch.data.ptr + 8 * (plan.pieces.ntiles - 1), 32)
+    st.mark()
+    st.wait()
+    out = {}
+    for k, (b, x) in enumerate(samples.items()):
+        if x.size == 0:
+            out[b] = (0, 0, 0)
+            continue
+        c = st.buf[_ST_COUNTS + 32 * k : _ST_COUNTS + 32 * k + 32].view(np.uint64)
+        out[b] = (int(c[0]) & VAL_MASK, int(c[2]), int(c[3]) if version >= 3 else 0)
+    return out
+
+
 def _sorted_outliers(p: _Pieces) -> tuple[Any, Any]:
     """Outliers arrive in atomic order; the format wants increasing indices."""
     cp = _cp()
@@ -516,12 +611,14 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = No
 
 def _compress_stream(xd: Any, geo: Geometry, qz: F.Quantizer, version: int,
                      header: Any) -> DeviceStream:
-    """One stream with one wait: the compress kernel, the corner scan, then the read-back of
-    the payload size, corner bytes, outlier count and the first HOST_SORT_MAX outliers in
-    one go (pinned, one event), the corners packed into their staging room and the widths'
-    pad zeroed while the host waits. After the wait only asynchronous steps: the header and
-    the host-sorted outlier sections go up from pinned memory, one memset for the pads and
-    one device copy puts the corners in place. ``header(pieces)`` makes the header."""
+    """One stream of launches, then one wait, then nothing for the GPU: the header (its
+    counts still zero) goes up from pinned memory first; the compress kernel, the corner
+    scan and the corner packing follow; szp_finish writes the three counts into the header
+    and moves the corners next to the payload, pads zeroed, and szp_sort_outliers writes the
+    outlier sections in index order; the counts come back in the same pinned buffer, and
+    the host waits once. Only past SORT_MAX outliers (sorted on the device after the wait)
+    or past the first launch's room for them (a second launch) is there work after it.
+    ``header(pieces)`` makes the header."""
     nb = geo.nblocks
     scratch = new_scratch(geo)
     p = _launch_compress(xd, geo, qz, _outlier_cap(xd.size), scratch, version)
@@ -529,57 +626,76 @@ def _compress_stream(xd: Any, geo: Geometry, qz: F.Quantizer, version: int,
         _finish_launch(p, geo, scratch)
         return _assemble_on_device(p, geo, header(p))
     st = _staging()
-    k = min(HOST_SORT_MAX, p.cap)  # p.out_idx / p.out_val hold at least cap >= k entries
-    isz = xd.dtype.itemsize
-    _copy(st.ptr + _ST_COUNTS, scratch.data.ptr + 8 * (p.ntiles - 1), 32)
-    _copy(st.ptr + _ST_IDX, p.out_idx.data.ptr, 8 * k)
-    _copy(st.ptr + _ST_VAL, p.out_val.data.ptr, isz * k)
-    st.mark()
     body = p.body
     base = int(body.data.ptr)
     hlen = F.HEADER_LEN if version >= 3 else F.HEADER_LEN_V2
+    pay_off = hlen + F.pad16(nb)
+    p.payload_words = p.n_out = p.corner_bytes = 0  # szp_finish writes the real ones
+    st.buf[_ST_HEAD : _ST_HEAD + hlen] = np.frombuffer(header(p).pack(), np.uint8)
+    _copy(base, st.ptr + _ST_HEAD, hlen)
     _zero(base + hlen + nb, F.pad16(nb) - nb)  # the widths' pad
+    v3 = np.int32(version >= 3)
     if p.corner_prefix is not None:
         _launch_pack(p, geo, p.corner_tmp)
+    tail = scratch[p.ntiles - 1 : p.ntiles + 3]
+    dt = str(xd.dtype)
+    dev = _device_id()
+    _kernel(dt, 1, False, 3, "szp_finish", dev)(
+        (_finish_ctas(dev),), (THREADS,), (body, np.uint64(pay_off), tail, p.corner_tmp, np.uint64(p.cap), v3))
+    sort_fn, sort_max = _sort_kernel(dt, dev)
+    sort_fn((1,), (SORT_THREADS,), (body, np.uint64(pay_off), tail, p.out_idx, p.out_val, np.uint64(p.cap),
+                                    np.uint32(sort_max), v3), shared_mem=12 * sort_max)
+    _copy(st.ptr + _ST_COUNTS, tail.data.ptr, 32)
+    st.mark()
     st.wait()
-    tail = st.buf[_ST_COUNTS : _ST_COUNTS + 32].view(np.uint64)
-    p.payload_words = int(tail[0]) & VAL_MASK
-    p.n_out = int(tail[2])
-    p.corner_bytes = int(tail[3]) if version >= 3 else 0
+    counts = st.buf[_ST_COUNTS : _ST_COUNTS + 32].view(np.uint64)
+    p.payload_words = int(counts[0]) & VAL_MASK
+    p.n_out = int(counts[2])
+    p.corner_bytes = int(counts[3]) if version >= 3 else 0
     if p.n_out > p.cap:  # rare: very many outliers; again with room for all of them
         p = _launch_compress(xd, geo, qz, p.n_out, scratch, version)
         _finish_launch(p, geo, scratch)
         return _assemble_on_device(p, geo, header(p))
     h = header(p)
     lay = F.layout(h)
-    st.buf[_ST_HEAD : _ST_HEAD + h.header_len] = np.frombuffer(h.pack(), np.uint8)
-    _copy(base, st.ptr + _ST_HEAD, h.header_len)
-    pay_end = lay.payload + 4 * p.payload_words
-    _zero(base + pay_end, lay.out_index - pay_end)  # payload pad, corners' room, corners' pad
-    _copy(base + lay.corners, int(p.corner_tmp.data.ptr), p.corner_bytes)
-    n = p.n_out
-    if 0 < n <= k:
-        size = _outlier_sections(st.buf[_ST_TAIL:], st.buf[_ST_IDX : _ST_IDX + 8 * n].view(np.uint64),
-                                 st.buf[_ST_VAL : _ST_VAL + isz * n].view(xd.dtype), lay)
-        _copy(base + lay.out_index, st.ptr + _ST_TAIL, size)
-    elif n:
+    if p.n_out > sort_max:  # szp_sort_outliers left them: sorted on the device now
         _place_outliers(p, lay)
-    st.mark()  # the next user of the staging bytes waits for these uploads
     return DeviceStream(body[: lay.crc], h)
 
 
-def _outlier_sections(out: np.ndarray, idx: np.ndarray, val: np.ndarray, lay: F.Layout) -> int:
-    """The outlier sections of a stream in host bytes ``out`` (from lay.out_index on, pads
-    zero): indices increasing, values with them, from outliers in the order the kernel's
-    atomics left them. Returns their length, lay.crc - lay.out_index."""
-    size = lay.crc - lay.out_index
-    sec = out[:size]
-    sec[:] = 0
-    order = np.argsort(idx) if idx.size > 1 else slice(None)
-    sec[: 8 * idx.size].view(np.uint64)[:] = idx[order]
-    at = lay.out_value - lay.out_index
-    sec[at : at + val.dtype.itemsize * val.size].view(val.dtype)[:] = val[order]
-    return size
+#: Threads of szp_sort_outliers' one CTA (its __launch_bounds__).
+SORT_THREADS = 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _finish_ctas(device_id: int) -> int:
+    """CTAs of szp_finish: enough to copy a corners section of megabytes at once."""
+    return 4 * _sm_count(device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def _sort_kernel(dtype: str, device_id: int) -> tuple[Any, int]:
+    """szp_sort_outliers and how many outliers it sorts on this device: SORT_MAX, or the
+    largest power of two whose 12 bytes each fit the shared memory the device lets one
+    CTA opt into (cudaDevAttrMaxSharedMemoryPerBlockOptin = 97), or what fits the 48 KiB
+    every device gives when the opt-in cannot be set."""
+    fn = _kernel(dtype, 1, False, 3, "szp_sort_outliers", device_id)
+    limit = _DEFAULT_DYNAMIC_SMEM
+    try:
+        limit = max(limit, int(_cp().cuda.runtime.deviceGetAttribute(97, device_id)))
+    except Exception:  # noqa: BLE001 - an old runtime without the attribute: the default
+        pass
+    n = SORT_MAX
+    while n > 1 and 12 * n > limit:
+        n //= 2
+    if 12 * n > _DEFAULT_DYNAMIC_SMEM:
+        try:
+            fn.max_dynamic_shared_size_bytes = 12 * n
+        except Exception:  # noqa: BLE001 - cannot opt in: what the default holds
+            n = SORT_MAX
+            while 12 * n > _DEFAULT_DYNAMIC_SMEM:
+                n //= 2
+    return fn, n
 
 
 def _place_outliers(p: _Pieces, lay: F.Layout) -> None:

@@ -964,3 +964,92 @@ extern "C" __global__ void szp_minmax(const T* __restrict__ x, u64 n, KEY* keys)
         atomicMax(keys + 1, hi);
     }
 }
+
+// -- finishing a compressed stream on the device ---------------------------------------------
+// compress_device queues these after szp_compress and the corner scan, before its one wait,
+// so that nothing is left to queue once the host has read the counts (each step queued
+// after the wait kept the GPU idle while the host worked: ~0.1 ms per call, ~0.4 ms when
+// the outliers were sorted by CuPy). Both read the counts the compress kernel left in its
+// scratch (`tail` = the last tile's status word: [payload words | flags, tile counter,
+// outlier count, corner bytes]) and derive the layout the way format.layout does.
+
+#define SZP_SORT_THREADS 1024
+
+__device__ __forceinline__ u64 pad16(u64 n) { return (n + 15) & ~(u64)15; }
+
+// The header's three counts (its other fields were uploaded before the kernels ran), the
+// payload's pad, the packed corners (from their staging room) moved to their section, and
+// the corners' pad: bytes [payload end, out_index) of `body`. Nothing when the outliers
+// overflowed their room (the host compresses again with room for all of them).
+extern "C" __global__ void szp_finish(unsigned char* __restrict__ body, u64 payload_off,
+                                      const u64* __restrict__ tail,
+                                      const unsigned char* __restrict__ corner_tmp, u64 cap, int v3) {
+    const u64 pw = tail[0] & VAL_MASK;
+    const u64 n = tail[2];
+    const u64 cb = v3 ? tail[3] : 0;
+    if (n > cap) return;
+    const u64 pay_end = payload_off + 4 * pw;
+    const u64 corners = payload_off + pad16(4 * pw);
+    const u64 out_index = corners + pad16(cb);
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 nth = (u64)gridDim.x * blockDim.x;
+    if (tid == 0) {
+        *reinterpret_cast<u64*>(body + 56) = pw;
+        *reinterpret_cast<u64*>(body + 64) = n;
+        if (v3) *reinterpret_cast<u64*>(body + 128) = cb;
+    }
+    for (u64 i = pay_end + tid; i < out_index; i += nth)
+        body[i] = (i >= corners && i < corners + cb) ? corner_tmp[i - corners] : (unsigned char)0;
+}
+
+// The outlier sections in increasing index order, pads zeroed: one CTA sorts (index,
+// position) pairs in shared memory (bitonic; the indices are distinct), then writes the
+// indices and gathers the values. Launched with SZP_SORT_THREADS threads and `sort_max`
+// * 12 bytes of dynamic shared memory (sort_max a power of two); more outliers than
+// `sort_max` (or than their room) are left to the host, which sorts them on the device.
+extern "C" __global__ void __launch_bounds__(SZP_SORT_THREADS)
+szp_sort_outliers(unsigned char* __restrict__ body, u64 payload_off, const u64* __restrict__ tail,
+                  const u64* __restrict__ idx, const T* __restrict__ val, u64 cap, u32 sort_max, int v3) {
+    extern __shared__ u64 keys[];  // sort_max keys, then sort_max u32 positions
+    u32* const pos = reinterpret_cast<u32*>(keys + sort_max);
+    const u64 n = tail[2];
+    if (n > cap || n > sort_max) return;
+    const u64 cb = v3 ? tail[3] : 0;
+    const u64 out_index = payload_off + pad16(4 * (tail[0] & VAL_MASK)) + pad16(cb);
+    const u64 out_value = out_index + pad16(8 * n);
+    const u64 crc = out_value + pad16(sizeof(T) * n);
+    const u32 m = (u32)n;
+    u32 p2 = 1;
+    while (p2 < m) p2 <<= 1;
+    for (u32 i = threadIdx.x; i < p2; i += blockDim.x) {
+        keys[i] = i < m ? idx[i] : ~0ULL;
+        pos[i] = i;
+    }
+    __syncthreads();
+    for (u32 k = 2; k <= p2; k <<= 1) {
+        for (u32 j = k >> 1; j > 0; j >>= 1) {
+            for (u32 i = threadIdx.x; i < p2; i += blockDim.x) {
+                const u32 l = i ^ j;
+                if (l > i) {
+                    const u64 a = keys[i], b = keys[l];
+                    if ((a > b) == ((i & k) == 0)) {
+                        keys[i] = b;
+                        keys[l] = a;
+                        const u32 t = pos[i];
+                        pos[i] = pos[l];
+                        pos[l] = t;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    u64* const oi = reinterpret_cast<u64*>(body + out_index);
+    T* const ov = reinterpret_cast<T*>(body + out_value);
+    for (u32 i = threadIdx.x; i < m; i += blockDim.x) {
+        oi[i] = keys[i];
+        ov[i] = val[pos[i]];
+    }
+    for (u64 i = out_index + 8 * n + threadIdx.x; i < out_value; i += blockDim.x) body[i] = 0;
+    for (u64 i = out_value + sizeof(T) * n + threadIdx.x; i < crc; i += blockDim.x) body[i] = 0;
+}
