@@ -81,6 +81,13 @@ def _preload() -> tuple[list[str], dict[str, str]]:
             done.append(name)
         except Exception as exc:  # noqa: BLE001 - an absent codec library only costs its tasks the import
             missing[name] = f"{type(exc).__name__}: {exc}"
+    try:  # the metric pass's compiled kernels, loaded (or compiled) once for every forked task
+        from perfscout.analysis import stream_compiled
+
+        stream_compiled.warm()
+        done.append("perfscout.analysis.stream_compiled")
+    except Exception as exc:  # noqa: BLE001 - without numba the tasks take the NumPy metric pass
+        missing["perfscout.analysis.stream_compiled"] = f"{type(exc).__name__}: {exc}"
     return done, missing
 
 

@@ -383,6 +383,9 @@ class _OnePassCheck:
 
     def __init__(self, abs_bound: float | None, pw_rel_bound: float | None) -> None:
         self.abs_bound, self.pw_rel_bound = abs_bound, pw_rel_bound
+        # What the compiled pass counts per chunk (perfscout.analysis.stream_compiled):
+        # only a chunk with an element beyond the bound is shown to chunk().
+        self.bounds = (abs_bound, pw_rel_bound)
         self.scan: _BoundScan | None = None  # set by finish: the whole check
 
     def chunk(self, view: ChunkView) -> _BoundScan | None:

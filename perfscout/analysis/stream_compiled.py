@@ -1,0 +1,611 @@
+"""The metric pass's compiled fast path: pass A, pass B and the float32 SSIM as numba kernels.
+
+The same computation as :mod:`perfscout.analysis.stream_fast` (read that module first:
+the definitions, the shifted-data sums, the fine histogram with its coarse-edge
+re-binning, SSIM written on the error), with each chunk or tile done by one fused
+compiled loop instead of a dozen NumPy operations over chunk buffers. NumPy's
+per-operation passes over 2 MiB buffers were the floor of the NumPy fast path; here an
+element is loaded once per pass and every statistic of the pass is updated from
+registers.
+
+What is identical to the NumPy fast path, bit for bit: min/max of x, y and e, the worst
+|e| and its first flat index, every count (exact zeros, changed zeros, the fine and
+coarse histograms), the largest point-wise ratio, and the bound check's counts and
+indices. The sums (MSE, moments, Pearson, autocorrelation) are the same float64
+formulas summed in another order (eight lanes per chunk instead of einsum's), and
+SSIM's window sums are float32 sums added in another order: within the tolerances
+:mod:`perfscout.analysis.streaming` states against the whole-array oracle.
+
+Determinism: the chunks and tiles are the same whatever the thread count; they run on
+:func:`perfscout.analysis.tile_pool.map_ordered` (the kernels release the GIL) and are
+reduced in chunk/tile order, so every figure is the same for any number of threads.
+numba's ``parallel=True`` is not used: its reductions combine in a varying order.
+
+Compile cost: the kernels are cached on disk (``cache=True``: next to this file, or,
+when the package directory is not writable, in numba's per-user cache directory; a
+process that can use neither compiles them in memory each time: see :func:`_jit`).
+Importing this module imports numba (~0.3 s), so it is imported only when the metric
+pass runs (:func:`perfscout.analysis.streaming.stream_quality_metrics`).
+
+Scope: float32 and float64 inputs of one dtype (integers and mixed dtypes take the NumPy
+fast path); any number of dimensions for the point statistics (flat chunks); SSIM on
+1-D, 2-D and 3-D fields (seen as 3-D with leading axes of length 1); a field of more
+dimensions gets the NumPy float32 SSIM (:func:`perfscout.analysis.stream_fast.fast_ssim`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from perfscout.analysis import metric_defs as M
+from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread
+from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
+from perfscout.analysis.tile_pool import map_ordered
+
+#: Bound kinds of pass A's count of elements beyond a bound.
+_NO_BOUND, _ABS_BOUND, _PW_BOUND = 0, 1, 2
+#: Independent accumulators per reduction: eight lanes let the compiler keep several
+#: sums in flight (a float sum in one accumulator waits on each add) and each lane sums
+#: an eighth of the chunk (less rounding than one running sum).
+_LANES = 8
+
+
+def _jit(fn: Any) -> Any:
+    """``njit(cache=True, nogil=True)`` with NumPy's float division (x / 0 is inf or
+    NaN, no check per division that would keep the loops from vectorising) and fast-math
+    explicitly off (numba lets a callee inherit its caller's fast-math flags unless it
+    sets its own: see :func:`_minus`), or without the on-disk cache when numba finds
+    no writable cache directory (it raises at decoration then): the kernels still run,
+    compiled in memory by each process that uses them."""
+    try:
+        return njit(cache=True, nogil=True, error_model="numpy", fastmath=False)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return njit(cache=False, nogil=True, error_model="numpy", fastmath=False)(fn)
+
+
+def _jit_sums(fn: Any) -> Any:
+    """:func:`_jit` for pass B's arithmetic, which runs only on finite data (pass A
+    proved it): float sums may be reassociated (vectorised: a fixed order per compiled
+    kernel and chunk length, so the same for any thread count), no NaN is assumed and
+    zeros' signs do not matter. No contraction (fused multiply-adds) and no reciprocal
+    approximations: every element's values are IEEE-exact, only the sums' order changes."""
+    flags = {"reassoc", "nnan", "nsz"}
+    try:
+        return njit(cache=True, nogil=True, error_model="numpy", fastmath=flags)(fn)
+    except RuntimeError:
+        return njit(cache=False, nogil=True, error_model="numpy", fastmath=flags)(fn)
+
+
+# -- pass A --------------------------------------------------------------------------------
+
+
+@_jit
+def _pass_a_kernel(x: Any, y: Any, read_x: bool, bound_kind: int, bound: float) -> tuple:
+    """One chunk: (finite, min/max of x (when ``read_x``), of y, of e = y - x in float64,
+    max |e|, its first index, the count of |e| beyond the bound)."""
+    n = x.size
+    lo_x = hi_x = lo_y = hi_y = 0.0
+    if read_x:
+        lo_x = hi_x = np.float64(x[0])
+    lo_y = hi_y = np.float64(y[0])
+    lo_e = hi_e = np.float64(y[0]) - np.float64(x[0])
+    amax = -1.0
+    imax = 0
+    beyond = 0
+    bad = 0.0  # e - e: 0 for a finite e, NaN for NaN/inf (any non-finite x or y shows in e)
+    for i in range(n):
+        xv = np.float64(x[i])
+        yv = np.float64(y[i])
+        e = yv - xv
+        bad += e - e
+        if read_x:
+            lo_x = min(lo_x, xv)
+            hi_x = max(hi_x, xv)
+        lo_y = min(lo_y, yv)
+        hi_y = max(hi_y, yv)
+        lo_e = min(lo_e, e)
+        hi_e = max(hi_e, e)
+        a = abs(e)
+        if a > amax:
+            amax = a
+            imax = i
+        if bound_kind == 1:
+            beyond += a > bound  # = (a - bound > 0), the check's own test
+        elif bound_kind == 2:
+            beyond += a > bound * abs(xv)
+    return bad == 0.0, lo_x, hi_x, lo_y, hi_y, lo_e, hi_e, amax, imax, beyond
+
+
+def _bound_filter(watch: ChunkWatch | None) -> tuple[int, float, bool]:
+    """(bound kind, bound, whether every chunk must be shown to the watch): a watch with
+    ``bounds`` (abs, pw_rel) is shown only the chunks with an element beyond its bound."""
+    if watch is None:
+        return _NO_BOUND, 0.0, False
+    bounds = getattr(watch, "bounds", None)
+    if bounds is None:
+        return _NO_BOUND, 0.0, True
+    abs_bound, pw = bounds
+    if pw is not None:
+        return _PW_BOUND, float(pw), False
+    if abs_bound is not None:
+        return _ABS_BOUND, float(abs_bound), False
+    return _NO_BOUND, 0.0, False
+
+
+def _pass_a(x: Any, y: Any, step: int, scan: _Scan, sums: _Sums, threads: int, watch: ChunkWatch | None,
+            x_extremes: tuple[float, float] | None) -> bool:
+    """stream_fast._pass_a with the compiled chunk kernel; False on a non-finite element."""
+    known_x = x_extremes is not None
+    kind, bound, show_all = _bound_filter(watch)
+    starts = range(0, scan.n_total, step)
+
+    def one(i0: int) -> tuple:
+        return _pass_a_kernel(x[i0 : i0 + step], y[i0 : i0 + step], not known_x, kind, bound)
+
+    results = map_ordered(one, starts, threads)
+    if not all(r[0] for r in results):
+        return False
+    if known_x:
+        scan.x_min, scan.x_max = (float(v) for v in x_extremes)  # type: ignore[union-attr]
+    worst_flat = 0
+    for i0, (_, lo_x, hi_x, lo_y, hi_y, lo_e, hi_e, amax, imax, _) in zip(starts, results):
+        if not known_x:
+            scan.x_min, scan.x_max = min(scan.x_min, lo_x), max(scan.x_max, hi_x)
+        scan.y_min, scan.y_max = min(scan.y_min, lo_y), max(scan.y_max, hi_y)
+        sums.e_min, sums.e_max = min(sums.e_min, lo_e), max(sums.e_max, hi_e)
+        if amax > sums.max_abs:  # the first chunk that holds the largest |e|
+            sums.max_abs, worst_flat = amax, i0 + imax
+    sums.max_flat = worst_flat
+    if watch is not None:
+        partials = []
+        for i0, r in zip(starts, results):
+            if not (show_all or r[9]):
+                partials.append(None)
+                continue
+            xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
+            e = np.subtract(yc, xc, dtype=np.float64)  # only chunks that hold an element beyond the bound
+            lo_x, hi_x = (-math.inf, math.inf) if known_x else (r[1], r[2])
+            partials.append(watch.chunk(ChunkView(i0, xc, yc, e, lo_x, hi_x, r[5], r[6])))
+        watch.finish(partials, sums.max_abs, sums.max_flat)
+    return True
+
+
+# -- pass B --------------------------------------------------------------------------------
+
+
+@_jit
+def _coarse_bin(e: float, edges: Any) -> int:
+    """numpy.searchsorted(edges, e, side="right") - 1, clipped to a coarse bin."""
+    c = 0
+    for k in range(edges.size):
+        if edges[k] <= e:
+            c = k + 1
+    c -= 1
+    if c < 0:
+        c = 0
+    last = edges.size - 2
+    if c > last:
+        c = last
+    return c
+
+
+@_jit
+def _minus(a: float, b: float) -> float:
+    """a - b, compiled without fast-math flags: inlined into a :func:`_jit_sums` kernel
+    it stays one IEEE subtraction (the reassociation allowed there must not turn
+    (y - x) - k into y - (x + k), which loses e's digits to x's magnitude)."""
+    return a - b
+
+
+@_jit
+def _plus(a: float, b: float) -> float:
+    """a + b without fast-math flags (see :func:`_minus`)."""
+    return a + b
+
+
+@_jit_sums
+def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float, half: int,
+                   idx: Any, rbuf: Any) -> tuple:
+    """One chunk of pass B's arithmetic (see stream_fast.fast_point_stats): the counts,
+    the shifted sums and the lag-1 sum inside the chunk, its first and last b; the
+    fine-bin indices go to ``idx`` (for :func:`_scatter_kernel`), |e / x| to ``rbuf``,
+    its largest value is read as the largest bit pattern (non-negative floats order as
+    their bits: an integer max reduction, which vectorises where a float max does not)."""
+    n = x.size
+    ee = sdx = sb = dxx = dxb = dbb = 0.0
+    zero_e = zero_changed = 0
+    top = np.float64(2 * half - 1)
+    fhalf = np.float64(half)
+    for i in range(n):
+        xv = np.float64(x[i])
+        yv = np.float64(y[i])
+        e = _minus(yv, xv)
+        zero_e += xv == yv  # e = 0 iff x = y (finite: exact)
+        zero_changed += (xv == 0.0) & (yv != 0.0)
+        ee += e * e
+        b = _minus(e, ke)
+        dx = _minus(xv, kx)
+        sdx += dx
+        sb += b
+        dxx += dx * dx
+        dxb += dx * b
+        dbb += b * b
+        nonzero = xv != 0.0
+        r = abs(e / (xv if nonzero else 1.0))
+        rbuf[i] = r if nonzero else 0.0  # x = 0: no ratio (zero_changed counts those)
+        if binned:
+            t = _plus(e * sc, fhalf)  # exact zeros land on `half` exactly: the first bin of [0, width)
+            idx[i] = np.int64(min(t, top))  # truncation = floor here (t >= -1 ulp)
+    bits = rbuf[:n].view(np.int64)
+    pw_bits = bits[0]
+    for i in range(n):
+        pw_bits = max(pw_bits, bits[i])
+    x1 = x[1:]
+    y1 = y[1:]
+    lag = 0.0
+    for i in range(n - 1):  # b_i b_{i+1} inside the chunk
+        b0 = _minus(_minus(np.float64(y[i]), np.float64(x[i])), ke)
+        lag += b0 * _minus(_minus(np.float64(y1[i]), np.float64(x1[i])), ke)
+    first_b = _minus(_minus(np.float64(y[0]), np.float64(x[0])), ke)
+    last_b = _minus(_minus(np.float64(y[n - 1]), np.float64(x[n - 1])), ke)
+    return zero_e, ee, pw_bits, zero_changed, sdx, sb, dxx, dxb, dbb, lag, first_b, last_b
+
+
+@_jit
+def _scatter_kernel(x: Any, y: Any, idx: Any, per_coarse: int, edges: Any, fine: Any) -> None:
+    """The fine histogram of one chunk from pass B's bin indices; an element whose fine
+    bin touches a coarse edge is moved to the coarse bin numpy.histogram gives it."""
+    mask = per_coarse - 1
+    for i in range(x.size):
+        j = idx[i]
+        if ((j + 1) & mask) <= 1:  # a fine bin beside a coarse edge
+            coarse = _coarse_bin(np.float64(y[i]) - np.float64(x[i]), edges)
+            have = j // per_coarse
+            if coarse < have:
+                j = coarse * per_coarse + per_coarse - 1
+            elif coarse > have:
+                j = coarse * per_coarse
+        fine[j] += 1
+
+
+class _PassBBuffers:
+    """One thread's scratch of pass B: the bin indices, the ratios, its fine histogram."""
+
+    def __init__(self, step: int, fine_bins: int, binned: bool, histograms: list[Any]) -> None:
+        self.idx = np.empty(step, dtype=np.int64)
+        self.rbuf = np.empty(step, dtype=np.float64)
+        self.fine = np.zeros(fine_bins if binned else 1, dtype=np.int64)
+        histograms.append(self.fine)  # list.append is atomic
+
+
+def supported(x: Any, y: Any) -> bool:
+    """Whether the compiled path takes this pair: NumPy float32/float64 arrays of one dtype."""
+    return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype == y.dtype
+            and x.dtype in (np.float32, np.float64))
+
+
+def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], step: int, fine_bins: int, *,
+                         threads: int = 1, watch: ChunkWatch | None = None,
+                         x_extremes: tuple[float, float] | None = None) -> tuple[_Scan, _Sums, _Spread] | None:
+    """:func:`perfscout.analysis.stream_fast.fast_point_stats` (same arguments, same
+    record, None in the same cases) with the compiled chunk kernels; flat C-order
+    float32 or float64 ``x``/``y`` of one dtype (:func:`supported`)."""
+    n_total = int(x.size)
+    scan = _Scan(shape=shape, n_total=n_total, n_valid=n_total)
+    sums = _Sums()
+    step = max(1, min(step, n_total))
+    if x_extremes is not None and not all(map(math.isfinite, x_extremes)):
+        x_extremes = None  # only finite extremes prove a finite x
+    if not _pass_a(x, y, step, scan, sums, threads, watch, x_extremes):
+        return None
+    scan.peak = max(abs(scan.x_min), abs(scan.x_max), abs(scan.y_min), abs(scan.y_max))
+    if scan.peak != 0 and not (2.0**-M._SAFE_EXP2 <= scan.peak <= 2.0**M._SAFE_EXP2):
+        return None
+    sums.any_nonzero_x = not (scan.x_min == 0 and scan.x_max == 0)
+
+    spread = _Spread()
+    peak_e = sums.max_abs
+    if 0 < peak_e < 2.0**-900:
+        return None  # edges of a few subnormals: the general pass bins a rescaled error
+    binned = peak_e > 0
+    edges = np.zeros(M.ERR_HIST_BINS + 1)
+    per_coarse = half = 0
+    sc = 0.0
+    if binned:
+        spread.fine_j = -math.frexp(peak_e)[1]
+        spread.fine_top = math.ldexp(peak_e, spread.fine_j)
+        top = spread.fine_top
+        edges = np.ldexp(np.linspace(-top, top, M.ERR_HIST_BINS + 1), -spread.fine_j)  # the oracle's, in e's units
+        per_coarse = fine_bins // M.ERR_HIST_BINS
+        half = fine_bins // 2
+        sc = half / peak_e
+    # The shifts: the first chunk's means, as stream_fast takes them.
+    x0 = x[:step]
+    m0 = int(x0.size)
+    kx = float(np.sum(x0, dtype=np.float64)) / m0
+    ke = float(np.sum(np.subtract(y[:step], x0, dtype=np.float64))) / m0
+    histograms: list[Any] = []
+    buffers = _per_thread(lambda: _PassBBuffers(step, fine_bins, binned, histograms))
+
+    def one(i0: int) -> tuple:
+        xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
+        bufs = buffers()
+        out = _pass_b_kernel(xc, yc, kx, ke, binned, sc, half, bufs.idx, bufs.rbuf)
+        if binned:
+            _scatter_kernel(xc, yc, bufs.idx, per_coarse, edges, bufs.fine)
+        return out
+
+    s_dx = s_b = d_xx = d_xb = d_bb = d_lag = d_ee = 0.0
+    first_b = last_b = 0.0
+    prev: float | None = None
+    pw_bits = np.zeros(1, dtype=np.int64)
+    # Reduced in chunk order (the same chunks for any thread count).
+    for zero_e, ee, pw, zc, sdx, sb, dxx, dxb, dbb, lag, b0, b1 in map_ordered(one, range(0, n_total, step),
+                                                                                 threads):
+        sums.zero_e += zero_e
+        d_ee += ee
+        pw_bits[0] = pw
+        sums.max_pw = max(sums.max_pw, float(pw_bits.view(np.float64)[0]))
+        sums.zero_changed += zc
+        s_dx += sdx
+        s_b += sb
+        d_xx += dxx
+        d_xb += dxb
+        d_bb += dbb
+        d_lag += lag
+        if prev is None:
+            first_b = b0
+        else:
+            d_lag += prev * b0  # the pair that straddles the chunk seam
+        prev = last_b = b1
+    if binned:  # integer counts: the sum of the threads' histograms is exact in any order
+        spread.fine = histograms[0]
+        for h in histograms[1:]:
+            spread.fine += h
+    if not sums.any_nonzero_x:
+        sums.max_pw = 0.0
+
+    n = n_total
+    sums.sum_x = kx * n + s_dx
+    sums.sum_e = ke * n + s_b
+    sums.sum_y = sums.sum_x + sums.sum_e
+    sums.sum_e2 = d_ee
+    c = s_b / n  # mean of b = e - ke
+    see = max(0.0, d_bb - s_b * c)
+    spread.see = spread.ac_den = see
+    spread.ac_num = d_lag - c * (2 * s_b - first_b - last_b) + (n - 1) * c * c
+    sxx = max(0.0, d_xx - s_dx * s_dx / n)
+    cxe = d_xb - s_dx * c  # sum (x - mean x)(e - mean e)
+    spread.sxx = sxx
+    spread.sxy = sxx + cxe
+    spread.syy = max(0.0, sxx + 2 * cxe + see)
+    return scan, sums, spread
+
+
+# -- SSIM ----------------------------------------------------------------------------------
+
+
+@_jit
+def _box_row(src: Any, dst: Any, w: int, n_out: int) -> None:
+    """dst[i] = src[i] + src[i+1] + ... + src[i+w-1] (added in that order), i < n_out."""
+    if w == 7:  # the default window: one pass, seven loads per output
+        for i in range(n_out):
+            dst[i] = src[i] + src[i + 1] + src[i + 2] + src[i + 3] + src[i + 4] + src[i + 5] + src[i + 6]
+        return
+    for i in range(n_out):
+        dst[i] = src[i]
+    for q in range(1, w):
+        for i in range(n_out):
+            dst[i] += src[i + q]
+
+
+@_jit
+def _box_lines(src: Any, j: int, dst: Any, w: int, n_out: int) -> None:
+    """dst[i] = src[j, i] + src[j+1, i] + ... + src[j+w-1, i] (in that order), i < n_out."""
+    if w == 7:
+        a0, a1, a2, a3, a4, a5, a6 = src[j], src[j + 1], src[j + 2], src[j + 3], src[j + 4], src[j + 5], src[j + 6]
+        for i in range(n_out):
+            dst[i] = a0[i] + a1[i] + a2[i] + a3[i] + a4[i] + a5[i] + a6[i]
+        return
+    a = src[j]
+    for i in range(n_out):
+        dst[i] = a[i]
+    for q in range(1, w):
+        a = src[j + q]
+        for i in range(n_out):
+            dst[i] += a[i]
+
+
+@_jit
+def _box_ring(ring: Any, first: int, w: int, m: int, jo: int, dst: Any, n_out: int) -> None:
+    """dst[i] = the sum over the ring's planes first .. first + w - 1 (in plane order) of
+    ring[plane % w, m, jo, i], i < n_out."""
+    if w == 7:
+        a0, a1, a2 = ring[first % 7, m, jo], ring[(first + 1) % 7, m, jo], ring[(first + 2) % 7, m, jo]
+        a3, a4, a5 = ring[(first + 3) % 7, m, jo], ring[(first + 4) % 7, m, jo], ring[(first + 5) % 7, m, jo]
+        a6 = ring[(first + 6) % 7, m, jo]
+        for i in range(n_out):
+            dst[i] = a0[i] + a1[i] + a2[i] + a3[i] + a4[i] + a5[i] + a6[i]
+        return
+    a = ring[first % w, m, jo]
+    for i in range(n_out):
+        dst[i] = a[i]
+    for q in range(1, w):
+        a = ring[(first + q) % w, m, jo]
+        for i in range(n_out):
+            dst[i] += a[i]
+
+
+@_jit_sums
+def _sum_f64(a: Any, n: int) -> float:
+    """sum(a[:n]) in float64 (a float64 array; vectorised, a fixed order)."""
+    s = 0.0
+    for i in range(n):
+        s += a[i]
+    return s
+
+
+@_jit
+def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo2: int, hi2: int,
+                      w0: int, w1: int, w2: int, direct: bool, scale: float, n_win: int,
+                      c1n: Any, c2n: Any, maps: Any, rows: Any, ring: Any, s: Any, diss: Any) -> float:
+    """sum(1 - SSIM_w) over the windows of one tile (input box [lo, hi) per axis of the
+    3-D ``x``/``y``, halo included): stream_fast.fast_ssim's float32 formula on the
+    error, per window. Plane by plane along axis 0: each plane's four maps (x - t, d,
+    d^2, (x - t + d)(x - t)) are summed along axis 2 row by row, then along axis 1, into
+    a ring of the last ``w0`` planes, whose sum is the windows' sums."""
+    b_in = hi1 - lo1
+    c_in = hi2 - lo2
+    b_out = b_in - w1 + 1
+    c_out = c_in - w2 + 1
+    ts = x[lo0, lo1, lo2]  # centre on a value of this tile: small local moments
+    tsd = np.float64(ts)
+    f32 = np.float32
+    n_f = f32(n_win)
+    two_n = f32(2 * n_win)
+    centre = f32(tsd * scale * n_win)
+    total = 0.0
+    for k in range(hi0 - lo0):
+        slot = k % w0
+        for j in range(b_in):
+            xr = x[lo0 + k, lo1 + j, lo2:hi2]
+            yr = y[lo0 + k, lo1 + j, lo2:hi2]
+            if direct:  # float32 data, no scale: float32 differences, correctly rounded
+                for i in range(c_in):
+                    xv = xr[i]
+                    xs = xv - ts
+                    d = yr[i] - xv
+                    maps[0, i] = xs
+                    maps[1, i] = d
+                    maps[2, i] = d * d
+                    maps[3, i] = (xs + d) * xs  # x y + ... : Sq = 2 Sp + Sdd
+            else:  # differences (and the power-of-two scale) in float64, then float32
+                for i in range(c_in):
+                    xv = np.float64(xr[i])
+                    xs = f32((xv - tsd) * scale)
+                    d = f32((np.float64(yr[i]) - xv) * scale)
+                    maps[0, i] = xs
+                    maps[1, i] = d
+                    maps[2, i] = d * d
+                    maps[3, i] = (xs + d) * xs
+            for m in range(4):
+                _box_row(maps[m], rows[m, j], w2, c_out)
+        for m in range(4):  # along axis 1, into this plane's ring slot
+            for jo in range(b_out):
+                _box_lines(rows[m], jo, ring[slot, m, jo], w1, c_out)
+        if k < w0 - 1:
+            continue
+        first = k - w0 + 1  # the output plane whose windows end at plane k
+        for jo in range(b_out):
+            for m in range(4):  # along axis 0: the ring's planes in plane order
+                _box_ring(ring, first, w0, m, jo, s[m], c_out)
+            sx, sd, sdd, sq = s[0], s[1], s[2], s[3]
+            for i in range(c_out):
+                # stream_fast.fast_ssim's formula, in window sums (S), float32:
+                #   N(N-1) var d = N Sdd - Sd^2, N(N-1) B = N Sq - Sx^2 - Sy^2 + N(N-1) C2,
+                #   N^2 A = (Sx + N t)^2 + (Sy + N t)^2 + N^2 C1.
+                a_x = sx[i]
+                a_d = sd[i]
+                sd2 = a_d * a_d
+                a_y = a_x + a_d
+                t2 = f32(0.0)
+                if n_win > 1:
+                    ndd = sdd[i] * n_f
+                    den = sq[i] * two_n + ndd
+                    den -= a_x * a_x
+                    den -= a_y * a_y
+                    den += c2n
+                    t2 = (ndd - sd2) / den
+                cx = a_x + centre
+                cy = a_y + centre
+                t1 = sd2 / (cx * cx + cy * cy + c1n)
+                t1d = np.float64(t1)
+                t2d = np.float64(t2)
+                diss[i] = t1d + t2d - t1d * t2d  # 1 - SSIM_w = t1 + t2 - t1 t2
+            total += _sum_f64(diss, c_out)
+    return total
+
+
+#: Compiled SSIM tiles: output rows of at most this many windows along the last axis;
+#: planes of about this many input elements (four float32 maps of a ring of seven such
+#: planes stay in a 2 MiB L2 cache); this many output planes per tile (the halo of
+#: w0 - 1 planes is recomputed once per tile).
+SSIM_ROW_MAX = 4096
+SSIM_PLANE_ELEMENTS = 1 << 13
+SSIM_TILE_PLANES = 64
+
+
+def _ssim_plan(shape3: tuple[int, int, int], win: tuple[int, int, int]) -> tuple[list[int], list[int]]:
+    n_out = [n - w + 1 for n, w in zip(shape3, win)]
+    c_out = min(n_out[2], SSIM_ROW_MAX)
+    c_in = c_out + win[2] - 1
+    b_out = max(1, min(n_out[1], SSIM_PLANE_ELEMENTS // c_in - win[1] + 1))
+    a_out = min(n_out[0], SSIM_TILE_PLANES)
+    return n_out, [a_out, b_out, c_out]
+
+
+def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, data_range: float, *,
+                  threads: int = 1) -> float | None:
+    """:func:`perfscout.analysis.stream_fast.fast_ssim` (the same float32 formula on the
+    error, the same refusals: None when the magnitudes do not allow float32) with the
+    compiled tile kernel, for fields of 1 to 3 dimensions (None for more: the caller
+    then runs fast_ssim). ``x``/``y``: C-contiguous, the field's shape, one float dtype."""
+    from perfscout.analysis.streaming import _tiles  # the tile generator (cover every window once)
+
+    shape = scan.shape
+    if len(shape) > 3:
+        return None
+    scale = 1.0 if 2.0**-20 <= data_range <= 2.0**20 else math.ldexp(1.0, -math.frexp(data_range)[1])
+    limit = 2.0**_F32_SSIM_MAX_EXP2
+    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 2.0**-21):
+        return None
+    shape3 = (1,) * (3 - len(shape)) + tuple(int(n) for n in shape)
+    x3, y3 = x.reshape(shape3), y.reshape(shape3)
+    win = tuple(min(M.SSIM_WINDOW, n) for n in shape3)
+    N = math.prod(win)
+    r_s = data_range * scale
+    c1n = np.float32(N * N * (M.SSIM_K1 * r_s) ** 2)
+    c2n = np.float32(N * (N - 1) * (M.SSIM_K2 * r_s) ** 2)
+    direct = x.dtype == np.float32 and scale == 1.0
+    n_out, tile_out = _ssim_plan(shape3, win)  # type: ignore[arg-type]
+    b_in, c_in = tile_out[1] + win[1] - 1, tile_out[2] + win[2] - 1
+
+    def make() -> tuple[Any, ...]:
+        f32 = np.float32
+        return (np.empty((4, c_in), f32), np.empty((4, b_in, tile_out[2]), f32),
+                np.empty((win[0], 4, tile_out[1], tile_out[2]), f32), np.empty((4, tile_out[2]), f32),
+                np.empty(tile_out[2], np.float64))
+
+    buffers = _per_thread(make)
+
+    def one(sl: tuple[slice, ...]) -> tuple[float, int]:
+        (s0, s1, s2) = sl
+        total = _ssim_tile_kernel(x3, y3, s0.start, s0.stop, s1.start, s1.stop, s2.start, s2.stop,
+                                  win[0], win[1], win[2], direct, scale, N, c1n, c2n, *buffers())
+        count = (s0.stop - s0.start - win[0] + 1) * (s1.stop - s1.start - win[1] + 1) * (s2.stop - s2.start - win[2] + 1)
+        return total, count
+
+    total, count = 0.0, 0
+    for t, c in map_ordered(one, _tiles(n_out, tile_out, win), threads):  # in tile order
+        total += t
+        count += c
+    return 1.0 - total / count
+
+
+def warm() -> None:
+    """Compile (or load from the on-disk cache) every kernel for float32 and float64 on a
+    tiny pair: a process that forks tasks (the sweep's forkserver) pays it once."""
+    for dtype in (np.float32, np.float64):
+        x = np.linspace(1.0, 2.0, 8 * 9 * 10, dtype=dtype).reshape(8, 9, 10)
+        y = (x + dtype(1e-3)).astype(dtype)
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        got = compiled_point_stats(xf, yf, x.shape, 1 << 18, M.ERR_HIST_BINS * 4096)
+        if got is not None:
+            scan, sums, _ = got
+            compiled_ssim(x, y, scan, sums.max_abs, scan.x_max - scan.x_min)
+            compiled_ssim(x, y, scan, sums.max_abs, (scan.x_max - scan.x_min) * 2.0**30)  # the scaled variant
