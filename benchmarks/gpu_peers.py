@@ -322,8 +322,11 @@ def bench(args: argparse.Namespace) -> None:
             if doc["backends"][codec]["available"]:
                 doc["rows"].append(_row(fname, x, codec, {}, "lossless", 1.0, args.repeats))
                 print(_line(doc["rows"][-1]), flush=True)
+        lossy = list(LOSSY)
+        if args.cuszp_dims:  # cuSZp's other processings too: "its best mode" over every one it has
+            lossy += [(c, {"dim": d}) for d in (1, 2, 3) if d <= x.ndim for c in ("cuszp-plain", "cuszp-outlier")]
         for rel in bounds:
-            for codec, opts in LOSSY:
+            for codec, opts in lossy:
                 if doc["backends"][codec]["available"]:
                     doc["rows"].append(_row(fname, x, codec, opts, "rel", rel, args.repeats))
                     print(_line(doc["rows"][-1]), flush=True)
@@ -351,6 +354,8 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="two fields at REL 1e-3 only")
+    ap.add_argument("--cuszp-dims", action="store_true",
+                    help="also cuSZp with 1-D, 2-D and 3-D processing given (its default picks one per field)")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.what == "compare":

@@ -74,10 +74,11 @@ def _profile(cp, fn, repeats: int, top: int = 18) -> list[str]:
     return lines[-top - 1:]
 
 
-def _timeline(cp, G, fn, repeats: int) -> dict:
-    """Event marks inside a compress call: its first kernel queued, the host's wait."""
+def _timeline(cp, G, fn, repeats: int, launch_name: str = "_launch_compress") -> dict:
+    """Event marks inside a compress (or decompress) call: its first kernel queued, the
+    host's wait."""
     marks: dict[str, list] = {}
-    orig_launch, orig_wait = G._launch_compress, G._Staging.wait
+    orig_launch, orig_wait = getattr(G, launch_name), G._Staging.wait
 
     def launch(*a, **k):
         e = cp.cuda.Event()
@@ -91,7 +92,8 @@ def _timeline(cp, G, fn, repeats: int) -> dict:
         marks.setdefault("wait", e)
         return orig_wait(self)
 
-    G._launch_compress, G._Staging.wait = launch, wait
+    setattr(G, launch_name, launch)
+    G._Staging.wait = wait
     rows = []
     try:
         fn()
@@ -113,7 +115,8 @@ def _timeline(cp, G, fn, repeats: int) -> dict:
                 r["after_wait_s"] = cp.cuda.get_elapsed_time(marks["wait"], b) / 1e3
             rows.append(r)
     finally:
-        G._launch_compress, G._Staging.wait = orig_launch, orig_wait
+        setattr(G, launch_name, orig_launch)
+        G._Staging.wait = orig_wait
     return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
 
 
@@ -162,6 +165,7 @@ def main() -> None:
 
                 r["decompress_e2e_s"] = statistics.median(_events(cp, d, args.repeats))
                 r["decompress_host_s"] = statistics.median(_host(cp, d, args.repeats))
+                r["decompress_timeline"] = _timeline(cp, G, d, args.repeats, "_launch_decompress")
                 r["decompress_profile"] = _profile(cp, d, args.repeats)
             gb = x.nbytes / 1e9
             line = (f"REL {rel:g} {label:4} ({ds.header.block_ndim}-D) CR {r['ratio']:.2f}  c e2e "
@@ -169,7 +173,8 @@ def main() -> None:
                     + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in r["compress_timeline"].items()))
             if "decompress_e2e_s" in r:
                 line += (f"  d e2e {gb / r['decompress_e2e_s']:.0f} GB/s host "
-                         f"{r['decompress_host_s'] * 1e3:.3f} ms")
+                         f"{r['decompress_host_s'] * 1e3:.3f} ms timeline "
+                         + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in r["decompress_timeline"].items()))
             if "choose_e2e_s" in r:
                 line += f"  choose {r['choose_e2e_s'] * 1e6:.0f} us (host {r['choose_host_s'] * 1e6:.0f})"
             print(line, flush=True)

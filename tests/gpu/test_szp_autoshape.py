@@ -128,3 +128,20 @@ def test_the_cost_of_a_choice_on_a_256_mib_field(record_property) -> None:
     us = statistics.median(r.seconds for r in runs) * 1e6
     record_property("szp_auto_choice_us", round(us, 1))
     assert us > 0
+
+
+@pytest.mark.parametrize("name", ["smooth3d_slab", "stacked_levels", "image2d", "last_axis_33", "float64"])
+def test_one_launch_gathers_the_samples_draw_sample_draws(name) -> None:
+    """The choice's gather kernel (szp_gather2 into reused buffers) gives draw_sample's
+    arrays, bit for bit, and a second field of the same shape does not see the first's."""
+    x = SYNTHETIC[name]()
+    geo = A.sample_geometry(x.shape)
+    if geo is None:
+        pytest.skip("compressed whole: no sample")
+    for arr in (x, x[::-1].copy()):
+        xd = cp.asarray(arr)
+        want = A.draw_sample(xd, geo)
+        got = A._device_sample(xd, geo)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            assert np.array_equal(cp.asnumpy(g).view(np.uint8), cp.asnumpy(w).view(np.uint8))

@@ -142,10 +142,10 @@ def _copy(dst: int, src: int, nbytes: int) -> None:
 SORT_MAX = 16384
 #: Shared memory every device gives a kernel without opting in (bytes).
 _DEFAULT_DYNAMIC_SMEM = 48 * 1024
-#: Byte offsets in the pinned staging buffer: the counts read back (room for four
-#: candidates of the automatic shape choice, 32 bytes each), the header going up.
+#: Byte offsets in the pinned staging buffer: the counts read back (the compress reads 4
+#: u64, the decode 3), the header going up.
 _ST_COUNTS = 0
-_ST_HEAD = 128
+_ST_HEAD = 64
 _ST_BYTES = _ST_HEAD + 256
 
 
@@ -477,85 +477,107 @@ def _compress_pieces(xd: Any, geo: Geometry, qz: F.Quantizer, version: int = WRI
 @dataclass
 class _SamplePlan:
     geo: Geometry
-    pieces: _Pieces
-    scratch: Any
+    tail_word: int  # index in the set's scratch of the last compress tile's status word
     grid: tuple[int]
     block: tuple[int]
     fn: Any
     tail_args: tuple[Any, ...]  # the compress kernel's arguments after the quantiser
     scan: Any  # (kernel, grid, block, args) of the corner scan, format 3
-    zero_bytes: int
 
 
-def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: int) -> _SamplePlan:
-    cache = getattr(_local, "sample_plans", None)
+@dataclass
+class _SampleSet:
+    """Prepared launches for one set of candidates: one scratch for all of them (one
+    memset, one read-back of every count), pinned memory for the read-back, its event."""
+
+    plans: list[_SamplePlan]
+    scratch: Any
+    pinned: Any
+    done: Any
+
+
+def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: int, scratch: Any,
+                 dev: int) -> _SamplePlan:
+    cp = _cp()
+    geo = geometry(shape, block_ndim)
+    fn, threads, ntiles, ctas = _compress_shape(geo, np.dtype(dtype), version)
+    cap = _outlier_cap(math.prod(shape))
+    nb = geo.nblocks
+    pay_off = F.HEADER_LEN + F.pad16(nb)
+    body = cp.empty(pay_off + F.pad16(4 * (F.MAX_WIDTH + 1) * nb), dtype=cp.uint8)
+    widths = body[F.HEADER_LEN:pay_off]
+    payload = body[pay_off:].view(cp.uint32)
+    out_idx = cp.empty(cap, dtype=cp.uint64)
+    out_val = cp.empty(cap, dtype=dtype)
+    corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
+    tail_args = (widths, corner_ext, payload, scratch[:ntiles], scratch[ntiles : ntiles + 1].view(cp.uint32),
+                 out_idx, out_val, scratch[ntiles + 1 : ntiles + 2], np.uint64(cap))
+    scan = None
+    if version >= 3:
+        sctas, _first = _scan_slots(geo)
+        r = _corner_region(geo)
+        prefix = scratch[r + sctas + 1 : r + sctas + 2 + geo.ntiles]
+        scan = (_kernel("float32", 1, False, 3, "szp_corner_scan", dev), (sctas,), (THREADS,),
+                (widths, np.uint32(nb), np.uint32(geo.ntiles), prefix, scratch[r : r + sctas],
+                 scratch[r + sctas : r + sctas + 1].view(cp.uint32), scratch[ntiles + 2 : ntiles + 3]))
+    return _SamplePlan(geo, ntiles - 1, (ctas,), (threads,), fn, tail_args, scan)
+
+
+def _sample_set(candidates: tuple[tuple[tuple[int, ...], int], ...], dtype: Any, version: int) -> _SampleSet:
+    """The prepared launches for these (sample shape, block shape) candidates, cached per
+    thread (the buffers are reused: a call waits for its launches before it returns)."""
+    cache = getattr(_local, "sample_sets", None)
     if cache is None:
-        cache = _local.sample_plans = {}
+        cache = _local.sample_sets = {}
     dev = _device_id()
-    key = (shape, block_ndim, np.dtype(dtype).str, version, dev)
-    plan = cache.get(key)
-    if plan is None:
+    key = (candidates, np.dtype(dtype).str, version, dev)
+    sset = cache.get(key)
+    if sset is None:
+        import cupyx
+
         cp = _cp()
-        if len(cache) >= 16:
+        while len(cache) >= 8:
             cache.pop(next(iter(cache)))
-        geo = geometry(shape, block_ndim)
-        scratch = new_scratch(geo)
-        fn, threads, ntiles, ctas = _compress_shape(geo, np.dtype(dtype), version)
-        cap = _outlier_cap(math.prod(shape))
-        nb = geo.nblocks
-        pay_off = F.HEADER_LEN + F.pad16(nb)
-        body = cp.empty(pay_off + F.pad16(4 * (F.MAX_WIDTH + 1) * nb), dtype=cp.uint8)
-        widths = body[F.HEADER_LEN:pay_off]
-        payload = body[pay_off:].view(cp.uint32)
-        out_idx = cp.empty(cap, dtype=cp.uint64)
-        out_val = cp.empty(cap, dtype=dtype)
-        corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
-        pieces = _Pieces(body, widths, payload, out_idx, out_val, cap, ntiles, corner_ext=corner_ext,
-                         version=version)
-        tail_args = (widths, corner_ext, payload, scratch[:ntiles], scratch[ntiles : ntiles + 1].view(cp.uint32),
-                     out_idx, out_val, scratch[ntiles + 1 : ntiles + 2], np.uint64(cap))
-        scan = None
-        if version >= 3:
-            sctas, _first = _scan_slots(geo)
-            r = _corner_region(geo)
-            prefix = scratch[r + sctas + 1 : r + sctas + 2 + geo.ntiles]
-            scan = (_kernel("float32", 1, False, 3, "szp_corner_scan", dev), (sctas,), (THREADS,),
-                    (widths, np.uint32(nb), np.uint32(geo.ntiles), prefix, scratch[r : r + sctas],
-                     scratch[r + sctas : r + sctas + 1].view(cp.uint32), scratch[ntiles + 2 : ntiles + 3]))
-        plan = cache[key] = _SamplePlan(geo, pieces, scratch, (ctas,), (threads,), fn, tail_args, scan,
-                                        8 * scratch_zero_words(geo))
-    return plan
+        sizes = [scratch_words(geometry(shape, b)) for shape, b in candidates]
+        scratch = cp.empty(sum(sizes), dtype=cp.uint64)
+        plans, at = [], 0
+        for (shape, b), n in zip(candidates, sizes):
+            plan = _sample_plan(shape, b, dtype, version, scratch[at : at + n], dev)
+            plan.tail_word += at
+            plans.append(plan)
+            at += n
+        sset = cache[key] = _SampleSet(plans, scratch, cupyx.empty_pinned(sum(sizes), dtype=np.uint64),
+                                       cp.cuda.Event(block=False, disable_timing=True))
+    return sset
 
 
 def sample_stream_counts(samples: dict[int, Any], qz: F.Quantizer,
                          version: int = WRITE_VERSION) -> dict[int, tuple[int, int, int]]:
     """(payload words, outliers, corner bytes) of the stream each candidate block shape
     (the key) makes of its device sample (the value, C-contiguous), at quantiser ``qz``:
-    the compress kernel and the corner scan per candidate, the counts back in one pinned
-    read, one wait for all. These are the counts compress_device's header would carry
+    one memset, the compress kernel and the corner scan per candidate, every count back in
+    one pinned read, one wait. These are the counts compress_device's header would carry
     (the outlier count too when it passes the launch's room: the kernel counts past it)."""
-    if len(samples) > 4:
-        raise InputError("at most four candidate block shapes at once")
-    st = _staging()
-    for k, (b, x) in enumerate(samples.items()):
-        plan = _sample_plan(tuple(x.shape), b, x.dtype, version)
-        if plan.geo.nblocks == 0:
-            continue
-        T = x.dtype.type
-        _zero(plan.scratch.data.ptr, plan.zero_bytes)
-        plan.fn(plan.grid, plan.block, (x, *plan.geo.args(x), T(qz.recip), T(qz.step), T(qz.check), *plan.tail_args))
+    items = [(b, x) for b, x in samples.items()]
+    out = {b: (0, 0, 0) for b, x in items if x.size == 0}
+    items = [(b, x) for b, x in items if x.size]
+    if not items:
+        return out
+    dtype = items[0][1].dtype
+    sset = _sample_set(tuple((tuple(x.shape), b) for b, x in items), dtype, version)
+    _zero(sset.scratch.data.ptr, sset.scratch.nbytes)
+    T = dtype.type
+    head = (T(qz.recip), T(qz.step), T(qz.check))
+    for plan, (_b, x) in zip(sset.plans, items):
+        plan.fn(plan.grid, plan.block, (x, *plan.geo.args(x), *head, *plan.tail_args))
         if plan.scan is not None:
             fn, grid, block, args = plan.scan
             fn(grid, block, args)
-        _copy(st.ptr + _ST_COUNTS + 32 * k, plan.scratch.data.ptr + 8 * (plan.pieces.ntiles - 1), 32)
-    st.mark()
-    st.wait()
-    out = {}
-    for k, (b, x) in enumerate(samples.items()):
-        if x.size == 0:
-            out[b] = (0, 0, 0)
-            continue
-        c = st.buf[_ST_COUNTS + 32 * k : _ST_COUNTS + 32 * k + 32].view(np.uint64)
+    _copy(int(sset.pinned.ctypes.data), sset.scratch.data.ptr, sset.scratch.nbytes)
+    sset.done.record()
+    sset.done.synchronize()
+    for plan, (b, _x) in zip(sset.plans, items):
+        c = sset.pinned[plan.tail_word : plan.tail_word + 4]
         out[b] = (int(c[0]) & VAL_MASK, int(c[2]), int(c[3]) if version >= 3 else 0)
     return out
 

@@ -1053,3 +1053,17 @@ szp_sort_outliers(unsigned char* __restrict__ body, u64 payload_off, const u64* 
     for (u64 i = out_index + 8 * n + threadIdx.x; i < out_value; i += blockDim.x) body[i] = 0;
     for (u64 i = out_value + sizeof(T) * n + threadIdx.x; i < crc; i += blockDim.x) body[i] = 0;
 }
+
+// The automatic shape choice's two samples of x in one launch (autoshape: the superblocks
+// and the 1-D runs that hold them), at precomputed flat indices (IDX: 32-bit unless the
+// view has 2^31 elements or more).
+extern "C" __global__ void szp_gather2(const T* __restrict__ x, const IDX* __restrict__ ia, T* __restrict__ a,
+                                       u64 na, const IDX* __restrict__ ib, T* __restrict__ b, u64 nb) {
+    const u64 nth = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < na + nb; i += nth) {
+        if (i < na)
+            a[i] = x[ia[i]];
+        else
+            b[i - na] = x[ib[i - na]];
+    }
+}
