@@ -406,6 +406,21 @@ class _OnePassCheck:
         _beyond_in_chunk(part, view.start, view.x, view.y, x, np.abs(view.e), abs_bound, pw)
         return part
 
+    def candidates(self, start: int, xc: np.ndarray, yc: np.ndarray, cand: np.ndarray) -> _BoundScan:
+        """The chunk's partial from the flat indices (in order, into the chunk starting at
+        ``start``) of its elements beyond the bound, which the compiled metric pass finds
+        (perfscout.analysis.stream_compiled): the worst excess of the chunk is one of
+        theirs (every other element's excess is <= 0), so :func:`_beyond_in_chunk` on them
+        alone gives the same counts, worst excess and (mapped back) index."""
+        part = _BoundScan()
+        if not cand.size:
+            return part
+        xs, ys = xc[cand], yc[cand]
+        x = xs.astype(np.float64)
+        _beyond_in_chunk(part, 0, xs, ys, x, np.abs(ys.astype(np.float64) - x), self.abs_bound, self.pw_rel_bound)
+        part.worst_flat = start + int(cand[part.worst_flat])
+        return part
+
     def finish(self, partials: list[Any], max_abs: float, max_flat: int) -> None:
         out = _BoundScan(max_err=max_abs, max_flat=max_flat)
         for part in partials:
