@@ -51,6 +51,7 @@ a GPU codec's output is verified on the device; only scalars come back.
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import math
 import os
@@ -491,10 +492,9 @@ def _compiled_module() -> ModuleType | None:
     """perfscout.analysis.stream_compiled, imported on the first metric pass (numba's
     import is not paid by a process that never measures); None without numba."""
     try:
-        from perfscout.analysis import stream_compiled
+        return importlib.import_module("perfscout.analysis.stream_compiled")
     except ImportError:
         return None
-    return stream_compiled
 
 
 def _compiled_backend(x: Any, y: Any) -> ModuleType | None:
