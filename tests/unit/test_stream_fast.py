@@ -16,6 +16,13 @@ from perfscout.analysis import streaming as S
 from tests.unit.test_metrics_streaming import _field, assert_matches_reference
 
 
+@pytest.fixture(autouse=True)
+def numpy_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This module tests the NumPy fast path: keep the compiled kernels
+    (analysis.stream_compiled, tested in test_stream_compiled) out of it."""
+    monkeypatch.setenv(S.ENV_BACKEND, "numpy")
+
+
 def _no_general_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_a, **_k):
         raise AssertionError("the general pass ran")
