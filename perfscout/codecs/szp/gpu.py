@@ -551,6 +551,17 @@ def _sample_set(candidates: tuple[tuple[tuple[int, ...], int], ...], dtype: Any,
     return sset
 
 
+def gather_samples(x: Any, idx_a: Any, idx_b: Any, out_a: Any, out_b: Any) -> None:
+    """out_a = x.flat[idx_a], out_b = x.flat[idx_b] in one launch (x C-contiguous; the
+    indices int32 when x has fewer than 2^31 elements, else int64)."""
+    wide = x.size >= NARROW_LIMIT
+    dev = _device_id()
+    fn = _kernel(str(x.dtype), 1, wide, 3, "szp_gather2", dev)
+    n = int(idx_a.size) + int(idx_b.size)
+    fn((max(1, min(4 * _sm_count(dev), -(-n // THREADS))),), (THREADS,),
+       (x, idx_a, out_a, np.uint64(idx_a.size), idx_b, out_b, np.uint64(idx_b.size)))
+
+
 def sample_stream_counts(samples: dict[int, Any], qz: F.Quantizer,
                          version: int = WRITE_VERSION) -> dict[int, tuple[int, int, int]]:
     """(payload words, outliers, corner bytes) of the stream each candidate block shape
