@@ -9,10 +9,13 @@ For a smooth float32 field (``synthetic smooth``) at REL 1e-3 with SZ3, per size
 - **metric pass**: the one pass evaluate runs (``verify_and_measure``: the bound check
   and every metric) on every core this process may use and on one thread, its share of
   evaluate and its ratio to one SZ3 compress; ``quality_metrics`` and ``verify_bound``
-  alone for reference; evaluate also with ``metric_threads=1``;
+  alone for reference; evaluate also with ``metric_threads=1``. The backend is said
+  (``numba``: the compiled kernels of analysis/stream_compiled.py, loaded before the
+  timings, the load time recorded; ``numpy``: the NumPy fast path) and the NumPy fast
+  path is timed on one thread beside it;
 - **peak RSS**: a fresh process loads the field and runs evaluate once; its peak RSS
-  minus what it held before loading (the interpreter and imports), as a multiple of
-  the input (and the same for the direct pysz calls: what the codec itself needs);
+  minus what it held before loading (the interpreter and imports, the compiled metric
+  kernels included: numba's fixed cost is recorded apart), as a multiple of the input (and the same for the direct pysz calls: what the codec itself needs);
 - **synthetic generators**: peak RSS of building a float32 grf / grayscott (3 steps) /
   smooth field of that shape in a fresh process, as a multiple of the output;
 
@@ -109,6 +112,18 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
     from perfscout.tools.bounds import rel_abs_bound, verify_and_measure, verify_bound
     from perfscout.tools.evaluate import evaluate_full
 
+    from perfscout.analysis import streaming
+
+    # The metric pass's backend (compiled kernels or the NumPy fast path), and the cost of
+    # loading the compiled kernels in this fresh process (numba's import and its on-disk
+    # cache; a compile when the cache is cold), paid before any timing below.
+    backend = streaming.metrics_backend()
+    c0, t0 = time.process_time(), time.perf_counter()
+    if backend == "numba":
+        from perfscout.analysis import stream_compiled
+
+        stream_compiled.warm()
+    kernel_load = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
     x = np.load(path)
     conf = _sz_conf()
 
@@ -132,6 +147,10 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
     n_threads = resolve_threads(None)
     one_pass = _timed(lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=n_threads), repeats)
     one_pass_1t = _timed(lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=1), repeats)
+    # The NumPy fast path on one thread, for comparison (the backend switch).
+    os.environ[streaming.ENV_BACKEND] = "numpy"
+    one_pass_numpy_1t = _timed(lambda: verify_and_measure(x, y, int(stream.nbytes), abs_bound=eb, threads=1), repeats)
+    os.environ.pop(streaming.ENV_BACKEND)
     here = _timed(lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False), repeats)
     here_1t = _timed(lambda: evaluate_full(x, "sz3", "rel", REL_BOUND, repeats=1, isolate=False, metric_threads=1),
                      repeats)
@@ -144,6 +163,7 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
         "evaluate_in_process": _strip(here), "evaluate_isolated": _strip(isolated),
         "quality_metrics": _strip(metrics), "verify_bound": _strip(check), "metric_threads": n_threads,
         "metric_pass": _strip(one_pass), "metric_pass_1t": _strip(one_pass_1t),
+        "metrics_backend": backend, "kernel_load": kernel_load, "metric_pass_numpy_1t": _strip(one_pass_numpy_1t),
         "evaluate_in_process_1t": _strip(here_1t),
         "recorded_compress_s": ev.compress_s, "recorded_decompress_s": ev.decompress_s,
     }
@@ -156,6 +176,7 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
         out[f"evaluate_1t_over_direct_{tag}"] = here_1t[clock] / direct[clock]
         out[f"metric_pass_over_compress_{tag}"] = one_pass[clock] / comp[clock]
         out[f"metric_pass_1t_over_compress_{tag}"] = one_pass_1t[clock] / comp[clock]
+        out[f"metric_pass_numpy_1t_over_compress_{tag}"] = one_pass_numpy_1t[clock] / comp[clock]
         out[f"metric_pass_share_of_evaluate_{tag}"] = one_pass[clock] / here[clock]
     if profile:  # one thread: cProfile sees only the thread that enabled it
         out["metric_pass_profile"] = _profile_top(
@@ -183,9 +204,17 @@ def _rss_now() -> int:
 def child_rss(path: str, what: str) -> dict[str, Any]:
     from pysz import sz  # imports first: the baseline holds them
 
-    from perfscout.analysis import streaming  # noqa: F401
+    from perfscout.analysis import streaming
     from perfscout.tools.evaluate import evaluate_full
 
+    # The compiled metric kernels are part of the imports too (numba, llvmlite's LLVM and
+    # the cached kernels: a fixed cost, whatever the field's size, recorded apart).
+    before_kernels = _rss_now()
+    if what == "evaluate" and streaming.metrics_backend() == "numba":
+        from perfscout.analysis import stream_compiled
+
+        stream_compiled.warm()
+    kernels_bytes = _rss_now() - before_kernels
     base = _rss_now()
     x = np.load(path)
     loaded = _rss_now()
@@ -200,6 +229,7 @@ def child_rss(path: str, what: str) -> dict[str, Any]:
     # forked parent's pages (Linux folds the pre-exec peak into it).
     peak = _status_bytes("VmHWM:")
     return {"what": what, "status": status, "baseline_bytes": base, "after_load_bytes": loaded,
+            "metric_kernels_bytes": kernels_bytes,
             "peak_bytes": peak, "nbytes": int(x.nbytes),
             "peak_over_input": (peak - base) / x.nbytes, "peak_total_over_input": peak / x.nbytes}
 
@@ -342,6 +372,7 @@ def machine() -> dict[str, Any]:
 
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "memory_bytes": mem, "platform": platform.platform(),
             "python": platform.python_version(), "numpy": np.__version__, "pysz": version("pysz"),
+            "numba": version("numba"),
             "usable_cores": len(os.sched_getaffinity(0)), "loadavg_start": os.getloadavg()}
 
 
@@ -419,6 +450,9 @@ def main() -> None:
             print(f"  quality_metrics: cpu {t['quality_metrics']['cpu_s']:.3f} s = {t['metrics_over_compress_cpu']:.2f}x one "
                   f"compress (target <= {TARGETS['metrics_over_compress']}x); verify_bound cpu "
                   f"{t['verify_bound']['cpu_s']:.3f} s = {t['check_over_compress_cpu']:.2f}x")
+            print(f"  metric pass backend: {t['metrics_backend']} (kernels loaded in {t['kernel_load']['wall_s']:.2f} s "
+                  f"wall in this fresh process); the NumPy fast path on 1 thread: cpu "
+                  f"{t['metric_pass_numpy_1t']['cpu_s']:.3f} s = {t['metric_pass_numpy_1t_over_compress_cpu']:.2f}x one compress")
             print(f"  one pass (verify_and_measure, {t['metric_threads']} threads): wall {t['metric_pass']['wall_s']:.3f} s, "
                   f"cpu {t['metric_pass']['cpu_s']:.3f} s = {t['metric_pass_over_compress_wall']:.2f}x one compress (wall), "
                   f"{t['metric_pass_over_compress_cpu']:.2f}x (cpu); 1 thread: cpu {t['metric_pass_1t']['cpu_s']:.3f} s = "
@@ -426,9 +460,12 @@ def main() -> None:
             print(f"  evaluate with 1 metric thread: wall {t['evaluate_in_process_1t']['wall_s']:.3f} s, cpu "
                   f"{t['evaluate_in_process_1t']['cpu_s']:.3f} s -> {t['evaluate_1t_over_direct_wall']:.2f}x direct (wall), "
                   f"{t['evaluate_1t_over_direct_cpu']:.2f}x (cpu)")
-            print(f"  metric pass share of evaluate: {t['metric_pass_share_of_evaluate_cpu']:.0%} (cpu)")
+            print(f"  metric pass share of evaluate: {t['metric_pass_share_of_evaluate_cpu']:.0%} (cpu), "
+                  f"{t['metric_pass_share_of_evaluate_wall']:.0%} (wall)")
             print(f"  peak RSS of evaluate: {_fmt(r.get('peak_over_input'), '.2f')}x the input above the interpreter "
-                  f"({_fmt(r.get('peak_total_over_input'), '.2f')}x in all); pysz alone: "
+                  f"and its imports ({_fmt(r.get('peak_total_over_input'), '.2f')}x in all; numba and the compiled "
+                  f"metric kernels {_fmt((r.get('metric_kernels_bytes') or 0) / 2**20, '.0f')} MiB of those "
+                  f"imports); pysz alone: "
                   f"{_fmt(rd.get('peak_over_input'), '.2f')}x; target <= {TARGETS['peak_rss_over_input']}x")
             for k, g in entry["rss_synthetic"].items():
                 print(f"  synthetic {k}: peak RSS {_fmt(g.get('peak_over_output'), '.2f')}x the output, "
