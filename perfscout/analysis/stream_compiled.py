@@ -40,7 +40,9 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from perfscout.analysis import metric_defs as M
 from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread
@@ -84,41 +86,84 @@ def _jit_sums(fn: Any) -> Any:
 # -- pass A --------------------------------------------------------------------------------
 
 
+@intrinsic
+def _bits(typingctx: Any, value: Any) -> Any:
+    """The IEEE bit pattern of a float64 as an int64 (a bit cast, no conversion)."""
+    if value != types.float64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _from_bits(typingctx: Any, value: Any) -> Any:
+    """The float64 whose IEEE bit pattern is this int64."""
+    if value != types.int64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+#: Pass A reads a chunk in blocks of this many elements: each block's largest |e| is an
+#: integer max (vectorised); only the first block holding the chunk's largest is searched
+#: for its first index.
+_BLOCK = 1024
+_LOW63 = (1 << 63) - 1
+
+
 @_jit
-def _pass_a_kernel(x: Any, y: Any, read_x: bool, bound_kind: int, bound: float) -> tuple:
-    """One chunk: (finite, min/max of x (when ``read_x``), of y, of e = y - x in float64,
-    max |e|, its first index, the count of |e| beyond the bound)."""
+def _pass_a_kernel(x: Any, y: Any, bound_kind: int, bound: float) -> tuple:
+    """One chunk: (finite, min e, max e (e = y - x in float64), max |e|, its first index,
+    the count of |e| beyond the bound: > bound (kind 1) or > bound * |x| (kind 2)).
+
+    Extremes as integer reductions of the bit patterns (a float min/max reduction does
+    not vectorise; for IEEE doubles ``b ^ ((b >> 63) & LOW63)`` orders as the values, and
+    ``b & LOW63`` as their magnitudes, NaN above inf): the same values, bit for bit.
+    Finite iff max |e| < inf (a non-finite x or y always makes e inf or NaN)."""
     n = x.size
-    lo_x = hi_x = lo_y = hi_y = 0.0
-    if read_x:
-        lo_x = hi_x = np.float64(x[0])
-    lo_y = hi_y = np.float64(y[0])
-    lo_e = hi_e = np.float64(y[0]) - np.float64(x[0])
-    amax = -1.0
-    imax = 0
+    low = np.int64(_LOW63)
+    b = _bits(np.float64(y[0]) - np.float64(x[0]))
+    lo = hi = b ^ ((b >> 63) & low)
+    amax = np.int64(-1)
+    amax_at = 0
     beyond = 0
-    bad = 0.0  # e - e: 0 for a finite e, NaN for NaN/inf (any non-finite x or y shows in e)
-    for i in range(n):
-        xv = np.float64(x[i])
-        yv = np.float64(y[i])
-        e = yv - xv
-        bad += e - e
-        if read_x:
-            lo_x = min(lo_x, xv)
-            hi_x = max(hi_x, xv)
-        lo_y = min(lo_y, yv)
-        hi_y = max(hi_y, yv)
-        lo_e = min(lo_e, e)
-        hi_e = max(hi_e, e)
-        a = abs(e)
-        if a > amax:
-            amax = a
-            imax = i
-        if bound_kind == 1:
-            beyond += a > bound  # = (a - bound > 0), the check's own test
-        elif bound_kind == 2:
-            beyond += a > bound * abs(xv)
-    return bad == 0.0, lo_x, hi_x, lo_y, hi_y, lo_e, hi_e, amax, imax, beyond
+    for s in range(0, n, _BLOCK):
+        xb = x[s : s + _BLOCK]
+        yb = y[s : s + _BLOCK]
+        bmax = np.int64(0)
+        for i in range(xb.size):
+            xv = np.float64(xb[i])
+            e = np.float64(yb[i]) - xv
+            b = _bits(e)
+            k = b ^ ((b >> 63) & low)
+            lo = k if k < lo else lo
+            hi = k if k > hi else hi
+            a = b & low
+            bmax = a if a > bmax else bmax
+            if bound_kind == 1:
+                beyond += abs(e) > bound  # = (|e| - bound > 0), the check's own test
+            elif bound_kind == 2:
+                beyond += abs(e) > bound * abs(xv)
+        if bmax > amax:  # the first block holding the largest |e|
+            amax = bmax
+            amax_at = s
+    first = amax_at
+    xb = x[amax_at : amax_at + _BLOCK]
+    yb = y[amax_at : amax_at + _BLOCK]
+    for i in range(xb.size):
+        if (_bits(np.float64(yb[i]) - np.float64(xb[i])) & low) == amax:
+            first = amax_at + i
+            break
+    finite = amax < _bits(np.inf)
+    lo_e = _from_bits(lo ^ ((lo >> 63) & low))
+    hi_e = _from_bits(hi ^ ((hi >> 63) & low))
+    return finite, lo_e, hi_e, _from_bits(amax), first, beyond
 
 
 @_jit
@@ -162,7 +207,13 @@ def _pass_a(x: Any, y: Any, step: int, scan: _Scan, sums: _Sums, threads: int, w
     starts = range(0, scan.n_total, step)
 
     def one(i0: int) -> tuple:
-        return _pass_a_kernel(x[i0 : i0 + step], y[i0 : i0 + step], not known_x, kind, bound)
+        xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
+        finite, lo_e, hi_e, amax, imax, beyond = _pass_a_kernel(xc, yc, kind, bound)
+        if not finite:
+            return (False,)
+        # x's and y's extremes: NumPy's reductions (SIMD, exact; the kernel proved them finite).
+        lo_x, hi_x = (-math.inf, math.inf) if known_x else (float(xc.min()), float(xc.max()))
+        return True, lo_x, hi_x, float(yc.min()), float(yc.max()), lo_e, hi_e, amax, imax, beyond
 
     results = map_ordered(one, starts, threads)
     if not all(r[0] for r in results):
@@ -456,11 +507,11 @@ def _box_ring(ring: Any, first: int, w: int, m: int, dst: Any, n: int) -> None:
 
 @_jit_sums
 def _sum_f64(a: Any, lo: int, hi: int) -> float:
-    """sum(a[lo:hi]) of a float64 array (vectorised: a fixed order)."""
+    """sum(a[lo:hi]) in float64 (vectorised: a fixed order per compiled kernel)."""
     s = 0.0
     v = a[lo:hi]
     for i in range(v.size):
-        s += v[i]
+        s += np.float64(v[i])
     return s
 
 
@@ -550,9 +601,7 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
             cx = a_x + centre
             cy = a_y + centre
             t1 = sd2 / (cx * cx + cy * cy + c1n)
-            t1d = np.float64(t1)
-            t2d = np.float64(t2)
-            diss[f] = t1d + t2d - t1d * t2d  # 1 - SSIM_w = t1 + t2 - t1 t2
+            diss[f] = t1 + t2 - t1 * t2  # 1 - SSIM_w = t1 + t2 - t1 t2 (float32, summed in float64)
         for jo in range(b_out):  # the valid windows of each output row
             total += _sum_f64(diss, jo * c_in, jo * c_in + c_out)
     return total
@@ -611,7 +660,7 @@ def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, dat
         f32 = np.float32
         block_in, block_out = b_in * c_in, tile_out[1] * c_in
         return (np.empty((4, block_in), f32), np.empty((4, block_in), f32), np.empty((win[0], 4, block_out), f32),
-                np.empty((4, block_out), f32), np.empty(block_out, np.float64))
+                np.empty((4, block_out), f32), np.empty(block_out, f32))
 
     buffers = _per_thread(make)
 
