@@ -120,15 +120,61 @@ def _timeline(cp, G, fn, repeats: int, launch_name: str = "_launch_compress") ->
     return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
 
 
+def _choice_phases(cp, A, x, eb, repeats: int) -> dict:
+    """The shape choice's phases on the GPU's clock (events) and the host's: the sample's
+    gather, the candidates' counts, the rest."""
+    marks: dict = {}
+    host: dict = {}
+    orig_sample, orig_heads = A._device_sample, A._device_headers
+
+    def mark(name: str) -> None:
+        e = cp.cuda.Event()
+        e.record()
+        marks[name] = e
+        host[name] = time.perf_counter()
+
+    def sample(*a, **k):
+        mark("sample_start")
+        out = orig_sample(*a, **k)
+        mark("sample_end")
+        return out
+
+    def heads(*a, **k):
+        mark("counts_start")
+        out = orig_heads(*a, **k)
+        mark("counts_end")
+        return out
+
+    A._device_sample, A._device_headers = sample, heads
+    rows = []
+    try:
+        A.choose_block_ndim(x, eb)
+        for _ in range(repeats):
+            cp.cuda.Device().synchronize()
+            mark("start")
+            A.choose_block_ndim(x, eb)
+            mark("end")
+            marks["end"].synchronize()
+            t = {k: cp.cuda.get_elapsed_time(marks["start"], e) / 1e3 for k, e in marks.items()}
+            t.update({f"host_{k}": v - host["start"] for k, v in host.items()})
+            rows.append(t)
+    finally:
+        A._device_sample, A._device_headers = orig_sample, orig_heads
+    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--rel", type=float, nargs="+", default=[1e-2, 1e-4])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sample-caps", type=int, nargs="*", default=[],
+                    help="also time the choice with autoshape.MAX_SAMPLE_ELEMS set to each of these")
     args = ap.parse_args()
     import cupy as cp
 
+    from perfscout.codecs.szp import autoshape as A
     from perfscout.codecs.szp import gpu as G
     from perfscout.codecs.szp.autoshape import choose_block_ndim
 
@@ -159,6 +205,7 @@ def main() -> None:
                 r["choose_e2e_s"] = statistics.median(_events(cp, ch, args.repeats))
                 r["choose_host_s"] = statistics.median(_host(cp, ch, args.repeats))
                 r["choose_profile"] = _profile(cp, ch, args.repeats)
+                r["choose_phases"] = _choice_phases(cp, A, x, eb, args.repeats)
             else:
                 def d(ds=ds):
                     return G.decompress_device(ds)
@@ -176,10 +223,28 @@ def main() -> None:
                          f"{r['decompress_host_s'] * 1e3:.3f} ms timeline "
                          + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in r["decompress_timeline"].items()))
             if "choose_e2e_s" in r:
-                line += f"  choose {r['choose_e2e_s'] * 1e6:.0f} us (host {r['choose_host_s'] * 1e6:.0f})"
+                line += (f"  choose {r['choose_e2e_s'] * 1e6:.0f} us (host {r['choose_host_s'] * 1e6:.0f}); phases "
+                         + " ".join(f"{k}={v * 1e6:.0f}us" for k, v in r["choose_phases"].items()))
             print(line, flush=True)
             doc["runs"].append(r)
     print(f"copy {x.nbytes / copy / 1e9:.0f} GB/s ({copy * 1e3:.3f} ms)")
+    default_cap = A.MAX_SAMPLE_ELEMS
+    doc["sample_caps"] = []
+    for cap in args.sample_caps:
+        A.MAX_SAMPLE_ELEMS = cap
+        A.sample_geometry.cache_clear()
+        A._DEVICE_INDICES.clear()
+        for rel in args.rel:
+            eb = rel * (hi - lo)
+            ch = A.choose_block_ndim(x, eb)
+            t = statistics.median(_events(cp, lambda eb=eb: A.choose_block_ndim(x, eb), args.repeats))
+            doc["sample_caps"].append({"cap": cap, "rel": rel, "choose_s": t, "block_ndim": ch.block_ndim,
+                                       "estimated_bytes": ch.estimated_bytes, "sample_elems": ch.sample_elems})
+            print(f"sample cap {cap}: REL {rel:g} choose {t * 1e6:.0f} us -> {ch.block_ndim}-D "
+                  f"(estimated {ch.estimated_bytes})", flush=True)
+    A.MAX_SAMPLE_ELEMS = default_cap
+    A.sample_geometry.cache_clear()
+    A._DEVICE_INDICES.clear()
     for r in doc["runs"]:
         if r["rel"] == args.rel[0] and r["shape"] in ("3-D", "auto"):
             print(f"--- profile compress {r['shape']} REL {r['rel']:g} ({args.repeats} calls)")
