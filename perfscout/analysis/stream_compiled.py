@@ -169,14 +169,25 @@ def _pass_a_kernel(x: Any, y: Any, bound_kind: int, bound: float) -> tuple:
 @_jit
 def _beyond_kernel(x: Any, y: Any, bound_kind: int, bound: float, cand: Any) -> int:
     """The flat indices (into ``cand``) of a chunk's elements beyond the bound, in
-    order; their count. Pass A's test, element by element."""
+    order; their count. Pass A's test, element by element: counted per block first
+    (vectorised), indices gathered only in the blocks that hold any."""
     k = 0
-    for i in range(x.size):
-        xv = np.float64(x[i])
-        a = abs(np.float64(y[i]) - xv)
-        if (bound_kind == 1 and a > bound) or (bound_kind == 2 and a > bound * abs(xv)):
-            cand[k] = i
-            k += 1
+    for s in range(0, x.size, _BLOCK):
+        xb = x[s : s + _BLOCK]
+        yb = y[s : s + _BLOCK]
+        count = 0
+        for i in range(xb.size):
+            xv = np.float64(xb[i])
+            a = abs(np.float64(yb[i]) - xv)
+            count += (a > bound) if bound_kind == 1 else (a > bound * abs(xv))
+        if count == 0:
+            continue
+        for i in range(xb.size):
+            xv = np.float64(xb[i])
+            a = abs(np.float64(yb[i]) - xv)
+            if (a > bound) if bound_kind == 1 else (a > bound * abs(xv)):
+                cand[k] = s + i
+                k += 1
     return k
 
 
@@ -283,48 +294,51 @@ def _plus(a: float, b: float) -> float:
 
 
 @_jit_sums
-def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float, half: int,
-                   idx: Any, rbuf: Any) -> tuple:
+def _pass_b_element(xv: float, yv: float, kx: float, ke: float, sc: float, fhalf: float, top: float) -> tuple:
+    """One element of pass B: (e, b = e - ke, dx = x - kx, the bit pattern of |e / x| (0
+    for x = 0: no ratio; zero_changed counts those), the fine bin)."""
+    e = _minus(yv, xv)
+    b = _minus(e, ke)
+    dx = _minus(xv, kx)
+    nonzero = xv != 0.0
+    r = abs(e / (xv if nonzero else 1.0))
+    # Non-negative floats order as their bit patterns: the largest ratio is an integer
+    # max reduction (which vectorises where a float max does not).
+    r_bits = _bits(r) if nonzero else np.int64(0)
+    t = _plus(e * sc, fhalf)  # exact zeros land on `half` exactly: the first bin of [0, width)
+    return e, b, dx, r_bits, np.int64(min(t, top))  # truncation = floor here (t >= -1 ulp)
+
+
+@_jit_sums
+def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float, half: int, idx: Any) -> tuple:
     """One chunk of pass B's arithmetic (see stream_fast.fast_point_stats): the counts,
-    the shifted sums and the lag-1 sum inside the chunk, its first and last b; the
-    fine-bin indices go to ``idx`` (for :func:`_scatter_kernel`), |e / x| to ``rbuf``,
-    its largest value is read as the largest bit pattern (non-negative floats order as
-    their bits: an integer max reduction, which vectorises where a float max does not)."""
+    the bit pattern of max |e / x|, the shifted sums and the lag-1 sum inside the
+    chunk, its first and last b; the fine-bin indices go to ``idx`` (for
+    :func:`_scatter_kernel`)."""
     n = x.size
-    ee = sdx = sb = dxx = dxb = dbb = 0.0
+    ee = sdx = sb = dxx = dxb = dbb = lag = 0.0
     zero_e = zero_changed = 0
+    pw_bits = np.int64(0)
     top = np.float64(2 * half - 1)
     fhalf = np.float64(half)
+    sc = sc if binned else 0.0
+    b_prev = 0.0
     for i in range(n):
         xv = np.float64(x[i])
         yv = np.float64(y[i])
-        e = _minus(yv, xv)
+        e, b, dx, r_bits, j = _pass_b_element(xv, yv, kx, ke, sc, fhalf, top)
         zero_e += xv == yv  # e = 0 iff x = y (finite: exact)
         zero_changed += (xv == 0.0) & (yv != 0.0)
         ee += e * e
-        b = _minus(e, ke)
-        dx = _minus(xv, kx)
         sdx += dx
         sb += b
         dxx += dx * dx
         dxb += dx * b
         dbb += b * b
-        nonzero = xv != 0.0
-        r = abs(e / (xv if nonzero else 1.0))
-        rbuf[i] = r if nonzero else 0.0  # x = 0: no ratio (zero_changed counts those)
-        if binned:
-            t = _plus(e * sc, fhalf)  # exact zeros land on `half` exactly: the first bin of [0, width)
-            idx[i] = np.int64(min(t, top))  # truncation = floor here (t >= -1 ulp)
-    bits = rbuf[:n].view(np.int64)
-    pw_bits = bits[0]
-    for i in range(n):
-        pw_bits = max(pw_bits, bits[i])
-    x1 = x[1:]
-    y1 = y[1:]
-    lag = 0.0
-    for i in range(n - 1):  # b_i b_{i+1} inside the chunk
-        b0 = _minus(_minus(np.float64(y[i]), np.float64(x[i])), ke)
-        lag += b0 * _minus(_minus(np.float64(y1[i]), np.float64(x1[i])), ke)
+        pw_bits = max(pw_bits, r_bits)
+        idx[i] = j
+        lag += b_prev * b  # b_{i-1} b_i inside the chunk (the first term is 0 * b_0 = 0)
+        b_prev = b
     first_b = _minus(_minus(np.float64(y[0]), np.float64(x[0])), ke)
     last_b = _minus(_minus(np.float64(y[n - 1]), np.float64(x[n - 1])), ke)
     return zero_e, ee, pw_bits, zero_changed, sdx, sb, dxx, dxb, dbb, lag, first_b, last_b
@@ -348,11 +362,10 @@ def _scatter_kernel(x: Any, y: Any, idx: Any, per_coarse: int, edges: Any, fine:
 
 
 class _PassBBuffers:
-    """One thread's scratch of pass B: the bin indices, the ratios, its fine histogram."""
+    """One thread's scratch of pass B: the bin indices, its fine histogram."""
 
     def __init__(self, step: int, fine_bins: int, binned: bool, histograms: list[Any]) -> None:
         self.idx = np.empty(step, dtype=np.int32)  # fine bins < 2^31
-        self.rbuf = np.empty(step, dtype=np.float64)
         self.fine = np.zeros(fine_bins if binned else 1, dtype=np.int64)
         histograms.append(self.fine)  # list.append is atomic
 
@@ -409,7 +422,7 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
     def one(i0: int) -> tuple:
         xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
         bufs = buffers()
-        out = _pass_b_kernel(xc, yc, kx, ke, binned, sc, half, bufs.idx, bufs.rbuf)
+        out = _pass_b_kernel(xc, yc, kx, ke, binned, sc, half, bufs.idx)
         if binned:
             _scatter_kernel(xc, yc, bufs.idx, per_coarse, edges, bufs.fine)
         return out
