@@ -279,12 +279,12 @@ def _device_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
         cache = _local.samples = {}
     key = (shape, np.dtype(x.dtype).str, int(xp.cuda.Device().id))
     bufs = cache.get(key)
-    if bufs is None:
+    if bufs is None or bufs[4] is not box:  # new indices (evicted and remade, another sample size)
         while len(cache) >= _DEVICE_INDICES_MAX:
             cache.pop(next(iter(cache)))
         a, b = xp.empty(box.shape, dtype=x.dtype), xp.empty(runs.size, dtype=x.dtype)
-        bufs = cache[key] = (a, b, box.reshape(-1), a.reshape(-1))
-    a, b, box_flat, a_flat = bufs
+        bufs = cache[key] = (a, b, box.reshape(-1), a.reshape(-1), box)
+    a, b, box_flat, a_flat, _ = bufs
     G.gather_samples(x, box_flat, runs, a_flat, b)
     return a, b
 
