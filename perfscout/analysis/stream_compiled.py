@@ -47,7 +47,7 @@ from numba.extending import intrinsic
 from perfscout.analysis import metric_defs as M
 from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
-from perfscout.analysis.tile_pool import map_ordered
+from perfscout.analysis.tile_pool import halo_tiles, map_ordered
 
 #: Bound kinds of pass A's count of elements beyond a bound.
 _NO_BOUND, _ABS_BOUND, _PW_BOUND = 0, 1, 2
@@ -649,8 +649,6 @@ def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, dat
     error, the same refusals: None when the magnitudes do not allow float32) with the
     compiled tile kernel, for fields of 1 to 3 dimensions (None for more: the caller
     then runs fast_ssim). ``x``/``y``: C-contiguous, the field's shape, one float dtype."""
-    from perfscout.analysis.streaming import _tiles  # the tile generator (cover every window once)
-
     shape = scan.shape
     if len(shape) > 3:
         return None
@@ -685,7 +683,7 @@ def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, dat
         return total, count
 
     total, count = 0.0, 0
-    for t, c in map_ordered(one, _tiles(n_out, tile_out, win), threads):  # in tile order
+    for t, c in map_ordered(one, halo_tiles(n_out, tile_out, win), threads):  # in tile order
         total += t
         count += c
     return 1.0 - total / count

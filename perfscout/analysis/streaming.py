@@ -52,10 +52,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import itertools
 import math
 import os
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -64,7 +62,7 @@ import numpy as np
 from perfscout.analysis import metric_defs as M
 from perfscout.analysis.stream_fast import ChunkWatch, fast_point_stats, fast_ssim
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
-from perfscout.analysis.tile_pool import resolve_threads
+from perfscout.analysis.tile_pool import halo_tiles, resolve_threads
 from perfscout.analysis.xp import get_namespace, to_float
 from perfscout.errors import InputError
 
@@ -398,10 +396,7 @@ def _row_tile_lengths(shape: tuple[int, ...], win: tuple[int, ...], target: int)
     return lengths
 
 
-def _tiles(n_out: list[int], tile_out: list[int], win: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
-    """Input slices (halo included) of the tiles that cover every output window once."""
-    for start in itertools.product(*[range(0, n, t) for n, t in zip(n_out, tile_out)]):
-        yield tuple(slice(s, min(n, s + t) + w - 1) for s, n, t, w in zip(start, n_out, tile_out, win))
+_tiles = halo_tiles  # the tile generator (analysis.tile_pool), also the compiled SSIM's
 
 
 def _tile_plan(xp: ModuleType, shape: tuple[int, ...], target: int | None = None

@@ -18,8 +18,9 @@ Never more than those cores: more threads than cores only take turns.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -65,3 +66,11 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], threads: int) -> list[
         return [fn(item) for item in items]
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="perfscout-metrics") as pool:
         return list(pool.map(fn, items))
+
+
+def halo_tiles(n_out: list[int], tile_out: list[int], win: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
+    """Input slices (halo included) of N-D tiles that cover every output window once:
+    ``n_out`` windows per axis, ``tile_out`` of them per tile, windows ``win`` wide (a
+    tile reads ``win - 1`` elements past its last window). In C order of the tiles."""
+    for start in itertools.product(*[range(0, n, t) for n, t in zip(n_out, tile_out)]):
+        yield tuple(slice(s, min(n, s + t) + w - 1) for s, n, t, w in zip(start, n_out, tile_out, win))
