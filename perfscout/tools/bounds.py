@@ -461,13 +461,14 @@ def verify_and_measure(
     finite (:func:`finite_extremes`, computed once for a ``rel`` bound): the pass then
     does not read them again (for a ``pw_rel`` bound it is ignored: that check wants
     each chunk's own extremes). Bad input (shapes, bounds, an empty array, the
-    compressed size) raises InputError; a failure of the metric pass itself (no finite
-    element compared, an overflow) is returned in ``metrics_error`` beside a verdict
-    that stands on its own."""
-    from perfscout.analysis.streaming import check_compressed_nbytes, stream_quality_metrics
+    compressed size, an unknown ``$PERFSCOUT_METRICS_BACKEND``) raises InputError; a
+    failure of the metric pass itself (no finite element compared, an overflow) is
+    returned in ``metrics_error`` beside a verdict that stands on its own."""
+    from perfscout.analysis.streaming import check_compressed_nbytes, metrics_backend, stream_quality_metrics
 
     what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
     check_compressed_nbytes(compressed_nbytes)
+    metrics_backend()  # an unknown $PERFSCOUT_METRICS_BACKEND is bad input, not a failed metric pass
     threads = resolve_threads(threads)
     watch = _OnePassCheck(abs_bound, pw_rel_bound)
     metrics: dict[str, Any] = {}

@@ -312,6 +312,8 @@ def test_backend_switch(monkeypatch) -> None:
     monkeypatch.setenv(S.ENV_BACKEND, "fortran")
     with pytest.raises(InputError, match="PERFSCOUT_METRICS_BACKEND"):
         S.stream_quality_metrics(x, y, 10)
+    with pytest.raises(InputError, match="PERFSCOUT_METRICS_BACKEND"):  # raised, not a failed metric pass
+        B.verify_and_measure(x, y, 10, abs_bound=1.0)
 
 
 def test_without_numba_the_numpy_path_runs(monkeypatch) -> None:
