@@ -696,6 +696,7 @@ def warm() -> None:
         x = np.linspace(1.0, 2.0, 8 * 9 * 10, dtype=dtype).reshape(8, 9, 10)
         y = (x + dtype(1e-3)).astype(dtype)
         xf, yf = x.reshape(-1), y.reshape(-1)
+        _beyond_kernel(xf, yf, _ABS_BOUND, 0.0, np.empty(xf.size, dtype=np.int64))  # the bound check's
         got = compiled_point_stats(xf, yf, x.shape, 1 << 18, M.ERR_HIST_BINS * 4096)
         if got is not None:
             scan, sums, _ = got
