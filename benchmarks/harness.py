@@ -117,14 +117,14 @@ def child_timing(path: str, repeats: int, profile: bool) -> dict[str, Any]:
     # The metric pass's backend (compiled kernels or the NumPy fast path), and the cost of
     # loading the compiled kernels in this fresh process (numba's import and its on-disk
     # cache; a compile when the cache is cold), paid before any timing below.
-    backend = streaming.metrics_backend()
+    x = np.load(path)
+    backend = streaming.metrics_backend(int(x.size))
     c0, t0 = time.process_time(), time.perf_counter()
     if backend == "numba":
         from perfscout.analysis import stream_compiled
 
         stream_compiled.warm()
     kernel_load = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-    x = np.load(path)
     conf = _sz_conf()
 
     def compress():
@@ -210,7 +210,7 @@ def child_rss(path: str, what: str) -> dict[str, Any]:
     # The compiled metric kernels are part of the imports too (numba, llvmlite's LLVM and
     # the cached kernels: a fixed cost, whatever the field's size, recorded apart).
     before_kernels = _rss_now()
-    if what == "evaluate" and streaming.metrics_backend() == "numba":
+    if what == "evaluate" and streaming.metrics_backend(int(np.load(path, mmap_mode="r").size)) == "numba":
         from perfscout.analysis import stream_compiled
 
         stream_compiled.warm()

@@ -235,10 +235,9 @@ def test_evaluate_takes_its_metric_threads_from_the_sweep_settings(monkeypatch: 
         return real(fn, items, threads)
 
     monkeypatch.setattr(F, "map_ordered", spy)
-    if S.metrics_backend() == "numba":  # the compiled kernels run on the same pool
-        from perfscout.analysis import stream_compiled as C
-
-        monkeypatch.setattr(C, "map_ordered", spy)
+    compiled = S._compiled_module()
+    if compiled is not None:  # the compiled kernels (large pairs, or when asked for) use the same pool
+        monkeypatch.setattr(compiled, "map_ordered", spy)
     monkeypatch.setattr(tile_pool, "usable_cores", lambda: 4)
     x = _field(np.random.default_rng(2), (16, 40, 40), "float32", 1.0)
 

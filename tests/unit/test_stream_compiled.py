@@ -34,6 +34,13 @@ EXACT_SCAN = ("x_min", "x_max", "y_min", "y_max", "peak", "n_total", "n_valid")
 EXACT_SUMS = ("max_abs", "max_flat", "e_min", "e_max", "zero_e", "max_pw", "zero_changed", "any_nonzero_x")
 
 
+@pytest.fixture(autouse=True)
+def numba_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled kernels for every size (by default only pairs of at least
+    streaming.COMPILED_MIN_ELEMENTS take them: the fields here are small)."""
+    monkeypatch.setenv(S.ENV_BACKEND, "numba")
+
+
 def _pair(shape: tuple[int, ...], dtype: type, seed: int, noise: float = 1e-3, scale: float = 1.0,
           offset: float = 3.0, zeros: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -293,18 +300,32 @@ def test_thread_counts_give_identical_figures() -> None:
 
 def test_backend_switch(monkeypatch) -> None:
     x, y = _pair((10, 12), np.float32, seed=1)
-    monkeypatch.delenv(S.ENV_BACKEND, raising=False)
-    assert S.metrics_backend() == "numba"
+    assert S.metrics_backend() == S.metrics_backend(x.size) == "numba"  # forced: any size
     calls = _compiled_must_run(monkeypatch)
     S.stream_quality_metrics(x, y, 10)
     assert calls
     monkeypatch.undo()
-    monkeypatch.setenv(S.ENV_BACKEND, "numpy")
-    assert S.metrics_backend() == "numpy"
 
     def refuse(*_a, **_k):  # type: ignore[no-untyped-def]
         raise AssertionError("the compiled path ran")
 
+    # Unset (or auto): by size. Small pairs take the NumPy path (numba not even needed).
+    for value in ("", "auto"):
+        monkeypatch.setenv(S.ENV_BACKEND, value)
+        assert S.metrics_backend(S.COMPILED_MIN_ELEMENTS - 1) == "numpy"
+        assert S.metrics_backend(S.COMPILED_MIN_ELEMENTS) == S.metrics_backend() == "numba"
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "compiled_point_stats", refuse)
+        mp.setattr(C, "compiled_ssim", refuse)
+        assert_matches_reference(x, y)
+    monkeypatch.setattr(S, "COMPILED_MIN_ELEMENTS", x.size)
+    calls = _compiled_must_run(monkeypatch)
+    S.stream_quality_metrics(x, y, 10)
+    assert calls == ["compiled_point_stats", "compiled_ssim"]
+    monkeypatch.undo()
+    # numpy: never.
+    monkeypatch.setenv(S.ENV_BACKEND, "numpy")
+    assert S.metrics_backend() == S.metrics_backend(10**12) == "numpy"
     monkeypatch.setattr(C, "compiled_point_stats", refuse)
     monkeypatch.setattr(C, "compiled_ssim", refuse)
     assert_matches_reference(x, y)
@@ -320,11 +341,28 @@ def test_without_numba_the_numpy_path_runs(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
     monkeypatch.delitem(sys.modules, "perfscout.analysis.stream_compiled")  # imported again: fails
     try:
-        assert S.metrics_backend() == "numpy"
+        assert S.metrics_backend() == S.metrics_backend(10**9) == "numpy"  # even when asked for numba
         x, y = _pair((10, 12), np.float32, seed=1)
         assert_matches_reference(x, y)
     finally:
         S._compiled_module.cache_clear()
+
+
+def test_a_large_pair_takes_the_compiled_path_by_default(monkeypatch) -> None:
+    n = S.COMPILED_MIN_ELEMENTS
+    x = np.linspace(0, 1, n, dtype=np.float32).reshape(64, -1)
+    y = x + np.float32(1e-4)
+    monkeypatch.setenv(S.ENV_BACKEND, "numpy")
+    want = S.stream_quality_metrics(x, y, 10)
+    monkeypatch.delenv(S.ENV_BACKEND)
+    calls = _compiled_must_run(monkeypatch)
+    got = S.stream_quality_metrics(x, y, 10)
+    assert calls == ["compiled_point_stats", "compiled_ssim"]
+    assert 0 < got["max_abs_err"] <= 2e-4 and got["ssim"] < 1
+    for key in ("max_abs_err", "max_abs_err_index", "max_pw_rel_err", "zero_changed_count", "value_range"):
+        assert got[key] == want[key], key
+    assert got["err_hist"]["counts"] == want["err_hist"]["counts"]
+    assert abs(got["ssim"] - want["ssim"]) <= 1e-5 * (1 - want["ssim"])
 
 
 def _run(code: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
