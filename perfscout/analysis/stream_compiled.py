@@ -40,7 +40,6 @@ dimensions gets the NumPy float32 SSIM (:func:`perfscout.analysis.stream_fast.fa
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
@@ -55,10 +54,6 @@ from perfscout.analysis.tile_pool import halo_tiles, map_ordered
 
 #: Bound kinds of pass A's count of elements beyond a bound.
 _NO_BOUND, _ABS_BOUND, _PW_BOUND = 0, 1, 2
-#: Independent accumulators per reduction: eight lanes let the compiler keep several
-#: sums in flight (a float sum in one accumulator waits on each add) and each lane sums
-#: an eighth of the chunk (less rounding than one running sum).
-_LANES = 8
 
 
 def _jit(fn: Any) -> Any:
@@ -74,17 +69,30 @@ def _jit(fn: Any) -> Any:
         return njit(cache=False, nogil=True, error_model="numpy", fastmath=False)(fn)
 
 
-def _jit_sums(fn: Any) -> Any:
-    """:func:`_jit` for pass B's arithmetic, which runs only on finite data (pass A
-    proved it): float sums may be reassociated (vectorised: a fixed order per compiled
-    kernel and chunk length, so the same for any thread count), no NaN is assumed and
-    zeros' signs do not matter. No contraction (fused multiply-adds) and no reciprocal
-    approximations: every element's values are IEEE-exact, only the sums' order changes."""
-    flags = {"reassoc", "nnan", "nsz"}
-    try:
-        return njit(cache=True, nogil=True, error_model="numpy", fastmath=flags)(fn)
-    except RuntimeError:
-        return njit(cache=False, nogil=True, error_model="numpy", fastmath=flags)(fn)
+def _jit_fast(flags: set[str]) -> Any:
+    """:func:`_jit` with these fast-math flags. ``reassoc`` lets float sums be reassociated,
+    so that they vectorise (a fixed order per compiled kernel and chunk length: the same
+    for any thread count); never ``contract`` (fused multiply-adds) nor ``arcp``
+    (approximate reciprocals): every element's values stay IEEE-exact, only the sums'
+    order changes. A chain like (y - x) - k must go through :func:`_minus`, or
+    reassociation could turn it into y - (x + k)."""
+
+    def decorate(fn: Any) -> Any:
+        try:
+            return njit(cache=True, nogil=True, error_model="numpy", fastmath=flags)(fn)
+        except RuntimeError:
+            return njit(cache=False, nogil=True, error_model="numpy", fastmath=flags)(fn)
+
+    return decorate
+
+
+#: Pass B's arithmetic: only finite data reach it (pass A proved them finite; the fast
+#: path's magnitudes keep squares and products finite), so no NaN is assumed, and the
+#: signs of zeros do not matter (sums, counts, the largest ratio's magnitude).
+_jit_sums = _jit_fast({"reassoc", "nnan", "nsz"})
+#: A float64 sum that may see a NaN (an SSIM window whose float32 formula degenerates):
+#: reassociation only, NaN propagates as in NumPy's sum.
+_jit_reassoc = _jit_fast({"reassoc"})
 
 
 # -- pass A --------------------------------------------------------------------------------
@@ -522,7 +530,7 @@ def _box_ring(ring: Any, first: int, w: int, m: int, dst: Any, n: int) -> None:
             dst[f] += a[f]
 
 
-@_jit_sums
+@_jit_reassoc
 def _sum_f64(a: Any, lo: int, hi: int) -> float:
     """sum(a[lo:hi]) in float64 (vectorised: a fixed order per compiled kernel)."""
     s = 0.0
