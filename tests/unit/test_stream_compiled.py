@@ -417,3 +417,33 @@ def test_warm_compiles_every_kernel_on_a_tiny_pair() -> None:
         sigs = getattr(C, name).signatures
         dtypes = {str(sig[0].dtype) for sig in sigs}
         assert {"float32", "float64"} <= dtypes, (name, dtypes)
+
+
+class _RecordingWatch:
+    """A ChunkWatch without ``bounds``: it must be shown every chunk, as stream_fast does."""
+
+    def __init__(self) -> None:
+        self.views: list[tuple[int, float, float, float, float, bool]] = []
+        self.finished: tuple[int, float, int] | None = None
+
+    def chunk(self, view):  # type: ignore[no-untyped-def]
+        want_e = np.subtract(view.y, view.x, dtype=np.float64)
+        self.views.append((view.start, view.x_min, view.x_max, view.e_min, view.e_max,
+                           bool(np.array_equal(view.e, want_e))))
+        return view.start
+
+    def finish(self, partials, max_abs, max_flat):  # type: ignore[no-untyped-def]
+        self.finished = (len(partials), max_abs, max_flat)
+        assert partials == [v[0] for v in self.views]
+
+
+@pytest.mark.parametrize("known_x", [False, True])
+def test_a_watch_without_bounds_sees_every_chunk_as_the_numpy_path_shows_it(known_x) -> None:
+    x, y = _pair((7, 50), np.float32, seed=6)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    extremes = (float(x.min()), float(x.max())) if known_x else None
+    got, want = _RecordingWatch(), _RecordingWatch()
+    C.compiled_point_stats(xf, yf, x.shape, 64, S.FINE_HIST_BINS, watch=got, x_extremes=extremes)
+    F.fast_point_stats(np, xf, yf, x.shape, 64, S.FINE_HIST_BINS, watch=want, x_extremes=extremes)
+    assert got.views == want.views and got.finished == want.finished
+    assert len(got.views) == -(-xf.size // 64) and all(v[5] for v in got.views)
