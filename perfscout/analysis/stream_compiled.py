@@ -514,20 +514,31 @@ def _box_flat(src: Any, dst: Any, w: int, stride: int, n: int) -> None:
 @_jit
 def _box_ring(ring: Any, first: int, w: int, m: int, dst: Any, n: int) -> None:
     """dst[f] = the sum over the ring's planes first .. first + w - 1 (in plane order) of
-    ring[plane % w, m, f], f < n: the window sums along axis 0."""
+    ring[plane % slots, m, f], f < n: the window sums along axis 0."""
+    slots = ring.shape[0]
     if w == 7:
-        a0, a1, a2 = ring[first % 7, m], ring[(first + 1) % 7, m], ring[(first + 2) % 7, m]
-        a3, a4, a5, a6 = ring[(first + 3) % 7, m], ring[(first + 4) % 7, m], ring[(first + 5) % 7, m], ring[(first + 6) % 7, m]
+        a0, a1, a2 = ring[first % slots, m], ring[(first + 1) % slots, m], ring[(first + 2) % slots, m]
+        a3, a4 = ring[(first + 3) % slots, m], ring[(first + 4) % slots, m]
+        a5, a6 = ring[(first + 5) % slots, m], ring[(first + 6) % slots, m]
         for f in range(n):
             dst[f] = a0[f] + a1[f] + a2[f] + a3[f] + a4[f] + a5[f] + a6[f]
         return
-    a = ring[first % w, m]
+    a = ring[first % slots, m]
     for f in range(n):
         dst[f] = a[f]
     for q in range(1, w):
-        a = ring[(first + q) % w, m]
+        a = ring[(first + q) % slots, m]
         for f in range(n):
             dst[f] += a[f]
+
+
+@_jit
+def _slide(acc: Any, entering: Any, leaving: Any, n: int) -> None:
+    """acc[f] += entering[f] - leaving[f], f < n: the window sums along axis 0 moved by one
+    plane (float32; re-summed from the ring every SSIM_RESUM_PLANES planes, so rounding
+    cannot build up past a direct sum's)."""
+    for f in range(n):
+        acc[f] += entering[f] - leaving[f]
 
 
 @_jit_reassoc
@@ -588,6 +599,8 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
     two_n = f32(2 * n_win)
     centre = f32(tsd * scale * n_win)
     whole_rows = lo2 == 0 and hi2 == x.shape[2]  # the block's rows are contiguous in x
+    slots = ring.shape[0]  # w0 + 1
+    resum = _RESUM_PLANES
     total = 0.0
     for k in range(hi0 - lo0):
         if whole_rows:
@@ -597,7 +610,7 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
             for j in range(b_in):
                 _maps_row(x[lo0 + k, lo1 + j, lo2:hi2], y[lo0 + k, lo1 + j, lo2:hi2], ts, tsd, scale, direct,
                           maps, j * c_in)
-        slot = k % w0
+        slot = k % slots  # the ring holds this plane's sums and the w0 planes before it
         for m in range(4):
             _box_flat(maps[m], rows[m], w2, 1, n_rows)
             _box_flat(rows[m], ring[slot, m], w1, c_in, n_cols)
@@ -605,7 +618,10 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
             continue
         first = k - w0 + 1  # the output plane whose windows end at plane k
         for m in range(4):
-            _box_ring(ring, first, w0, m, s[m], n_cols)
+            if w0 > 1 and first % resum != 0:  # one plane in, one out
+                _slide(s[m], ring[slot, m], ring[(first - 1) % slots, m], n_cols)
+            else:
+                _box_ring(ring, first, w0, m, s[m], n_cols)
         sx, sd, sdd, sq = s[0], s[1], s[2], s[3]
         for f in range(n_cols):
             # stream_fast.fast_ssim's formula, in window sums (S), float32:
@@ -631,6 +647,10 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
             total += _sum_f64(diss, jo * c_in, jo * c_in + c_out)
     return total
 
+
+#: Along axis 0 the window sums move by one plane (added, left plane subtracted) and are
+#: summed again from the ring every this many output planes.
+_RESUM_PLANES = 8
 
 #: Compiled SSIM tiles (output windows per axis): rows of at most SSIM_ROW_MAX windows
 #: (SSIM_ROW_MAX_1D for a 1-D field, whose one row is the field); blocks of rows of about
@@ -682,7 +702,7 @@ def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, dat
     def make() -> tuple[Any, ...]:
         f32 = np.float32
         block_in, block_out = b_in * c_in, tile_out[1] * c_in
-        return (np.empty((4, block_in), f32), np.empty((4, block_in), f32), np.empty((win[0], 4, block_out), f32),
+        return (np.empty((4, block_in), f32), np.empty((4, block_in), f32), np.empty((win[0] + 1, 4, block_out), f32),
                 np.empty((4, block_out), f32), np.empty(block_out, f32))
 
     buffers = _per_thread(make)
