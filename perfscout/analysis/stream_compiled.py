@@ -653,15 +653,17 @@ def _ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo
 _RESUM_PLANES = 8
 
 #: Compiled SSIM tiles (output windows per axis): rows of at most SSIM_ROW_MAX windows
-#: (SSIM_ROW_MAX_1D for a 1-D field, whose one row is the field); blocks of rows of about
-#: SSIM_PLANE_ELEMENTS input elements per plane (four float32 maps of a ring of seven
-#: such blocks stay in a 2 MiB L2 cache); SSIM_TILE_PLANES output planes per tile (the
-#: halo of w0 - 1 planes is recomputed once per tile). Measured on 256^3 float32 on this
-#: 2-core VM: 8192-element blocks 0.067-0.071 s, 4096 0.078, 16384 0.09; 128 planes a
-#: few % faster than 64.
+#: (SSIM_ROW_MAX_1D for a 1-D field, whose one row is the field); blocks of
+#: SSIM_BLOCK_ROWS input rows per plane, fewer when that exceeds SSIM_PLANE_ELEMENTS
+#: elements (the four float32 maps of a ring of eight such blocks stay in a 2 MiB L2
+#: cache); SSIM_TILE_PLANES output planes per tile (the halo of w0 - 1 planes is
+#: recomputed once per tile). Measured on this 2-core VM (float32, 1 thread): 256^3 with
+#: 31-row blocks 0.055-0.06 s (8192-element blocks), 15-row 0.078; 256x512x512 with
+#: 31-row blocks (16384 elements) 0.25 s, 15-row 0.29 s; 128 planes a few % faster than 64.
 SSIM_ROW_MAX = 512
 SSIM_ROW_MAX_1D = 1 << 16
-SSIM_PLANE_ELEMENTS = 1 << 13
+SSIM_BLOCK_ROWS = 32
+SSIM_PLANE_ELEMENTS = 1 << 14
 SSIM_TILE_PLANES = 128
 
 
@@ -670,7 +672,8 @@ def _ssim_plan(shape3: tuple[int, int, int], win: tuple[int, int, int]) -> tuple
     n_out = [n - w + 1 for n, w in zip(shape3, win)]
     c_out = min(n_out[2], SSIM_ROW_MAX if shape3[1] > 1 or shape3[0] > 1 else SSIM_ROW_MAX_1D)
     c_in = c_out + win[2] - 1
-    b_out = max(1, min(n_out[1], SSIM_PLANE_ELEMENTS // c_in - win[1] + 1))
+    b_in = min(SSIM_BLOCK_ROWS, SSIM_PLANE_ELEMENTS // c_in)
+    b_out = max(1, min(n_out[1], b_in - win[1] + 1))
     a_out = min(n_out[0], SSIM_TILE_PLANES)
     return n_out, [a_out, b_out, c_out]
 
