@@ -477,15 +477,22 @@ BACKENDS = ("auto", "numba", "numpy")
 COMPILED_MIN_ELEMENTS = 1 << 22
 
 
+def requested_backend() -> str:
+    """``$PERFSCOUT_METRICS_BACKEND`` (see ENV_BACKEND), ``auto`` when unset; InputError
+    for an unknown value. Imports nothing."""
+    wanted = os.environ.get(ENV_BACKEND, "").strip().lower() or "auto"
+    if wanted not in BACKENDS:
+        raise InputError(f"${ENV_BACKEND} must be one of {', '.join(BACKENDS)} (or unset), got {wanted!r}")
+    return wanted
+
+
 def metrics_backend(size: int | None = None) -> str:
     """The fast path the metric pass takes for a NumPy float pair of ``size`` elements
     (None: of any size that the automatic choice sends to the compiled kernels):
     ``numba`` (:mod:`perfscout.analysis.stream_compiled`) or ``numpy`` (stream_fast).
-    ``numba`` needs numba to import; ``$PERFSCOUT_METRICS_BACKEND`` (see ENV_BACKEND)
-    overrides the size rule. InputError for an unknown value of the variable."""
-    wanted = os.environ.get(ENV_BACKEND, "").strip().lower() or "auto"
-    if wanted not in BACKENDS:
-        raise InputError(f"${ENV_BACKEND} must be one of {', '.join(BACKENDS)} (or unset), got {wanted!r}")
+    ``numba`` needs numba to import; ``$PERFSCOUT_METRICS_BACKEND`` overrides the size
+    rule (:func:`requested_backend`)."""
+    wanted = requested_backend()
     if wanted == "numpy" or (wanted == "auto" and size is not None and size < COMPILED_MIN_ELEMENTS):
         return "numpy"
     return "numba" if _compiled_module() is not None else "numpy"
@@ -494,10 +501,11 @@ def metrics_backend(size: int | None = None) -> str:
 @functools.lru_cache(maxsize=1)
 def _compiled_module() -> ModuleType | None:
     """perfscout.analysis.stream_compiled, imported on the first metric pass that takes it
-    (numba's import is not paid by a process that never does); None without numba."""
+    (numba's import is not paid by a process that never does); None without a working
+    numba (missing, or one that fails to load: the NumPy fast path then runs)."""
     try:
         return importlib.import_module("perfscout.analysis.stream_compiled")
-    except ImportError:
+    except Exception:  # noqa: BLE001 - ImportError, or llvmlite's OSError/RuntimeError on a broken install
         return None
 
 

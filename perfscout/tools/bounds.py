@@ -464,11 +464,11 @@ def verify_and_measure(
     compressed size, an unknown ``$PERFSCOUT_METRICS_BACKEND``) raises InputError; a
     failure of the metric pass itself (no finite element compared, an overflow) is
     returned in ``metrics_error`` beside a verdict that stands on its own."""
-    from perfscout.analysis.streaming import check_compressed_nbytes, metrics_backend, stream_quality_metrics
+    from perfscout.analysis.streaming import check_compressed_nbytes, requested_backend, stream_quality_metrics
 
     what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
     check_compressed_nbytes(compressed_nbytes)
-    metrics_backend(int(original.size))  # an unknown $PERFSCOUT_METRICS_BACKEND: bad input, not a failed pass
+    requested_backend()  # an unknown $PERFSCOUT_METRICS_BACKEND is bad input, not a failed metric pass
     threads = resolve_threads(threads)
     watch = _OnePassCheck(abs_bound, pw_rel_bound)
     metrics: dict[str, Any] = {}

@@ -348,6 +348,21 @@ def test_without_numba_the_numpy_path_runs(monkeypatch) -> None:
         S._compiled_module.cache_clear()
 
 
+def test_a_numba_that_fails_to_load_falls_back_to_numpy(monkeypatch) -> None:
+    def broken(name: str):  # type: ignore[no-untyped-def]
+        raise OSError("libllvmlite.so: cannot open shared object file")  # a broken llvmlite install
+
+    S._compiled_module.cache_clear()
+    monkeypatch.setattr(S.importlib, "import_module", broken)
+    try:
+        assert S.metrics_backend() == "numpy"
+        x, y = _pair((10, 12), np.float32, seed=1)
+        assert_matches_reference(x, y)
+    finally:
+        monkeypatch.undo()
+        S._compiled_module.cache_clear()
+
+
 def test_a_large_pair_takes_the_compiled_path_by_default(monkeypatch) -> None:
     n = S.COMPILED_MIN_ELEMENTS
     x = np.linspace(0, 1, n, dtype=np.float32).reshape(64, -1)
