@@ -12,9 +12,10 @@ What is identical to the NumPy fast path, bit for bit: min/max of x, y and e, th
 |e| and its first flat index, every count (exact zeros, changed zeros, the fine and
 coarse histograms), the largest point-wise ratio, and the bound check's counts and
 indices. The sums (MSE, moments, Pearson, autocorrelation) are the same float64
-formulas summed in another order (eight lanes per chunk instead of einsum's), and
-SSIM's window sums are float32 sums added in another order: within the tolerances
-:mod:`perfscout.analysis.streaming` states against the whole-array oracle.
+formulas summed in another order (the compiler's vectorised order instead of einsum's),
+and SSIM's window sums are float32 sums added in another order (along axis 0 a running
+sum, summed afresh every 8 planes): within the tolerances :mod:`perfscout.analysis.streaming`
+states against the whole-array oracle (tests/unit/test_stream_compiled.py).
 
 Determinism: the chunks and tiles are the same whatever the thread count; they run on
 :func:`perfscout.analysis.tile_pool.map_ordered` (the kernels release the GIL) and are
