@@ -239,6 +239,9 @@ def test_integer_and_mixed_dtypes_take_the_numpy_fast_path(monkeypatch) -> None:
     assert_matches_reference(x, (x + 1).astype(np.int16))
     xf, yf = _pair((9, 10), np.float64, seed=1)
     assert_matches_reference(xf, yf.astype(np.float32))
+    big = np.dtype(">f4")  # another byte order: not the kernels' float32
+    assert not C.supported(xf.astype(big), yf.astype(big))
+    assert_matches_reference(xf.astype(big), yf.astype(big))
 
 
 def _spoiled(x: np.ndarray, eb: float, pw: bool, where: list[int], seed: int) -> np.ndarray:
