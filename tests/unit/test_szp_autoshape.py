@@ -256,13 +256,22 @@ def test_the_1d_runs_are_the_fields_own_32_aligned_blocks() -> None:
     assert flat_sample.size == box_sample.size == geo.elems
     runs = flat_sample.reshape(-1, 32).astype(np.int64)
     assert np.all(runs[:, 0] % 32 == 0) and np.all(np.diff(runs, axis=1) == 1)
-    # each run is a 1-D block of its superblock row (rows of 999: somewhere along the row,
-    # not at the row piece's start, which would favour blocks straddling a row end)
+    # format 4: the runs come as whole chain steps of the field (F.CHAIN_SPAN aligned
+    # blocks), each holding a 1-D block of one of its superblock's rows (rows of 999:
+    # somewhere along the row, not at the row piece's start, which would favour blocks
+    # straddling a row end)
+    span = 32 * F.CHAIN_SPAN
+    wins = flat_sample.reshape(-1, span).astype(np.int64)
+    assert np.all(wins[:, 0] % span == 0) and np.all(np.diff(wins, axis=1) == 1)
     Y, X = shape[1], shape[2]
-    rows = (geo.origins[:, None] + geo.run_offsets[None, :]).reshape(-1)
+    rows = (geo.origins[:, None] + geo.run_offsets[None, :])  # (superblock, row)
     row_start = rows - rows % X
-    assert np.all((runs[:, 0] < row_start + X) & (runs[:, 0] + 32 > row_start))
-    assert np.std(runs[:, 0] - row_start) > X / 4  # spread along the rows
+    per_box = len(wins) // len(geo.origins)
+    w0 = wins[:, 0].reshape(len(geo.origins), per_box)
+    holds = (w0[:, :, None] < row_start[:, None, :] + X) & (w0[:, :, None] + span > row_start[:, None, :])
+    assert np.all(holds.any(axis=2))  # every window meets a row of its own superblock
+    spread = [w - row_start[i][np.argmax(holds[i, k])] for i, ws in enumerate(w0) for k, w in enumerate(ws)]
+    assert np.std(spread) > X / 4  # spread along the rows
     # the box sample holds exactly the superblocks' elements
     sz, sy, sx = geo.box
     offsets = ((np.arange(sz)[:, None, None] * Y + np.arange(sy)[None, :, None]) * X

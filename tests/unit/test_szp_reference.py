@@ -205,7 +205,7 @@ def test_corner_block_layout_by_hand() -> None:
     # its sign stays in the sign word.
     x = np.arange(1000, 1032, dtype=np.float32)
     p = F.parse(F.encode(x, "abs", 0.5))
-    assert p.header.version == 3 and p.header.header_len == 144
+    assert p.header.version == F.VERSION == 4 and p.header.header_len == 144
     assert p.widths.tolist() == [1 | 1 << 5 | F.CORNER_FLAG]
     assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE]
     assert p.corners.tolist() == [1000 & 0xFF, 1000 >> 8] and p.header.corner_bytes == 2
@@ -226,9 +226,13 @@ def test_corner_block_layout_by_hand() -> None:
 def test_a_block_that_is_only_its_corner_has_no_payload() -> None:
     # a constant block: residuals 7, 0, ..., 0. Plain: 4 words (w = 3); corner: 1 byte, 0 words
     x = np.full(64, 7.0, np.float32)
-    p = F.parse(F.encode(x, "abs", 0.5))
+    p = F.parse(F.encode(x, "abs", 0.5, version=3))
     assert p.widths.tolist() == [0x80, 0x80] and p.header.payload_words == 0
     assert p.corners.tolist() == [14, 14]
+    # version 4: the second block is chained to the first (d0 - s = 0): no corner, no words
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [0x80, F.CHAIN_FLAG] and p.header.payload_words == 0
+    assert p.corners.tolist() == [14]
     # 4-byte corners: q near 2**26 - 1 (ext0 needs 27 bits)
     x = np.full(32, 2.0**26 - 3, np.float64)
     p = F.parse(F.encode(x, "abs", 0.5))
@@ -252,7 +256,7 @@ def test_auto_block_flag_is_recorded() -> None:
     assert s[:136] == plain[:136] and s[144:-4] == plain[144:-4]
     with pytest.raises(InputError, match="version 3"):
         F.encode(x, "rel", 1e-3, 1, auto_block=True, version=2)
-    with pytest.raises(InputError, match="version 2 or 3"):
+    with pytest.raises(InputError, match="version 2, 3 or 4"):
         F.encode(x, "rel", 1e-3, 1, version=1)
 
 
@@ -479,7 +483,7 @@ def test_v3_forged_fields_are_rejected(corner_stream: bytes) -> None:
 
 def test_v3_corner_not_in_its_fewest_bytes_is_rejected() -> None:
     x = np.full(32, 7.0, np.float32)  # one corner-only block: ext0 = 14 in 1 byte
-    s = F.encode(x, "abs", 0.5)
+    s = F.encode(x, "abs", 0.5, version=3)
     p = F.parse(s)
     h = p.header
     # rebuild the stream with the corner in 2 bytes (14, 0)
@@ -522,3 +526,83 @@ def test_finite_range_in_chunks_is_the_one_pass_range(dtype: type, chunk: int) -
     assert F.finite_range(x, chunk_elems=chunk) == F.finite_range(x)
     assert F.finite_range(x[:, ::2, 1:], chunk_elems=chunk) == F.finite_range(x[:, ::2, 1:])  # a strided view
     assert F.finite_range(np.full((5, 5), np.nan, dtype), chunk_elems=chunk) is None
+
+
+# -- version 4: chained blocks ---------------------------------------------------------------
+
+
+def test_chained_block_layout_by_hand() -> None:
+    """q = 1000 .. 1063 in two 1-D blocks: the first is a corner block (the corner 1000 in 2
+    bytes, the planes the 31 ones); the second's first residual is predicted from the first
+    block's last value (1032 - 1031 = 1), so all its residuals are 1: width 1, chained, no
+    corner byte. Version 3 makes it a second corner block (2 more bytes)."""
+    x = np.arange(1000, 1064, dtype=np.float32)
+    p = F.parse(F.encode(x, "abs", 0.5))
+    assert p.widths.tolist() == [1 | 1 << 5 | F.CORNER_FLAG, 1 | F.CHAIN_FLAG]
+    assert p.corners.tolist() == [1000 & 0xFF, 1000 >> 8] and p.header.corner_bytes == 2
+    assert p.payload.tolist() == [0x00000000, 0xFFFFFFFE, 0x00000000, 0xFFFFFFFF]
+    s4 = F.encode(x, "abs", 0.5)
+    _assert_within(x, F.decode(s4), s4)
+    assert np.array_equal(F.decode(s4), F.decode(F.encode(x, "abs", 0.5, version=3)))
+    p3 = F.parse(F.encode(x, "abs", 0.5, version=3))
+    assert p3.widths.tolist() == [1 | 1 << 5 | F.CORNER_FLAG] * 2 and p3.header.corner_bytes == 4
+    # a negative step down: the chained first residual keeps its sign in the sign word
+    y = x.copy()
+    y[32:] -= 2  # 1030 after 1031: d0 - s = -1 (a step of -40 makes it a corner block again)
+    p = F.parse(F.encode(y, "abs", 0.5))
+    assert p.widths[1] & F.CHAIN_FLAG and not p.widths[1] & F.CORNER_FLAG
+    assert np.array_equal(F.decode(F.encode(y, "abs", 0.5)), F.decode(F.encode(y, "abs", 0.5, version=3)))
+
+
+def test_chains_restart_every_chain_span_blocks() -> None:
+    """A block at a multiple of CHAIN_SPAN is never chained (the GPU decodes CHAIN_SPAN
+    blocks per warp step); each other block of a long ramp is."""
+    x = np.arange(1000, 1000 + 32 * 13, dtype=np.float32)
+    w = F.parse(F.encode(x, "abs", 0.5)).widths
+    chained = F.chained(w)
+    assert not chained[:: F.CHAIN_SPAN].any()
+    assert chained[np.arange(len(w)) % F.CHAIN_SPAN != 0].all()
+
+
+@pytest.mark.parametrize("block_ndim,shape", [(1, (3000,)), (1, (7, 50, 63)), (2, (40, 99)), (2, (3, 17, 70)),
+                                              (3, (9, 18, 36)), (3, (4, 5, 33, 40))])
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_version_4_decodes_what_version_3_decodes_and_is_never_larger(block_ndim, shape, seed, dtype) -> None:
+    """Chaining changes how a block's first residual is coded, never the quantised values:
+    the same reconstruction, bit for bit, in at most version 3's bytes (a block is chained
+    only when that takes fewer), with NaN, huge and subnormal values among the inputs and a
+    bound below float32's resolution of the data."""
+    rng = np.random.default_rng(seed)
+    x = (np.cumsum(rng.standard_normal(shape), axis=-1) * 10 + 100).astype(dtype)
+    x.reshape(-1)[rng.choice(x.size, 5, replace=False)] = [np.nan, 1e30, -1e30, 0.0, 3e-39]
+    for bound in (1e-2, 1e-4, 1e-9):
+        s3, s4 = F.encode(x, "abs", bound, block_ndim, version=3), F.encode(x, "abs", bound, block_ndim)
+        y3, y4 = F.decode(s3), F.decode(s4)
+        assert np.array_equal(y3.view(np.uint8), y4.view(np.uint8))
+        assert len(s4) <= len(s3)
+        _assert_within(x, y4, s4)
+
+
+def test_forged_chain_flags_are_rejected() -> None:
+    x = np.arange(1000, 1000 + 32 * 8, dtype=np.float32)
+    s = bytearray(F.encode(x, "abs", 0.5))
+    p = F.parse(bytes(s))
+    lay = p.layout
+
+    def with_width(b: int, value: int) -> bytes:
+        t = bytearray(s)
+        t[lay.widths + b] = value
+        body = bytes(t[: lay.crc])
+        return body + zlib.crc32(body).to_bytes(4, "little")
+
+    with pytest.raises(CodecError, match="flag bits"):  # chained at a multiple of CHAIN_SPAN
+        F.decode(with_width(F.CHAIN_SPAN, int(p.widths[F.CHAIN_SPAN]) & 0x1F | F.CHAIN_FLAG))
+    with pytest.raises(CodecError, match="flag bits"):  # bit 6 on a block that is not a corner block
+        F.decode(with_width(1, int(p.widths[1]) | 0x40))
+    v3 = bytearray(F.encode(x, "abs", 0.5, version=3))
+    p3 = F.parse(bytes(v3))
+    v3[p3.layout.widths + 1] = int(p3.widths[1]) & 0x1F | F.CHAIN_FLAG  # no chain flag before version 4
+    body = bytes(v3[: p3.layout.crc])
+    with pytest.raises(CodecError):
+        F.decode(body + zlib.crc32(body).to_bytes(4, "little"))

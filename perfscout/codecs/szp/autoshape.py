@@ -231,10 +231,37 @@ def sample_indices(geo: SampleGeometry, xp: Any = np) -> tuple[Any, Any]:
         starts = np.minimum(starts - starts % _X_ALIGN, (math.prod(geo.view) // _X_ALIGN - 1) * _X_ALIGN)
     else:  # row pieces that are 1-D blocks, or whole periods of the row/plane pattern
         starts -= starts % _X_ALIGN
-    runs = (starts[:, None] + np.arange(geo.run_len, dtype=it)[None, :]).reshape(-1)
+    windows = _chain_windows(starts, len(org), math.prod(geo.view), it) if geo.run_len == _X_ALIGN else None
+    if windows is not None:
+        runs = windows
+    else:
+        runs = (starts[:, None] + np.arange(geo.run_len, dtype=it)[None, :]).reshape(-1)
     if xp is np:
         return np.ascontiguousarray(box), runs
     return xp.asarray(box), xp.asarray(runs)
+
+
+def _chain_windows(starts: np.ndarray, nbox: int, n: int, it: type) -> np.ndarray | None:
+    """The 1-D sample as whole chain steps of the field, for superblocks whose runs are
+    single 1-D blocks (``starts``: 32-aligned, ``nbox`` superblocks of equally many runs):
+    format 4 chains a 1-D block to the one before it inside aligned steps of F.CHAIN_SPAN
+    blocks, which blocks sampled alone never show (they under-stated what 1-D blocks save
+    by up to 8 %). Each superblock keeps the sample's length with the aligned windows of
+    CHAIN_SPAN blocks around some of its runs, which ones following the golden-ratio
+    sequence over the superblocks (no row of the superblocks is favoured); None when the
+    runs do not fill whole windows."""
+    span = getattr(F, "CHAIN_SPAN", 1) * _X_ALIGN
+    per = starts.size // max(1, nbox)  # runs per superblock
+    if span <= _X_ALIGN or per * nbox != starts.size or (per * _X_ALIGN) % span or n < span:
+        return None
+    if starts.size * _X_ALIGN == n:  # every superblock, tiling the field: the field itself
+        return np.arange(n, dtype=it)
+    w = per * _X_ALIGN // span  # windows per superblock
+    k = np.arange(nbox * w, dtype=np.float64)
+    pick = np.minimum((np.mod(0.5 + k * _PHI, 1.0) * per).astype(np.int64), per - 1)
+    chosen = starts.astype(np.int64).reshape(nbox, per)[np.repeat(np.arange(nbox), w), pick]
+    wins = np.minimum(chosen - chosen % span, (n // span - 1) * span)
+    return (wins[:, None] + np.arange(span)[None, :]).reshape(-1).astype(it)
 
 
 #: Device copies of the sample indices, per (shape, device): a field compressed again (a

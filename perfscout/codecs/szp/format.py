@@ -1,4 +1,4 @@
-"""The szp stream format, version 3, and its NumPy reference encoder/decoder.
+"""The szp stream format, version 4, and its NumPy reference encoder/decoder.
 
 This module IS the specification (FORMAT.md describes it in prose): the CUDA kernels in
 ``gpu.py`` must produce byte-identical streams, and every stream either implementation
@@ -10,7 +10,8 @@ Layout (little-endian, every section starts on a 16-byte boundary, pads are zero
     header      144 bytes (HEADER_STRUCT + shape dims + corner_bytes + flags; 128 in v1/v2)
     widths      nblocks x u8: bit width w of each block's residual magnitudes (0..MAX_WIDTH,
                 bits 0-4), a corner block's corner byte count - 1 (bits 5-6) and the
-                corner flag (bit 7)
+                corner flag (bit 7); version 4: bit 5 alone marks a chained block, whose
+                first residual is predicted from the block before (FORMAT.md)
     payload     per block, in block order, 0 words if w == 0 else (1 + w) u32 words:
                 the sign word, then bit planes 0 (LSB) .. w-1 of |residual|; a corner
                 block's planes leave its corner (element 0) out
@@ -39,10 +40,11 @@ import numpy as np
 from perfscout.errors import CodecError, InputError
 
 MAGIC = b"SZPG"
-#: Version 3 stores a corner block's corner byte-packed in its own section; version 2 kept
-#: it in a whole payload word, version 1 had no corner blocks. This reader decodes all three.
-VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: Version 4 adds chained blocks (a block's corner predicted from the block before it);
+#: version 3 stores a corner block's corner byte-packed in its own section; version 2 kept
+#: it in a whole payload word, version 1 had no corner blocks. This reader decodes all four.
+VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 #: Header length of version 3; versions 1 and 2 have the first HEADER_LEN_V2 bytes only.
 HEADER_LEN = 144
 HEADER_LEN_V2 = 128
@@ -65,6 +67,14 @@ WIDTH_BITS = 0x1F
 NB_SHIFT = 5
 NB_BITS = 0x60
 CORNER_FLAG = 0x80
+#: Version 4: bit 5 of a block that is not a corner block marks it chained: its first
+#: residual is predicted from the quantised value of element CHAIN_SRC of the block before
+#: it (the neighbour, along x, of the block's corner), so the block needs no corner of its
+#: own. Chains restart at every CHAIN_SPAN-th block (a block b with b % CHAIN_SPAN == 0 is
+#: never chained): a GPU warp codes CHAIN_SPAN consecutive blocks in one step.
+CHAIN_FLAG = 0x20
+CHAIN_SPAN = 4
+CHAIN_SRC = {1: 31, 2: 7, 3: 3}
 #: The check bound sits this many ulps below the enforced bound, so that an error which
 #: rounds down to the check bound in the data's own arithmetic is still <= the bound.
 CHECK_ULPS = 4
@@ -466,6 +476,56 @@ def _block_widths(d: np.ndarray, version: int) -> np.ndarray:
     return np.where(corner, cbyte, w_all).astype(np.uint8)
 
 
+def chained(widths: np.ndarray) -> np.ndarray:
+    """Which blocks are chained (version 4): bit 5 set, bits 6-7 clear."""
+    return (widths & (CORNER_FLAG | NB_BITS)) == CHAIN_FLAG
+
+
+def _chain_blocks(d: np.ndarray, qflat: np.ndarray, widths: np.ndarray,
+                  block_ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Version 4: chain a block when that takes fewer payload and corner bytes than the
+    plain or corner coding _block_widths chose: its first residual becomes d0 - s, s the
+    block before's quantised value at CHAIN_SRC (the element next to this block's corner
+    along x), which the decoder has reconstructed by then. Never at b % CHAIN_SPAN == 0.
+    Returns the width bytes and the residuals (a copy where a block is chained)."""
+    n = len(d)
+    if n < 2:
+        return widths, d
+    s = np.zeros(n, np.int64)
+    s[1:] = qflat[:-1, CHAIN_SRC[block_ndim]]
+    d0c = d[:, 0].astype(np.int64) - s
+    rest = np.bitwise_or.reduce(np.abs(d[:, 1:]).astype(np.uint32), axis=1)
+    w_ch = _bit_width(rest | np.abs(d0c).astype(np.uint32)).astype(np.int64)
+    nw_ch = np.where(w_ch > 0, w_ch + 1, 0)
+    w = (widths & WIDTH_BITS).astype(np.int64)
+    cost = 4 * np.where(w > 0, w + 1, 0) + corner_nbytes(widths)  # bytes as coded now
+    chain = (np.arange(n) % CHAIN_SPAN != 0) & (4 * nw_ch < cost)
+    if not chain.any():
+        return widths, d
+    widths = np.where(chain, w_ch | CHAIN_FLAG, widths).astype(np.uint8)
+    d = d.copy()
+    d[chain, 0] = d0c[chain]
+    return widths, d
+
+
+def _unchain(q: np.ndarray, widths: np.ndarray, block_ndim: int) -> None:
+    """Version 4, in place on the blocks' quantised values (nblocks, ...) as the planes and
+    corners give them: add to each chained block the final value at CHAIN_SRC of the block
+    before it (itself chained or not), in 32-bit wrapping arithmetic like the GPU's."""
+    c = chained(widths)
+    if not c.any():
+        return
+    n = len(widths)
+    qf = q.reshape(n, BLOCK_ELEMS)
+    v = qf[:, CHAIN_SRC[block_ndim]].astype(np.int64)
+    group = np.cumsum(~c) - 1  # a chain: a block that is not chained and the chained ones after it
+    cs = np.cumsum(v)
+    starts = np.flatnonzero(~c)
+    before = (cs[starts] - v[starts])[group]  # cumulative sum before each chain's first block
+    off = cs - before - v  # the block before's final value for a chained block, else 0
+    qf[:] = ((qf.astype(np.int64) + off[:, None]) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
 def _corner_value(d0: np.ndarray, has_words: np.ndarray) -> np.ndarray:
     """What the corners section stores of a corner d0 (uint32): |d0| when the block has
     payload words (its sign word then holds the sign), else ext0 = |d0| << 1 | sign."""
@@ -521,8 +581,8 @@ def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None
     ``auto_block`` records in the header (flag FLAG_AUTO_BLOCK) that ``block_ndim`` was
     chosen automatically; it needs version 3. ``version`` 2 writes the previous format
     (no corners section, no flags), which every reader still takes."""
-    if version not in (2, 3):
-        raise InputError(f"szp writes format version 2 or 3, not {version!r}")
+    if version not in (2, 3, 4):
+        raise InputError(f"szp writes format version 2, 3 or 4, not {version!r}")
     if auto_block and version < 3:
         raise InputError("the auto_block flag needs format version 3")
     x = np.asarray(x, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
@@ -545,12 +605,16 @@ def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None
         q, bad = quantize(xp, qz)
         out_idx = np.flatnonzero(bad[: view[0], : view[1], : view[2]]).astype("<u8")
         out_val = x.reshape(-1)[out_idx]
-        d = _lorenzo(_to_blocks(q, grid, bshape)).reshape(nblocks, BLOCK_ELEMS)
+        qb = _to_blocks(q, grid, bshape)
+        d = _lorenzo(qb).reshape(nblocks, BLOCK_ELEMS)
     else:
         out_idx = np.zeros(0, "<u8")
         out_val = np.zeros(0, x.dtype)
+        qb = np.zeros((0, *bshape), np.int32)
         d = np.zeros((0, BLOCK_ELEMS), np.int32)
     widths = _block_widths(d, version)
+    if version >= 4:
+        widths, d = _chain_blocks(d, qb.reshape(nblocks, BLOCK_ELEMS), widths, bnd)
     sizes = block_words(widths, version)
     offs = np.cumsum(sizes) - sizes
     payload = np.zeros(int(sizes.sum()), dtype="<u4")
@@ -666,8 +730,14 @@ def parse(data: bytes | memoryview, verify_crc: bool = True) -> Parsed:
     widths = buf[lay.widths : lay.widths + h.nblocks]
     if h.nblocks:
         allowed = {1: WIDTH_BITS, 2: WIDTH_BITS | CORNER_FLAG}.get(h.version, 0xFF)
-        # bits 5-6 (a corner's byte count) only on corner blocks
-        stray_nb = h.version >= 3 and np.any((widths & NB_BITS != 0) & (widths & CORNER_FLAG == 0))
+        # bits 5-6 (a corner's byte count) only on corner blocks; version 4: bit 5 alone is
+        # the chain flag, never on a block at a multiple of CHAIN_SPAN
+        plain = widths & CORNER_FLAG == 0
+        if h.version >= 4:
+            stray_nb = np.any((widths & (NB_BITS & ~CHAIN_FLAG) != 0) & plain) or \
+                np.any(chained(widths[::CHAIN_SPAN]))
+        else:
+            stray_nb = h.version >= 3 and np.any((widths & NB_BITS != 0) & plain)
         if int((widths & WIDTH_BITS).max()) > MAX_WIDTH or np.any(widths & ~np.uint8(allowed)) or stray_nb:
             raise CodecError(f"corrupt szp stream: a block width exceeds {MAX_WIDTH} or has "
                              f"unknown flag bits (format version {h.version})")
@@ -702,6 +772,8 @@ def decode(data: bytes | memoryview) -> np.ndarray:
         cext = p.corner_ext[sl] if h.version >= 3 else None
         d = _decode_blocks(p.payload, offs[sl], p.widths[sl], h.version, cext)
         q[sl] = _unlorenzo(d.reshape(-1, *bshape))
+    if h.version >= 4:
+        _unchain(q, p.widths, h.block_ndim)
     with np.errstate(over="ignore"):  # such elements are outliers, overwritten below
         xr = q.astype(h.dtype) * T(h.step)
     out = _from_blocks(xr, grid, bshape)[: view[0], : view[1], : view[2]]

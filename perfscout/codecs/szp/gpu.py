@@ -34,6 +34,14 @@ SCAN_CTA_TILES = 32  # tiles per CTA of szp_width_scan
 #: Resident warps per SM of szp_compress (its __launch_bounds__), 32- / 64-bit indices:
 #: the compress grid is persistent, one CTA per resident slot.
 COMPRESS_RESIDENT_WARPS = {False: 48, True: 40}
+
+
+def compress_resident_warps(wide: bool, dtype: Any, fmt: int) -> int:
+    """Warps per SM of the persistent compress grid: its __launch_bounds__ (szp_kernels.cu,
+    COMPRESS_MIN_CTAS): 40 for 64-bit indices and for float64 in format 4, else 48."""
+    return COMPRESS_RESIDENT_WARPS[wide or (np.dtype(dtype) == np.float64 and fmt >= 4)]
+
+
 THREADS = WARPS * 32
 VAL_MASK = (1 << 62) - 1
 #: Stage arrays larger than this through the chunked, pinned, two-stream path.
@@ -70,7 +78,12 @@ def _kernel_format(version: int) -> int:
     """The SZP_FORMAT build that reads or writes ``version`` (version 1 is read by 2's)."""
     if version not in F.READABLE_VERSIONS:
         raise CodecError(f"unsupported szp format version {version}")
-    return 3 if version >= 3 else 2
+    return version if version >= 3 else 2
+
+
+#: The build the format-independent kernels (range pass, corner scan/pack, finishing,
+#: gather, scatter) come from: the one the writer's kernels live in, compiled anyway.
+_AUX_FMT = 4
 
 
 @functools.lru_cache(maxsize=None)
@@ -331,7 +344,7 @@ def device_range(xd: Any) -> tuple[float, float] | None:
     if xd.size:
         dev = _device_id()
         blocks = int(min(_sm_count(dev) * 8, max(1, -(-xd.size // (4 * THREADS)))))
-        _kernel(str(xd.dtype), 1, False, 3, "szp_minmax", dev)((blocks,), (THREADS,), (xd, np.uint64(xd.size), keys))
+        _kernel(str(xd.dtype), 1, False, _AUX_FMT, "szp_minmax", dev)((blocks,), (THREADS,), (xd, np.uint64(xd.size), keys))
     st = _staging()  # the one wait before the compress kernel: its quantiser needs the range
     _copy(st.ptr + _ST_COUNTS, keys.data.ptr, 2 * isz)
     st.mark()
@@ -362,7 +375,8 @@ def _compress_shape(geo: Geometry, dtype: Any, version: int = WRITE_VERSION) -> 
     fn, threads = _compress_kernel(str(np.dtype(dtype)), geo.block_ndim, geo.wide, _kernel_format(version), dev)
     cwarps = threads // 32
     ntiles = -(-geo.nblocks // (cwarps * STEPS * 4))
-    ctas = _sm_count(dev) * (COMPRESS_RESIDENT_WARPS[geo.wide] // cwarps)
+    warps = compress_resident_warps(geo.wide, dtype, _kernel_format(version))
+    ctas = _sm_count(dev) * (warps // cwarps)
     return fn, threads, ntiles, max(1, min(ntiles, ctas))
 
 
@@ -377,7 +391,7 @@ def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any, zeroe
     if not zeroed:
         scratch[r : r + ctas + 1] = 0
     prefix = scratch[r + ctas + 1 : r + ctas + 2 + geo.ntiles]
-    _kernel("float32", 1, False, 3, "szp_corner_scan", _device_id())(
+    _kernel("float32", 1, False, _AUX_FMT, "szp_corner_scan", _device_id())(
         (ctas,), (THREADS,),
         (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[r : r + ctas],
          scratch[r + ctas : r + ctas + 1].view(cp.uint32), total_out))
@@ -450,7 +464,7 @@ def _pack_corners(p: _Pieces, geo: Geometry, out: Any) -> None:
 
 def _launch_pack(p: _Pieces, geo: Geometry, out: Any) -> None:
     """szp_corner_pack into ``out`` (room for every corner byte), whatever p.corner_bytes is."""
-    _kernel("float32", 1, False, 3, "szp_corner_pack", _device_id())(
+    _kernel("float32", 1, False, _AUX_FMT, "szp_corner_pack", _device_id())(
         *_corner_grid(geo),
         (p.widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), p.corner_ext, p.corner_prefix, out))
 
@@ -517,7 +531,7 @@ def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: i
         sctas, _first = _scan_slots(geo)
         r = _corner_region(geo)
         prefix = scratch[r + sctas + 1 : r + sctas + 2 + geo.ntiles]
-        scan = (_kernel("float32", 1, False, 3, "szp_corner_scan", dev), (sctas,), (THREADS,),
+        scan = (_kernel("float32", 1, False, _AUX_FMT, "szp_corner_scan", dev), (sctas,), (THREADS,),
                 (widths, np.uint32(nb), np.uint32(geo.ntiles), prefix, scratch[r : r + sctas],
                  scratch[r + sctas : r + sctas + 1].view(cp.uint32), scratch[ntiles + 2 : ntiles + 3]))
     return _SamplePlan(geo, ntiles - 1, (ctas,), (threads,), fn, tail_args, scan)
@@ -556,7 +570,7 @@ def gather_samples(x: Any, idx_a: Any, idx_b: Any, out_a: Any, out_b: Any) -> No
     indices int32 when x has fewer than 2^31 elements, else int64)."""
     wide = x.size >= NARROW_LIMIT
     dev = _device_id()
-    fn = _kernel(str(x.dtype), 1, wide, 3, "szp_gather2", dev)
+    fn = _kernel(str(x.dtype), 1, wide, _AUX_FMT, "szp_gather2", dev)
     n = int(idx_a.size) + int(idx_b.size)
     fn((max(1, min(4 * _sm_count(dev), -(-n // THREADS))),), (THREADS,),
        (x, idx_a, out_a, np.uint64(idx_a.size), idx_b, out_b, np.uint64(idx_b.size)))
@@ -673,7 +687,7 @@ def _compress_stream(xd: Any, geo: Geometry, qz: F.Quantizer, version: int,
     tail = scratch[p.ntiles - 1 : p.ntiles + 3]
     dt = str(xd.dtype)
     dev = _device_id()
-    _kernel(dt, 1, False, 3, "szp_finish", dev)(
+    _kernel(dt, 1, False, _AUX_FMT, "szp_finish", dev)(
         (_finish_ctas(dev),), (THREADS,), (body, np.uint64(pay_off), tail, p.corner_tmp, np.uint64(p.cap), v3))
     sort_fn, sort_max = _sort_kernel(dt, dev)
     sort_fn((1,), (SORT_THREADS,), (body, np.uint64(pay_off), tail, p.out_idx, p.out_val, np.uint64(p.cap),
@@ -712,7 +726,7 @@ def _sort_kernel(dtype: str, device_id: int) -> tuple[Any, int]:
     largest power of two whose 12 bytes each fit the shared memory the device lets one
     CTA opt into (cudaDevAttrMaxSharedMemoryPerBlockOptin = 97), or what fits the 48 KiB
     every device gives when the opt-in cannot be set."""
-    fn = _kernel(dtype, 1, False, 3, "szp_sort_outliers", device_id)
+    fn = _kernel(dtype, 1, False, _AUX_FMT, "szp_sort_outliers", device_id)
     limit = _DEFAULT_DYNAMIC_SMEM
     try:
         limit = max(limit, int(_cp().cuda.runtime.deviceGetAttribute(97, device_id)))
@@ -757,8 +771,8 @@ def _assemble_on_device(p: _Pieces, geo: Geometry, h: F.Header) -> DeviceStream:
 
 
 def _check_write_version(version: int, auto_block: bool) -> None:
-    if version not in (2, 3):
-        raise InputError(f"szp writes format version 2 or 3, not {version!r}")
+    if version not in (2, 3, 4):
+        raise InputError(f"szp writes format version 2, 3 or 4, not {version!r}")
     if auto_block and version < 3:
         raise InputError("the auto_block flag needs format version 3")
 
@@ -864,7 +878,7 @@ def _check_decompress(geo: Geometry, scratch: Any, payload_words: int, corner_by
 def _scatter(out: Any, idx: Any, val: Any) -> None:
     n = int(idx.size)
     if n:
-        _kernel(str(out.dtype), 1, False, 3, "szp_scatter", _device_id())(
+        _kernel(str(out.dtype), 1, False, _AUX_FMT, "szp_scatter", _device_id())(
             (-(-n // 256),), (256,), (out, idx, val, np.uint64(n), np.uint64(out.size)))
 
 
@@ -916,10 +930,16 @@ def _fit_chunk(chunk_bytes: int) -> int:
 
 def _chunk_plan(geo: Geometry, itemsize: int, chunk_bytes: int) -> tuple[int, list[tuple[int, int]]]:
     """Split along the slowest view axis that has more than one block: (axis, [(b0, b1)])
-    in block units. Blocks of consecutive ranges are consecutive in the stream."""
+    in block units. Blocks of consecutive ranges are consecutive in the stream, and each
+    range starts at a multiple of F.CHAIN_SPAN blocks of the stream."""
     axis = next((a for a in range(3) if geo.grid[a] > 1), 2)
     per_block_row = itemsize * math.prod(geo.view) / max(1, geo.grid[axis])
     step = max(1, int(chunk_bytes // max(1.0, per_block_row)))
+    # every slab starts at a multiple of F.CHAIN_SPAN blocks, where no block is chained
+    # (format 4): a chain never crosses slabs, in the encoder or in the decoder
+    per_row = math.prod(geo.grid) // max(1, geo.grid[axis])
+    unit = F.CHAIN_SPAN // math.gcd(max(1, per_row), F.CHAIN_SPAN)
+    step = max(unit, step // unit * unit)
     n = geo.grid[axis]
     return axis, [(b, min(n, b + step)) for b in range(0, n, step)] or [(0, 0)]
 

@@ -62,6 +62,7 @@ typedef u32 IDX;
 #define QLIMIT 67108864.0
 #define MAX_WIDTH 29
 #define CORNER_FLAG 0x80u  // width byte: bits 0-4 width, bits 5-6 nb - 1 (format 3), bit 7 corner block
+#define CHAIN_FLAG 0x20u   // format 4: bit 5 of a block that is not a corner block: chained
 #define WARP_WORDS (STEPS * 4 * (MAX_WIDTH + 1))  // worst-case payload of a warp's 16 blocks
 #define FLAG_AGG (1ULL << 62)
 #define FLAG_PRE (2ULL << 62)
@@ -71,14 +72,17 @@ typedef u32 IDX;
 #define BZ 1
 #define BY 1
 #define BX 32
+#define CHAIN_T 7  // format 4: the lane (slot 3) holding element 31, next to the next block's corner
 #elif SZP_BDIM == 2
 #define BZ 1
 #define BY 4
 #define BX 8
+#define CHAIN_T 1  // element 7: (0, 7)
 #else
 #define BZ 2
 #define BY 4
 #define BX 4
+#define CHAIN_T 0  // element 3: (0, 0, 3)
 #endif
 
 struct Geom {
@@ -423,6 +427,11 @@ __device__ __forceinline__ u32 compress_warp(
                 }
             }
         }
+#if SZP_FORMAT >= 4
+        // the quantised value next to this block's corner: block j - 1's element at lane
+        // CHAIN_T, slot 3 (block 0 of a step is never chained)
+        const int chain_src = __shfl_sync(FULL, q[3], ((j + 3) & 3) * 8 + CHAIN_T);
+#endif
         lorenzo(q, t);
         u32 ext[4];
 #pragma unroll
@@ -435,20 +444,37 @@ __device__ __forceinline__ u32 compress_warp(
         mr |= __shfl_xor_sync(FULL, mr, 1);
         mr |= __shfl_xor_sync(FULL, mr, 2);
         mr |= __shfl_xor_sync(FULL, mr, 4);
-        const u32 nw_plain = 32 - __clz(mr | __shfl_sync(FULL, ext[0], lane & ~7));  // 0, or width + 1
+        const u32 e0 = __shfl_sync(FULL, ext[0], lane & ~7);  // the corner's ext, in all 8 lanes
+        const u32 nw_plain = 32 - __clz(mr | e0);  // 0, or width + 1
         const u32 nw_rest = 32 - __clz(mr);        // as a corner block: 0, or w_rest + 1
         // The reference's rule 4 nw_rest + nb < 4 nw_plain, nb = max(1, ceil(bitlen(v) / 8))
         // with v = |d0| when the block keeps words (its sign word has the sign), else ext0:
         // only when nw_rest < nw_plain, and then the corner alone sets the width, so
         // bitlen(ext0) = nw_plain (bitlen(|d0|) = nw_plain - 1); with nw_plain - nw_rest == 1
         // that needs nb < 4, i.e. nw_plain <= 25 (nw_rest == 0 then means nw_plain == 1).
-        const bool corner = valid && nw_rest < nw_plain && (nw_rest + 1 < nw_plain || nw_plain <= 25);
-        const u32 nw = corner ? nw_rest : (valid ? nw_plain : 0u);
+        bool corner = valid && nw_rest < nw_plain && (nw_rest + 1 < nw_plain || nw_plain <= 25);
+        u32 nw = corner ? nw_rest : (valid ? nw_plain : 0u);
+        const u32 nb = (nw_plain + 7 - (nw ? 1u : 0u)) >> 3;  // a corner block's corner bytes
+#if SZP_FORMAT >= 4
+        // Chained (FORMAT.md): element 0 coded as d0 - s, s the value next to the corner;
+        // taken when its words cost fewer bytes than the coding chosen above, never for a
+        // step's first block (a multiple of 4: a step's 4 blocks are decoded together).
+        const int d0c = (int)((e0 >> 1) * (1u - 2u * (e0 & 1u))) - chain_src;  // d0 from its ext
+        const u32 e0c = __funnelshift_l((u32)d0c, (u32)abs(d0c), 1);
+        const u32 nw_chain = 32 - __clz(mr | e0c);
+        const bool chain = valid && j && 4 * nw_chain < (corner ? 4 * nw_rest + nb : 4 * nw);
+        if (chain) {
+            corner = false;
+            nw = nw_chain;
+            if (t == 0) ext[0] = e0c;
+        }
+#else
+        const bool chain = false;
+#endif
         const u32 planes = nw;                     // every word is a bit plane
         if (t == 0 && valid) {
             const u32 wbyte = nw ? nw - 1 : 0u;
-            const u32 nb = (nw_plain + 7 - (nw ? 1u : 0u)) >> 3;
-            widths[b] = corner ? wbyte | ((nb - 1) << 5) | CORNER_FLAG : wbyte;
+            widths[b] = corner ? wbyte | ((nb - 1) << 5) | CORNER_FLAG : (chain ? wbyte | CHAIN_FLAG : wbyte);
             if (corner) corner_ext[b] = nw ? ext[0] >> 1 : ext[0];  // szp_corner_pack packs it
         }
         if (corner && t == 0) ext[0] &= 1u;        // the magnitude leaves the planes, the sign stays
@@ -550,8 +576,9 @@ __device__ __forceinline__ void compress_tiles(
 
 // At most 40 registers: 48 resident warps per SM (6 CTAs of 8 warps); the grid is
 // persistent (gpu.py launches that many CTAs per SM; keep the two in step). A 32-register
-// cap spilled in CuPy's NVRTC build; the 64-bit index build needs 48 registers (40 warps).
-#if defined(SZP_WIDE)
+// cap spilled in CuPy's NVRTC build; the 64-bit index build needs 48 registers (40 warps),
+// and so does float64 with format 4's chain step (40 spilled 4-8 bytes).
+#if defined(SZP_WIDE) || (defined(SZP_F64) && SZP_FORMAT >= 4)
 #define COMPRESS_MIN_CTAS (40 / CWARPS)
 #else
 #define COMPRESS_MIN_CTAS (48 / CWARPS)
@@ -582,7 +609,12 @@ __device__ __forceinline__ u32 word_counts4(u32 w4, bool* bad) {
     const u32 w = w4 & 0x1f1f1f1fu;
     const u32 big = (w + (0x80808080u - 0x1e1e1e1eu)) & 0x80808080u;  // width >= 30
     const u32 bits56 = ((w4 & 0x60606060u) + 0x7f7f7f7fu) & 0x80808080u;  // bits 5-6 set
-#if SZP_FORMAT >= 3
+#if SZP_FORMAT >= 4
+    const u32 junk = (w4 << 1) & ~w4 & 0x80808080u;  // bit 6 on a block that is not a corner block
+    const u32 any = ((w + 0x7f7f7f7fu) & 0x80808080u) >> 7;  // the block has words
+    const u32 extra = 0u;
+    (void)bits56;
+#elif SZP_FORMAT >= 3
     const u32 junk = bits56 & ~w4;  // a corner's byte count on a plain block
     const u32 any = ((w + 0x7f7f7f7fu) & 0x80808080u) >> 7;  // the block has words
     const u32 extra = 0u;
@@ -691,10 +723,14 @@ szp_corner_scan(const unsigned char* __restrict__ widths, u32 nblocks, u32 ntile
 // float32 with 32-bit indices fits 32 registers: 8 CTAs per SM (full occupancy); float64
 // or 64-bit indices need 40 (6 CTAs), both 48 (5 CTAs), to stay free of spills
 // (nvcc -Xptxas -v).
+// Format 4's chain step needs one more register class: float32 40 (6 CTAs), float32 with
+// 64-bit indices 48 (5 CTAs); float64 fits as before.
 #ifndef SZP_DEC_MIN_CTAS
 #if defined(SZP_F64) && defined(SZP_WIDE)
 #define SZP_DEC_MIN_CTAS 5  // 48 registers
-#elif defined(SZP_F64) || defined(SZP_WIDE)
+#elif defined(SZP_WIDE) && SZP_FORMAT >= 4
+#define SZP_DEC_MIN_CTAS 5
+#elif defined(SZP_F64) || defined(SZP_WIDE) || SZP_FORMAT >= 4
 #define SZP_DEC_MIN_CTAS 6
 #else
 #define SZP_DEC_MIN_CTAS 8
@@ -768,6 +804,26 @@ szp_decompress(T* __restrict__ y_out, IDX Z, IDX Y, IDX X, u32 NBy, u32 NBx, u32
             d[s] = (e >> 1) * (1u - 2u * (e & 1u));  // sign-magnitude to two's complement
         }
         unlorenzo(d, t);
+#if SZP_FORMAT >= 4
+        // Chained blocks (bit 5 without bits 6-7): add the final value of the block before
+        // at its CHAIN_T lane's slot 3, in block order (f_k = v_k + (chained_k ? f_(k-1) : 0)).
+        // raw is the same in every lane, so the branch is warp-uniform.
+        const u32 cbits = ~raw & (raw << 2) & ~(raw << 1) & 0x80808080u;  // bit 5 set, 6 and 7 clear
+        if (cbits) {
+            // block 0 of a step is never chained; one block at a time keeps few values live
+            // (the float32 decoder has 32 registers)
+            u32 f = __shfl_sync(FULL, d[3], CHAIN_T), off = 0u;
+#pragma unroll
+            for (int k = 1; k < 4; k++) {
+                const u32 v = __shfl_sync(FULL, d[3], 8 * k + CHAIN_T);
+                const bool ck = (cbits >> (8 * k + 7)) & 1u;
+                if (k == j && ck) off = f;
+                f = ck ? v + f : v;
+            }
+#pragma unroll
+            for (int s = 0; s < 4; s++) d[s] += off;
+        }
+#endif
         wbase += packed_total(packed);
         T v[4];
 #pragma unroll
