@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call to verify the szp-gpu kernels (format v3, kernels v7) and record their
+# One device call to verify the szp-gpu kernels (format v4; v7 kernels with chained blocks) and record their
 # numbers (benchmarks/results/szp_gpu_README.md): install the wheels the device image lacks,
 # the GPU tests of the szp kernels (byte identity with the NumPy reference for formats 2 and
 # 3 on random, adversarial, corner-only and the real fields, chunking, v1/v2 streams decoded
@@ -21,12 +21,12 @@ python3 - >> "$L" 2>&1 <<'PY'
 import cupy as cp
 from perfscout.codecs.szp import gpu as G
 print("NVRTC", cp.cuda.nvrtc.getVersion(), "CuPy", cp.__version__, "runtime", cp.cuda.runtime.runtimeGetVersion())
-for fmt in (3, 2):
+for fmt in (4, 3, 2):
     for dt in ("float32", "float64"):
         for bnd in (1, 2, 3):
             for wide in (False, True):
                 m = G._module(dt, bnd, wide, fmt)
-                ks = ["szp_compress", "szp_decompress", "szp_width_scan"] + (["szp_corner_scan", "szp_corner_pack", "szp_corner_unpack"] if fmt == 3 else [])
+                ks = ["szp_compress", "szp_decompress", "szp_width_scan"] + (["szp_corner_scan", "szp_corner_pack", "szp_corner_unpack"] if fmt >= 3 else [])
                 print(f"fmt{fmt} {dt} b{bnd} {'wide' if wide else 'narrow'}: " + "  ".join(
                     f"{k[4:]}:{m.get_function(k).num_regs}r/{m.get_function(k).local_size_bytes}L" for k in ks))
 PY

@@ -168,11 +168,12 @@ def test_timed_run_reports_event_times() -> None:
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bnd", [1, 2, 3])
-@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("fmt", [2, 3, 4])
 def test_kernels_use_no_local_memory(dtype: str, bnd: int, wide: bool, fmt: int) -> None:
     mod = G._module(dtype, bnd, wide, fmt)
     for name in ("szp_compress", "szp_decompress", "szp_width_scan", "szp_minmax", "szp_scatter",
-                 "szp_corner_pack", "szp_corner_unpack"):
+                 "szp_corner_scan", "szp_corner_pack", "szp_corner_unpack", "szp_finish", "szp_sort_outliers",
+                 "szp_gather2"):
         fn = mod.get_function(name)
         assert fn.local_size_bytes == 0, (name, fn.local_size_bytes)
 
