@@ -323,13 +323,14 @@ def _pass_b_element(xv: float, yv: float, kx: float, ke: float, sc: float, fhalf
 
 
 @_jit_sums
-def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float, half: int, idx: Any) -> tuple:
+def _pass_b_kernel(x: Any, y: Any, kx: float, ky: float, ke: float, binned: bool, sc: float, half: int,
+                   idx: Any) -> tuple:
     """One chunk of pass B's arithmetic (see stream_fast.fast_point_stats): the counts,
     the bit pattern of max |e / x|, the shifted sums and the lag-1 sum inside the
     chunk, its first and last b; the fine-bin indices go to ``idx`` (for
     :func:`_scatter_kernel`)."""
     n = x.size
-    ee = sdx = sb = dxx = dxb = dbb = lag = 0.0
+    ee = sdx = sb = dxx = dxy = dbb = lag = sdy = dyy = 0.0
     zero_e = zero_changed = 0
     pw_bits = np.int64(0)
     top = np.float64(2 * half - 1)
@@ -342,11 +343,14 @@ def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float
         e, b, dx, r_bits, j = _pass_b_element(xv, yv, kx, ke, sc, fhalf, top)
         zero_e += xv == yv  # e = 0 iff x = y (finite: exact)
         zero_changed += (xv == 0.0) & (yv != 0.0)
+        dy = _minus(yv, ky)
         ee += e * e
         sdx += dx
         sb += b
+        sdy += dy
         dxx += dx * dx
-        dxb += dx * b
+        dxy += dx * dy
+        dyy += dy * dy
         dbb += b * b
         pw_bits = max(pw_bits, r_bits)
         idx[i] = j
@@ -354,7 +358,7 @@ def _pass_b_kernel(x: Any, y: Any, kx: float, ke: float, binned: bool, sc: float
         b_prev = b
     first_b = _minus(_minus(np.float64(y[0]), np.float64(x[0])), ke)
     last_b = _minus(_minus(np.float64(y[n - 1]), np.float64(x[n - 1])), ke)
-    return zero_e, ee, pw_bits, zero_changed, sdx, sb, dxx, dxb, dbb, lag, first_b, last_b
+    return zero_e, ee, pw_bits, zero_changed, sdx, sb, dxx, dxy, dbb, lag, first_b, last_b, sdy, dyy
 
 
 @_jit
@@ -428,6 +432,7 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
     x0 = x[:step]
     m0 = int(x0.size)
     kx = float(np.sum(x0, dtype=np.float64)) / m0
+    ky = float(np.sum(y[:step], dtype=np.float64)) / m0
     ke = float(np.sum(np.subtract(y[:step], x0, dtype=np.float64))) / m0
     histograms: list[Any] = []
     buffers = _per_thread(lambda: _PassBBuffers(step, fine_bins, binned, histograms))
@@ -435,18 +440,18 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
     def one(i0: int) -> tuple:
         xc, yc = x[i0 : i0 + step], y[i0 : i0 + step]
         bufs = buffers()
-        out = _pass_b_kernel(xc, yc, kx, ke, binned, sc, half, bufs.idx)
+        out = _pass_b_kernel(xc, yc, kx, ky, ke, binned, sc, half, bufs.idx)
         if binned:
             _scatter_kernel(xc, yc, bufs.idx, per_coarse, edges, bufs.fine)
         return out
 
-    s_dx = s_b = d_xx = d_xb = d_bb = d_lag = d_ee = 0.0
+    s_dx = s_b = d_xx = d_xy = d_bb = d_lag = d_ee = s_dy = d_yy = 0.0
     first_b = last_b = 0.0
     prev: float | None = None
     pw_bits = np.zeros(1, dtype=np.int64)
     # Reduced in chunk order (the same chunks for any thread count).
-    for zero_e, ee, pw, zc, sdx, sb, dxx, dxb, dbb, lag, b0, b1 in map_ordered(one, range(0, n_total, step),
-                                                                                 threads):
+    for zero_e, ee, pw, zc, sdx, sb, dxx, dxy, dbb, lag, b0, b1, sdy, dyy in map_ordered(
+            one, range(0, n_total, step), threads):
         sums.zero_e += zero_e
         d_ee += ee
         pw_bits[0] = pw
@@ -455,9 +460,11 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
         s_dx += sdx
         s_b += sb
         d_xx += dxx
-        d_xb += dxb
+        d_xy += dxy
         d_bb += dbb
         d_lag += lag
+        s_dy += sdy
+        d_yy += dyy
         if prev is None:
             first_b = b0
         else:
@@ -479,11 +486,9 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
     see = max(0.0, d_bb - s_b * c)
     spread.see = spread.ac_den = see
     spread.ac_num = d_lag - c * (2 * s_b - first_b - last_b) + (n - 1) * c * c
-    sxx = max(0.0, d_xx - s_dx * s_dx / n)
-    cxe = d_xb - s_dx * c  # sum (x - mean x)(e - mean e)
-    spread.sxx = sxx
-    spread.sxy = sxx + cxe
-    spread.syy = max(0.0, sxx + 2 * cxe + see)
+    spread.sxx = max(0.0, d_xx - s_dx * s_dx / n)  # each spread from its own shifted sums (stream_fast)
+    spread.syy = max(0.0, d_yy - s_dy * s_dy / n)
+    spread.sxy = d_xy - s_dx * s_dy / n
     return scan, sums, spread
 
 

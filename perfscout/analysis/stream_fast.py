@@ -16,8 +16,9 @@ the pair instead of three, and each read does the least work per element:
 - pass B, with pass A's max|e| known: e again, the fine error histogram by one multiply
   and ``bincount`` (elements next to a coarse edge are re-binned by the oracle's own edge
   comparison, so the 16-bin histogram stays identical), the point-wise ratio, and the
-  moments as dot products of values shifted by the first chunk's means (shifted-data
-  sums: no second centring pass, no cancellation when the mean dwarfs the spread).
+  moments of x, y and e as dot products of values shifted by the first chunk's means
+  (shifted-data sums: no second centring pass, no cancellation when the mean dwarfs the
+  spread).
 
 Both passes and the float32 SSIM (:func:`fast_ssim`, tile by tile with each tile's halo)
 run their chunks/tiles on a thread pool (:mod:`perfscout.analysis.tile_pool`; NumPy
@@ -236,6 +237,7 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
     x0 = x[:step]
     m0 = int(x0.size)
     kx = to_float(xp.sum(x0, dtype=xp.float64)) / m0
+    ky = to_float(xp.sum(y[:step], dtype=xp.float64)) / m0
     ke = to_float(xp.sum(xp.subtract(y[:step], x0, dtype=xp.float64))) / m0
     histograms: list[Any] = []  # one fine histogram per thread
 
@@ -279,15 +281,18 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         b = e
         b -= ke
         dx = xp.subtract(xc, kx, out=bufs.d[:m], dtype=xp.float64)
+        dy = xp.subtract(yc, ky, out=bufs.t[:m], dtype=xp.float64)  # the ratios and bins are done with t
         lag = _dot(xp, b[:-1], b[1:]) if m > 1 else 0.0
         return (zero_e, d_ee, pw, zero_changed, to_float(xp.sum(dx)), to_float(xp.sum(b)),
-                _dot(xp, dx, dx), _dot(xp, dx, b), _dot(xp, b, b), lag, to_float(b[0]), to_float(b[-1]))
+                _dot(xp, dx, dx), _dot(xp, dx, dy), _dot(xp, b, b), lag, to_float(b[0]), to_float(b[-1]),
+                to_float(xp.sum(dy)), _dot(xp, dy, dy))
 
-    s_dx = s_b = d_xx = d_xb = d_bb = d_lag = d_ee = 0.0
+    s_dx = s_b = d_xx = d_xy = d_bb = d_lag = d_ee = s_dy = d_yy = 0.0
     first_b = last_b = 0.0
     prev: float | None = None
     # Reduced in chunk order, the additions in the order of the one-thread loop.
-    for zero_e, ee, pw, zc, sdx, sb, dxx, dxb, dbb, lag, b0, b1 in map_ordered(one, range(0, n_total, step), threads):
+    for zero_e, ee, pw, zc, sdx, sb, dxx, dxy, dbb, lag, b0, b1, sdy, dyy in map_ordered(
+            one, range(0, n_total, step), threads):
         sums.zero_e += zero_e
         d_ee += ee
         sums.max_pw = max(sums.max_pw, pw)
@@ -295,9 +300,11 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         s_dx += sdx
         s_b += sb
         d_xx += dxx
-        d_xb += dxb
+        d_xy += dxy
         d_bb += dbb
         d_lag += lag
+        s_dy += sdy
+        d_yy += dyy
         if prev is None:
             first_b = b0
         else:
@@ -317,11 +324,11 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
     see = max(0.0, d_bb - s_b * c)
     spread.see = spread.ac_den = see
     spread.ac_num = d_lag - c * (2 * s_b - first_b - last_b) + (n - 1) * c * c
-    sxx = max(0.0, d_xx - s_dx * s_dx / n)
-    cxe = d_xb - s_dx * c  # sum (x - mean x)(e - mean e)
-    spread.sxx = sxx
-    spread.sxy = sxx + cxe
-    spread.syy = max(0.0, sxx + 2 * cxe + see)
+    # x's and y's spreads each from their own shifted sums: y's as sxx + 2 cov(x, e) + see
+    # would cancel to noise when y varies far less than x (then Pearson came out > 1).
+    spread.sxx = max(0.0, d_xx - s_dx * s_dx / n)
+    spread.syy = max(0.0, d_yy - s_dy * s_dy / n)
+    spread.sxy = d_xy - s_dx * s_dy / n
     return scan, sums, spread
 
 

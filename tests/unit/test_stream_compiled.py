@@ -484,3 +484,20 @@ def test_real_fields_through_sz3_match_the_oracle_and_the_verdict(name, shared_f
     assert got.one_pass and got.check == B.verify_bound(x, y, abs_bound=eb)
     assert_matches_reference(x, y, nbytes=int(stream.nbytes))
     _assert_same_point_stats(x, y, S.STREAM_CHUNK_ELEMENTS)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("step", [1, 2, 1000])
+def test_pearson_of_a_nearly_constant_reconstruction_stays_in_range(backend, step, monkeypatch) -> None:
+    """y varies ~1e7 times less than x (hypothesis found it): y's spread from its own
+    shifted sums, not as sxx + 2 cov(x, e) + see, which cancelled to noise (Pearson 1.10)."""
+    monkeypatch.setenv(S.ENV_BACKEND, backend)
+    monkeypatch.setattr(S, "STREAM_CHUNK_ELEMENTS", step)
+    x = np.array([3.4029684, 0.0], dtype=np.float32)
+    y = np.array([0.0, -9.273633e-08], dtype=np.float32)
+    got = assert_matches_reference(x, y, nbytes=5)
+    assert got["pearson"] == pytest.approx(1.0, abs=1e-12)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(5000)
+    y = 1e-9 * x + 2.0  # perfectly correlated, a tiny spread on a large mean
+    assert_matches_reference(x, y)
