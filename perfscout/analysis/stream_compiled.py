@@ -34,8 +34,8 @@ are another numba specialisation: compiled (and cached) on their first use.
 
 Scope: float32 and float64 inputs of one dtype (integers and mixed dtypes take the NumPy
 fast path); any number of dimensions for the point statistics (flat chunks); SSIM on
-1-D, 2-D and 3-D fields (seen as 3-D with leading axes of length 1); a field of more
-dimensions gets the NumPy float32 SSIM (:func:`perfscout.analysis.stream_fast.fast_ssim`).
+fields of at most 3 axes longer than 1 (seen as 3-D with leading axes of length 1); a
+field of more gets the NumPy float32 SSIM (:func:`perfscout.analysis.stream_fast.fast_ssim`).
 """
 
 from __future__ import annotations
@@ -688,16 +688,18 @@ def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, dat
                   threads: int = 1) -> float | None:
     """:func:`perfscout.analysis.stream_fast.fast_ssim` (the same float32 formula on the
     error, the same refusals: None when the magnitudes do not allow float32) with the
-    compiled tile kernel, for fields of 1 to 3 dimensions (None for more: the caller
-    then runs fast_ssim). ``x``/``y``: C-contiguous, the field's shape, one float dtype."""
-    shape = scan.shape
+    compiled tile kernel, for fields of 1 to 3 dimensions longer than 1 (None for more:
+    the caller then runs fast_ssim). ``x``/``y``: C-contiguous, the field's shape, one float dtype."""
+    # Axes of length 1 hold windows of length 1: dropping them changes no window, so a
+    # field like (1, 64, 64, 64) is the 3-D field it holds.
+    shape = tuple(int(n) for n in scan.shape if n != 1)
     if len(shape) > 3:
         return None
     scale = 1.0 if 2.0**-20 <= data_range <= 2.0**20 else math.ldexp(1.0, -math.frexp(data_range)[1])
     limit = 2.0**_F32_SSIM_MAX_EXP2
     if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 2.0**-21):
         return None
-    shape3 = (1,) * (3 - len(shape)) + tuple(int(n) for n in shape)
+    shape3 = (1,) * (3 - len(shape)) + shape
     x3, y3 = x.reshape(shape3), y.reshape(shape3)
     win = tuple(min(M.SSIM_WINDOW, n) for n in shape3)
     N = math.prod(win)

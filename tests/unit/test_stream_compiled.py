@@ -223,6 +223,16 @@ def test_four_dimensional_fields_take_the_numpy_ssim_and_match_the_oracle(monkey
     assert calls == ["compiled_point_stats", "compiled_ssim"]  # which said None: fast_ssim ran
 
 
+@pytest.mark.parametrize("shape", [(1, 8, 9, 10), (8, 1, 9, 10, 1), (1, 1, 1, 40), (1, 5), (5, 1, 1)])
+def test_axes_of_length_one_are_dropped_for_the_compiled_ssim(shape, monkeypatch) -> None:
+    x, y = _pair(shape, np.float32, seed=3, noise=1e-2)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    scan, sums, _ = C.compiled_point_stats(xf, yf, x.shape, 1 << 18, S.FINE_HIST_BINS)
+    got = C.compiled_ssim(x, y, scan, sums.max_abs, scan.x_max - scan.x_min)
+    assert got is not None
+    assert_matches_reference(x, y)
+
+
 def test_non_contiguous_inputs_give_the_contiguous_figures() -> None:
     x, y = _pair((20, 30, 16), np.float32, seed=5)
     want = S.stream_quality_metrics(np.ascontiguousarray(x[::2, :, 1::3]), np.ascontiguousarray(y[::2, :, 1::3]), 10)
