@@ -38,8 +38,8 @@ COMPRESS_RESIDENT_WARPS = {False: 48, True: 40}
 
 def compress_resident_warps(wide: bool, dtype: Any, fmt: int) -> int:
     """Warps per SM of the persistent compress grid: its __launch_bounds__ (szp_kernels.cu,
-    COMPRESS_MIN_CTAS): 40 for 64-bit indices and for float64 in format 4, else 48."""
-    return COMPRESS_RESIDENT_WARPS[wide or (np.dtype(dtype) == np.float64 and fmt >= 4)]
+    COMPRESS_MIN_CTAS): 40 for 64-bit indices and for format 4 (its chain step), else 48."""
+    return COMPRESS_RESIDENT_WARPS[wide or fmt >= 4]
 
 
 THREADS = WARPS * 32

@@ -577,8 +577,9 @@ __device__ __forceinline__ void compress_tiles(
 // At most 40 registers: 48 resident warps per SM (6 CTAs of 8 warps); the grid is
 // persistent (gpu.py launches that many CTAs per SM; keep the two in step). A 32-register
 // cap spilled in CuPy's NVRTC build; the 64-bit index build needs 48 registers (40 warps),
-// and so does float64 with format 4's chain step (40 spilled 4-8 bytes).
-#if defined(SZP_WIDE) || (defined(SZP_F64) && SZP_FORMAT >= 4)
+// and so does format 4's chain step (with 40, NVRTC 13.0 spilled 8-16 bytes for float32 and
+// nvcc 4-8 for float64).
+#if defined(SZP_WIDE) || SZP_FORMAT >= 4
 #define COMPRESS_MIN_CTAS (40 / CWARPS)
 #else
 #define COMPRESS_MIN_CTAS (48 / CWARPS)
