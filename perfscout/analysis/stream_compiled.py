@@ -49,7 +49,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from perfscout.analysis import metric_defs as M
-from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread
+from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread, reduce_pass_b
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
 from perfscout.analysis.tile_pool import halo_tiles, map_ordered
 
@@ -445,50 +445,17 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
             _scatter_kernel(xc, yc, bufs.idx, per_coarse, edges, bufs.fine)
         return out
 
-    s_dx = s_b = d_xx = d_xy = d_bb = d_lag = d_ee = s_dy = d_yy = 0.0
-    first_b = last_b = 0.0
-    prev: float | None = None
     pw_bits = np.zeros(1, dtype=np.int64)
-    # Reduced in chunk order (the same chunks for any thread count).
-    for zero_e, ee, pw, zc, sdx, sb, dxx, dxy, dbb, lag, b0, b1, sdy, dyy in map_ordered(
-            one, range(0, n_total, step), threads):
-        sums.zero_e += zero_e
-        d_ee += ee
+
+    def pw_value(pw: int) -> float:  # the kernel returns the largest ratio's bit pattern
         pw_bits[0] = pw
-        sums.max_pw = max(sums.max_pw, float(pw_bits.view(np.float64)[0]))
-        sums.zero_changed += zc
-        s_dx += sdx
-        s_b += sb
-        d_xx += dxx
-        d_xy += dxy
-        d_bb += dbb
-        d_lag += lag
-        s_dy += sdy
-        d_yy += dyy
-        if prev is None:
-            first_b = b0
-        else:
-            d_lag += prev * b0  # the pair that straddles the chunk seam
-        prev = last_b = b1
-    if binned:  # integer counts: the sum of the threads' histograms is exact in any order
-        spread.fine = histograms[0]
-        for h in histograms[1:]:
-            spread.fine += h
+        return float(pw_bits.view(np.float64)[0])
+
+    # Reduced in chunk order (the same chunks for any thread count), as stream_fast reduces.
+    reduce_pass_b(map_ordered(one, range(0, n_total, step), threads), sums, spread, histograms if binned else [],
+                  kx, ke, n_total, pw_value)
     if not sums.any_nonzero_x:
         sums.max_pw = 0.0
-
-    n = n_total
-    sums.sum_x = kx * n + s_dx
-    sums.sum_e = ke * n + s_b
-    sums.sum_y = sums.sum_x + sums.sum_e
-    sums.sum_e2 = d_ee
-    c = s_b / n  # mean of b = e - ke
-    see = max(0.0, d_bb - s_b * c)
-    spread.see = spread.ac_den = see
-    spread.ac_num = d_lag - c * (2 * s_b - first_b - last_b) + (n - 1) * c * c
-    spread.sxx = max(0.0, d_xx - s_dx * s_dx / n)  # each spread from its own shifted sums (stream_fast)
-    spread.syy = max(0.0, d_yy - s_dy * s_dy / n)
-    spread.sxy = d_xy - s_dx * s_dy / n
     return scan, sums, spread
 
 

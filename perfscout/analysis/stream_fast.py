@@ -287,15 +287,25 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
                 _dot(xp, dx, dx), _dot(xp, dx, dy), _dot(xp, b, b), lag, to_float(b[0]), to_float(b[-1]),
                 to_float(xp.sum(dy)), _dot(xp, dy, dy))
 
+    reduce_pass_b(map_ordered(one, range(0, n_total, step), threads), sums, spread, histograms if binned else [],
+                  kx, ke, n_total)
+    return scan, sums, spread
+
+
+def reduce_pass_b(partials: Any, sums: _Sums, spread: _Spread, histograms: list[Any], kx: float, ke: float,
+                  n: int, pw_value: Any = None) -> None:
+    """Pass B's per-chunk partials (in chunk order: zero_e, sum e^2, max point-wise ratio,
+    zero-changed count, then the shifted sums and dot products) reduced into ``sums`` and
+    ``spread``, the additions in the order of the one-thread loop, and the threads' fine
+    histograms summed; shared by this module and :mod:`.stream_compiled`, whose kernels
+    return the same tuple (``pw_value`` turns its ratio's bit pattern into the float)."""
     s_dx = s_b = d_xx = d_xy = d_bb = d_lag = d_ee = s_dy = d_yy = 0.0
     first_b = last_b = 0.0
     prev: float | None = None
-    # Reduced in chunk order, the additions in the order of the one-thread loop.
-    for zero_e, ee, pw, zc, sdx, sb, dxx, dxy, dbb, lag, b0, b1, sdy, dyy in map_ordered(
-            one, range(0, n_total, step), threads):
+    for zero_e, ee, pw, zc, sdx, sb, dxx, dxy, dbb, lag, b0, b1, sdy, dyy in partials:
         sums.zero_e += zero_e
         d_ee += ee
-        sums.max_pw = max(sums.max_pw, pw)
+        sums.max_pw = max(sums.max_pw, pw if pw_value is None else pw_value(pw))
         sums.zero_changed += zc
         s_dx += sdx
         s_b += sb
@@ -310,12 +320,10 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         else:
             d_lag += prev * b0  # the pair that straddles the chunk seam
         prev = last_b = b1
-    if binned:  # integer counts: the sum of the threads' histograms is exact in any order
+    if histograms:  # integer counts: the sum of the threads' histograms is exact in any order
         spread.fine = histograms[0]
         for h in histograms[1:]:
             spread.fine += h
-
-    n = n_total
     sums.sum_x = kx * n + s_dx
     sums.sum_e = ke * n + s_b
     sums.sum_y = sums.sum_x + sums.sum_e
@@ -329,7 +337,6 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
     spread.sxx = max(0.0, d_xx - s_dx * s_dx / n)
     spread.syy = max(0.0, d_yy - s_dy * s_dy / n)
     spread.sxy = d_xy - s_dx * s_dy / n
-    return scan, sums, spread
 
 
 # -- SSIM in float32 on the error --------------------------------------------------------------
