@@ -49,7 +49,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from perfscout.analysis import metric_defs as M
-from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread, reduce_pass_b
+from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread, plan_pass_b, reduce_pass_b
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
 from perfscout.analysis.tile_pool import halo_tiles, map_ordered
 
@@ -407,33 +407,12 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
         x_extremes = None  # only finite extremes prove a finite x
     if not _pass_a(x, y, step, scan, sums, threads, watch, x_extremes):
         return None
-    scan.peak = max(abs(scan.x_min), abs(scan.x_max), abs(scan.y_min), abs(scan.y_max))
-    if scan.peak != 0 and not (2.0**-M._SAFE_EXP2 <= scan.peak <= 2.0**M._SAFE_EXP2):
+    plan = plan_pass_b(np, x, y, step, scan, sums, fine_bins)
+    if plan is None:
         return None
-    sums.any_nonzero_x = not (scan.x_min == 0 and scan.x_max == 0)
-
-    spread = _Spread()
-    peak_e = sums.max_abs
-    if 0 < peak_e < 2.0**-900:
-        return None  # edges of a few subnormals: the general pass bins a rescaled error
-    binned = peak_e > 0
-    edges = np.zeros(M.ERR_HIST_BINS + 1)
-    per_coarse = half = 0
-    sc = 0.0
-    if binned:
-        spread.fine_j = -math.frexp(peak_e)[1]
-        spread.fine_top = math.ldexp(peak_e, spread.fine_j)
-        top = spread.fine_top
-        edges = np.ldexp(np.linspace(-top, top, M.ERR_HIST_BINS + 1), -spread.fine_j)  # the oracle's, in e's units
-        per_coarse = fine_bins // M.ERR_HIST_BINS
-        half = fine_bins // 2
-        sc = half / peak_e
-    # The shifts: the first chunk's means, as stream_fast takes them.
-    x0 = x[:step]
-    m0 = int(x0.size)
-    kx = float(np.sum(x0, dtype=np.float64)) / m0
-    ky = float(np.sum(y[:step], dtype=np.float64)) / m0
-    ke = float(np.sum(np.subtract(y[:step], x0, dtype=np.float64))) / m0
+    spread, binned, edges = plan.spread, plan.binned, plan.edges
+    per_coarse, half, sc = plan.per_coarse, plan.half, plan.sc
+    kx, ky, ke = plan.kx, plan.ky, plan.ke
     histograms: list[Any] = []
     buffers = _per_thread(lambda: _PassBBuffers(step, fine_bins, binned, histograms))
 

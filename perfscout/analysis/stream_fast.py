@@ -194,6 +194,56 @@ def _fine_bins(xp: ModuleType, e: Any, sc: float, half: int, tbuf: Any, ibuf: An
     return idx
 
 
+@dataclass
+class PassBPlan:
+    """What pass B needs once pass A has read every chunk (:func:`plan_pass_b`)."""
+
+    spread: _Spread
+    binned: bool  # the fine histogram is taken (max |e| > 0)
+    edges: np.ndarray  # the oracle's coarse edges in e's units (zeros when not binned)
+    per_coarse: int  # fine bins per coarse bin
+    half: int  # fine bins on each side of 0
+    sc: float  # fine bins per unit of e
+    kx: float  # the shifts: the first chunk's means of x, y and e = y - x
+    ky: float
+    ke: float
+
+
+def plan_pass_b(xp: ModuleType, x: Any, y: Any, step: int, scan: _Scan, sums: _Sums,
+                fine_bins: int) -> PassBPlan | None:
+    """The step between the passes, shared by this module and :mod:`.stream_compiled`:
+    the peak magnitude (None when it needs the general pass's rescale, or when max |e| is
+    a few subnormals whose edges the general pass bins rescaled), the fine histogram's
+    scale and the oracle's coarse edges, and the shifts of the shifted-data sums (the
+    first chunk's means: close to the field's, known before the chunks run)."""
+    scan.peak = max(abs(scan.x_min), abs(scan.x_max), abs(scan.y_min), abs(scan.y_max))
+    if scan.peak != 0 and not (2.0**-M._SAFE_EXP2 <= scan.peak <= 2.0**M._SAFE_EXP2):
+        return None
+    sums.any_nonzero_x = not (scan.x_min == 0 and scan.x_max == 0)
+    spread = _Spread()
+    peak_e = sums.max_abs
+    if 0 < peak_e < 2.0**-900:
+        return None
+    binned = peak_e > 0
+    edges = np.zeros(M.ERR_HIST_BINS + 1)
+    per_coarse = half = 0
+    sc = 0.0
+    if binned:
+        spread.fine_j = -math.frexp(peak_e)[1]
+        spread.fine_top = math.ldexp(peak_e, spread.fine_j)
+        top = spread.fine_top  # the oracle's coarse edges, in e's units (scaling by 2**-j is exact)
+        edges = np.ldexp(np.linspace(-top, top, M.ERR_HIST_BINS + 1), -spread.fine_j)
+        per_coarse = fine_bins // M.ERR_HIST_BINS
+        half = fine_bins // 2
+        sc = half / peak_e
+    x0 = x[:step]
+    m0 = int(x0.size)
+    kx = to_float(xp.sum(x0, dtype=xp.float64)) / m0
+    ky = to_float(xp.sum(y[:step], dtype=xp.float64)) / m0
+    ke = to_float(xp.sum(xp.subtract(y[:step], x0, dtype=xp.float64))) / m0
+    return PassBPlan(spread, binned, edges, per_coarse, half, sc, kx, ky, ke)
+
+
 def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], step: int,
                      fine_bins: int, *, threads: int = 1, watch: ChunkWatch | None = None,
                      x_extremes: tuple[float, float] | None = None) -> tuple[_Scan, _Sums, _Spread] | None:
@@ -211,34 +261,13 @@ def fast_point_stats(xp: ModuleType, x: Any, y: Any, shape: tuple[int, ...], ste
         x_extremes = None  # only finite extremes prove a finite x
     if not _pass_a(xp, x, y, step, scan, sums, threads, watch, x_extremes):
         return None
-    scan.peak = max(abs(scan.x_min), abs(scan.x_max), abs(scan.y_min), abs(scan.y_max))
-    if scan.peak != 0 and not (2.0**-M._SAFE_EXP2 <= scan.peak <= 2.0**M._SAFE_EXP2):
+    plan = plan_pass_b(xp, x, y, step, scan, sums, fine_bins)
+    if plan is None:
         return None
-    sums.any_nonzero_x = not (scan.x_min == 0 and scan.x_max == 0)
-
-    spread = _Spread()
-    peak_e = sums.max_abs
-    if 0 < peak_e < 2.0**-900:
-        return None  # edges of a few subnormals: the general pass bins a rescaled error
-    binned = peak_e > 0
-    coarse_edges: Any = None
-    per_coarse = half = 0
-    sc = 0.0
-    if binned:
-        spread.fine_j = -math.frexp(peak_e)[1]
-        spread.fine_top = math.ldexp(peak_e, spread.fine_j)
-        # The oracle's coarse edges, in e's units (scaling by 2**-j is exact here).
-        top = spread.fine_top
-        coarse_edges = xp.asarray(np.ldexp(np.linspace(-top, top, M.ERR_HIST_BINS + 1), -spread.fine_j))
-        per_coarse = fine_bins // M.ERR_HIST_BINS
-        half = fine_bins // 2
-        sc = half / peak_e
-    # The shifts: the first chunk's means (close to the field's), known before the chunks run.
-    x0 = x[:step]
-    m0 = int(x0.size)
-    kx = to_float(xp.sum(x0, dtype=xp.float64)) / m0
-    ky = to_float(xp.sum(y[:step], dtype=xp.float64)) / m0
-    ke = to_float(xp.sum(xp.subtract(y[:step], x0, dtype=xp.float64))) / m0
+    spread, binned = plan.spread, plan.binned
+    coarse_edges = xp.asarray(plan.edges) if binned else None
+    per_coarse, half, sc = plan.per_coarse, plan.half, plan.sc
+    kx, ky, ke = plan.kx, plan.ky, plan.ke
     histograms: list[Any] = []  # one fine histogram per thread
 
     class _Bufs:
