@@ -388,6 +388,23 @@ def test_driver_on_empty_and_tiny_arrays(fake_cupy, shape, bnd) -> None:
     _driver_round_trip(fake_cupy, x, "rel", 1e-3, bnd)
 
 
+@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("bnd,n_out", [(1, 0), (2, 40), (3, 3000)])  # 3000: past the launch's room
+def test_sample_counts_are_the_streams_counts(fake_cupy, version, bnd, n_out) -> None:
+    """The shape choice's prepared launches (gpu.sample_stream_counts: one scratch for the
+    candidates, one memset, one pinned read-back) bring back the payload words, outliers and
+    corner bytes of the reference's header; twice, so the reused buffers are reused."""
+    x = _planted(16 * 20 * 64, n_out, np.float32, 5).reshape(16, 20, 64)
+    x[:, :, :24] = 0.0  # corner blocks beside plain ones
+    ref = F.encode(x, "abs", 1e-2, bnd, version=version)
+    h = F.parse_header(ref)
+    _FakeKernel.REF.update(parsed=F.parse(ref))
+    qz = F.resolve_quantizer(x.dtype, "abs", 1e-2, None)
+    want = (h.payload_words, h.n_outliers, h.corner_bytes)
+    for _ in range(2):
+        assert G.sample_stream_counts({bnd: fake_cupy.asarray(x)}, qz, version) == {bnd: want}
+
+
 def test_driver_range_and_a_short_corners_section(fake_cupy) -> None:
     import dataclasses
 

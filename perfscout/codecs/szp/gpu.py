@@ -380,22 +380,31 @@ def _compress_shape(geo: Geometry, dtype: Any, version: int = WRITE_VERSION) -> 
     return fn, threads, ntiles, max(1, min(ntiles, ctas))
 
 
-def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any, zeroed: bool = False) -> Any:
-    """Launch szp_corner_scan (format 3): the first corner byte of each decode tile, in the
-    scratch's corner region (returned), the total also written to ``total_out`` (a u64
-    scratch slot read back with the other counts). ``zeroed``: the caller's memset of
-    scratch_zero_words already cleared the region's status words and counter."""
+def _corner_scan_launch(geo: Geometry, widths: Any, scratch: Any, total_out: Any) -> tuple[Any, ...]:
+    """(kernel, grid, block, arguments) of szp_corner_scan (format 3) over ``widths`` with
+    the corner region of ``scratch``: the first corner byte of each decode tile goes to the
+    region's prefix, the total also to ``total_out`` (a u64 scratch slot read back with the
+    other counts); the region's status words and counter must be zero before it runs."""
     cp = _cp()
     ctas, _first = _scan_slots(geo)
     r = _corner_region(geo)
-    if not zeroed:
-        scratch[r : r + ctas + 1] = 0
     prefix = scratch[r + ctas + 1 : r + ctas + 2 + geo.ntiles]
-    _kernel("float32", 1, False, _AUX_FMT, "szp_corner_scan", _device_id())(
-        (ctas,), (THREADS,),
-        (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[r : r + ctas],
-         scratch[r + ctas : r + ctas + 1].view(cp.uint32), total_out))
-    return prefix
+    return (_kernel("float32", 1, False, _AUX_FMT, "szp_corner_scan", _device_id()), (ctas,), (THREADS,),
+            (widths, np.uint32(geo.nblocks), np.uint32(geo.ntiles), prefix, scratch[r : r + ctas],
+             scratch[r + ctas : r + ctas + 1].view(cp.uint32), total_out))
+
+
+def _corner_scan(geo: Geometry, widths: Any, scratch: Any, total_out: Any, zeroed: bool = False) -> Any:
+    """Launch szp_corner_scan (:func:`_corner_scan_launch`); returns the tile prefix.
+    ``zeroed``: the caller's memset of scratch_zero_words already cleared the region's
+    status words and counter."""
+    if not zeroed:
+        ctas, _first = _scan_slots(geo)
+        r = _corner_region(geo)
+        scratch[r : r + ctas + 1] = 0
+    fn, grid, block, args = _corner_scan_launch(geo, widths, scratch, total_out)
+    fn(grid, block, args)
+    return args[3]
 
 
 def _corner_grid(geo: Geometry) -> tuple[tuple[int], tuple[int]]:
@@ -510,8 +519,7 @@ class _SampleSet:
     done: Any
 
 
-def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: int, scratch: Any,
-                 dev: int) -> _SamplePlan:
+def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: int, scratch: Any) -> _SamplePlan:
     cp = _cp()
     geo = geometry(shape, block_ndim)
     fn, threads, ntiles, ctas = _compress_shape(geo, np.dtype(dtype), version)
@@ -526,14 +534,7 @@ def _sample_plan(shape: tuple[int, ...], block_ndim: int, dtype: Any, version: i
     corner_ext = cp.empty(max(1, nb), dtype=cp.uint32)
     tail_args = (widths, corner_ext, payload, scratch[:ntiles], scratch[ntiles : ntiles + 1].view(cp.uint32),
                  out_idx, out_val, scratch[ntiles + 1 : ntiles + 2], np.uint64(cap))
-    scan = None
-    if version >= 3:
-        sctas, _first = _scan_slots(geo)
-        r = _corner_region(geo)
-        prefix = scratch[r + sctas + 1 : r + sctas + 2 + geo.ntiles]
-        scan = (_kernel("float32", 1, False, _AUX_FMT, "szp_corner_scan", dev), (sctas,), (THREADS,),
-                (widths, np.uint32(nb), np.uint32(geo.ntiles), prefix, scratch[r : r + sctas],
-                 scratch[r + sctas : r + sctas + 1].view(cp.uint32), scratch[ntiles + 2 : ntiles + 3]))
+    scan = _corner_scan_launch(geo, widths, scratch, scratch[ntiles + 2 : ntiles + 3]) if version >= 3 else None
     return _SamplePlan(geo, ntiles - 1, (ctas,), (threads,), fn, tail_args, scan)
 
 
@@ -556,7 +557,7 @@ def _sample_set(candidates: tuple[tuple[tuple[int, ...], int], ...], dtype: Any,
         scratch = cp.empty(sum(sizes), dtype=cp.uint64)
         plans, at = [], 0
         for (shape, b), n in zip(candidates, sizes):
-            plan = _sample_plan(shape, b, dtype, version, scratch[at : at + n], dev)
+            plan = _sample_plan(shape, b, dtype, version, scratch[at : at + n])
             plan.tail_word += at
             plans.append(plan)
             at += n
