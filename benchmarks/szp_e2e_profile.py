@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import json
 import platform
 import pstats
 import statistics
+import sys
 import time
+from pathlib import Path
 
 
 def _field(cp, gib: float):
@@ -33,20 +36,6 @@ def _field(cp, gib: float):
     x = (cp.sin(z)[:, None, None] * cp.cos(1.3 * z)[None, :, None] * cp.sin(2.1 * z)[None, None, :])
     x += cp.random.default_rng(0).standard_normal(x.shape, dtype=cp.float32) * 1e-3
     return cp.ascontiguousarray(x.astype(cp.float32))
-
-
-def _events(cp, fn, repeats: int) -> list[float]:
-    fn()
-    cp.cuda.Device().synchronize()
-    out = []
-    for _ in range(repeats):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
-    return out
 
 
 def _host(cp, fn, repeats: int) -> list[float]:
@@ -174,6 +163,11 @@ def main() -> None:
     args = ap.parse_args()
     import cupy as cp
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_codec import batched_events
+
+    events = functools.partial(batched_events, batch=1)  # one call per event pair, after a warm-up
+
     from perfscout.codecs.szp import autoshape as A
     from perfscout.codecs.szp import gpu as G
     from perfscout.codecs.szp.autoshape import choose_block_ndim
@@ -182,7 +176,7 @@ def main() -> None:
     lo, hi = float(x.min()), float(x.max())
     doc = {"device": G.device_name(), "host": platform.node(), "python": platform.python_version(),
            "cupy": cp.__version__, "shape": list(x.shape), "nbytes": int(x.nbytes), "runs": []}
-    copy = statistics.median(_events(cp, lambda: cp.copyto(cp.empty_like(x), x), args.repeats))
+    copy = statistics.median(events(lambda: cp.copyto(cp.empty_like(x), x), args.repeats))
     doc["copy_s"] = copy
     for rel in args.rel:
         eb = rel * (hi - lo)
@@ -194,7 +188,7 @@ def main() -> None:
             ds = c()
             r = {"rel": rel, "shape": label, "block_ndim": ds.header.block_ndim,
                  "ratio": x.nbytes / (ds.body.size + 4),
-                 "compress_e2e_s": statistics.median(_events(cp, c, args.repeats)),
+                 "compress_e2e_s": statistics.median(events(c, args.repeats)),
                  "compress_host_s": statistics.median(_host(cp, c, args.repeats)),
                  "compress_timeline": _timeline(cp, G, c, args.repeats),
                  "compress_profile": _profile(cp, c, args.repeats)}
@@ -202,7 +196,7 @@ def main() -> None:
                 def ch():
                     return choose_block_ndim(x, eb)
 
-                r["choose_e2e_s"] = statistics.median(_events(cp, ch, args.repeats))
+                r["choose_e2e_s"] = statistics.median(events(ch, args.repeats))
                 r["choose_host_s"] = statistics.median(_host(cp, ch, args.repeats))
                 r["choose_profile"] = _profile(cp, ch, args.repeats)
                 r["choose_phases"] = _choice_phases(cp, A, x, eb, args.repeats)
@@ -210,7 +204,7 @@ def main() -> None:
                 def d(ds=ds):
                     return G.decompress_device(ds)
 
-                r["decompress_e2e_s"] = statistics.median(_events(cp, d, args.repeats))
+                r["decompress_e2e_s"] = statistics.median(events(d, args.repeats))
                 r["decompress_host_s"] = statistics.median(_host(cp, d, args.repeats))
                 r["decompress_timeline"] = _timeline(cp, G, d, args.repeats, "_launch_decompress")
                 r["decompress_profile"] = _profile(cp, d, args.repeats)
@@ -237,7 +231,7 @@ def main() -> None:
         for rel in args.rel:
             eb = rel * (hi - lo)
             ch = A.choose_block_ndim(x, eb)
-            t = statistics.median(_events(cp, lambda eb=eb: A.choose_block_ndim(x, eb), args.repeats))
+            t = statistics.median(events(lambda eb=eb: A.choose_block_ndim(x, eb), args.repeats))
             doc["sample_caps"].append({"cap": cap, "rel": rel, "choose_s": t, "block_ndim": ch.block_ndim,
                                        "estimated_bytes": ch.estimated_bytes, "sample_elems": ch.sample_elems})
             print(f"sample cap {cap}: REL {rel:g} choose {t * 1e6:.0f} us -> {ch.block_ndim}-D "
