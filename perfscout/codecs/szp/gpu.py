@@ -83,7 +83,7 @@ def _kernel_format(version: int) -> int:
 
 #: The build the format-independent kernels (range pass, corner scan/pack, finishing,
 #: gather, scatter) come from: the one the writer's kernels live in, compiled anyway.
-_AUX_FMT = 4
+_AUX_FMT = _kernel_format(WRITE_VERSION)
 
 
 @functools.lru_cache(maxsize=None)
