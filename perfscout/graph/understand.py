@@ -139,7 +139,7 @@ _NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 NUMBER = (rf"(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
           rf"{_NUM_CORE}\s*%?)")
 _ZH_FRACTION = "|".join(sorted(vocabulary()["zh_fractions"], key=len, reverse=True))
-ZH_NUMBER = rf"(?:{_ZH_FRACTION})[一二两三四五六七八九十\d]+"
+ZH_NUMBER = rf"(?:{_ZH_FRACTION})\s*(?:[一二两三四五六七八九十]|\d+(?:\.\d+)?)+"
 
 
 def to_number(text: str) -> float | None:
@@ -190,8 +190,10 @@ _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
 _REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|times)\b|\b(once|twice)\b"
                       rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
                       r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|([\d一二两三四五六七八九十]+)\s*次(?:重复)?")
-_AT_LEAST = r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|over|above|more\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|高于|超过|以上)"
-_AT_MOST = r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|under|below|less\s+than|maximum(?:\s+of)?|max|最多|不超过|不高于|小于等于|以下|以内)"
+_AT_LEAST = (r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|>(?!=)|over|above|more\s+than|greater\s+than|higher\s+than|"
+             r"better\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|大于|高于|超过|以上)")
+_AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+than|lower\s+than|smaller\s+than|"
+            r"maximum(?:\s+of)?|max|最多|不超过|不高于|小于等于|小于|低于|以下|以内)")
 _RATIO_TARGET = re.compile(
     rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{_AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{_AT_LEAST}?\s*|{_AT_LEAST}\s*)"
     rf"(\d+(?:\.\d+)?)\s*(?:x\b|×|:1\b|倍|times\b|fold\b)?"
@@ -323,7 +325,35 @@ def normalise(text: str) -> str:
     s = re.sub(r"(\d)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: m.group(1) + "^" + m.group(2).translate(_SUPER), s)
     s = unicodedata.normalize("NFKC", s)
     s = s.replace("−", "-").replace("–", " to ").replace("—", " to ").replace("\u00a0", " ")
-    return " ".join(s.split())
+    s = _ZH_POWER.sub(_zh_power, s)
+    return " ".join(_space_scripts(s).split())
+
+
+#: "10的负3次方", "10 的 -3 次方", "1乘10的负三次方": written powers of ten, made 10^-3
+_ZH_POWER = re.compile(r"(?:(\d+(?:\.\d+)?)\s*(?:乘以|乘|x|×|\*)\s*)?10\s*的\s*(负|-|正|\+)?\s*([0-9]+|[一二两三四五六七八九十]+)\s*次(?:方|幂)")
+#: a quoted span, left exactly as written (a program's argv)
+_QUOTED_SPAN = re.compile(r"`[^`]*`|“[^”]*”|「[^」]*」|'[^'\s][^']*'|\"[^\"]*\"")
+_SCRIPT_EDGE = re.compile(r"(?<=[\u3400-\u9fff\uf900-\ufaff])(?=[A-Za-z0-9./~{])|(?<=[A-Za-z0-9%}])(?=[\u3400-\u9fff\uf900-\ufaff])")
+
+
+def _zh_power(m: re.Match[str]) -> str:
+    exp = m.group(3)
+    n = int(exp) if exp.isdigit() else _zh_int(exp)
+    if n is None:
+        return m.group(0)
+    sign = "-" if m.group(2) in ("负", "-") else ""
+    return f" {m.group(1) + 'x' if m.group(1) else ''}10^{sign}{n} "
+
+
+def _space_scripts(s: str) -> str:
+    """A space where Chinese meets Latin letters or digits ("用SZ3压缩" -> "用 SZ3 压缩"), so
+    names and numbers keep their word boundaries; quoted spans are left as written."""
+    out, last = [], 0
+    for m in _QUOTED_SPAN.finditer(s):
+        out += [_SCRIPT_EDGE.sub(" ", s[last:m.start()]), m.group(0)]
+        last = m.end()
+    out.append(_SCRIPT_EDGE.sub(" ", s[last:]))
+    return "".join(out)
 
 
 def refusal_reason(text: str) -> str:
@@ -354,11 +384,28 @@ def _split_argv(text: str) -> list[str]:
 _WORD_OR_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|\S+")
 _STOP_WORDS = {"and", "then", "to", "so", "tell", "what", "which", "why", "how", "please", "并", "然后", "看看", "告诉我"}
 _SHELL_OPS = {"&&", "||", "|", ">", ">>", "<", ";", "&"}
+#: words that put a profiler beside a program: "with ncu", "using perf stat", "under nsight compute"
+_TOOL_LEADS = {"with", "using", "under", "via", "through", "in", "on", "by", "用", "使用", "在"}
+
+
+@lru_cache(maxsize=1)
+def _profiler_rx() -> re.Pattern[str]:
+    """Any profiler's name (vocabulary ``profilers``), longest first."""
+    names = sorted({str(p).lower() for ps in (vocabulary().get("profilers") or {}).values() for p in ps}, key=len, reverse=True)
+    return re.compile("|".join(f"(?:{_phrase_pattern(n)})" for n in names))
+
+
+@lru_cache(maxsize=1)
+def _counter_rx() -> re.Pattern[str]:
+    """Hardware-counter words ("IPC", "cache misses", "occupancy"): asked of a program, a profile."""
+    names = sorted({str(p).lower() for p in vocabulary().get("profile_metrics") or []}, key=len, reverse=True)
+    return re.compile("|".join(f"(?:{_phrase_pattern(n)})" for n in names))
 
 
 def _command_words(text: str, start: int) -> tuple[list[str], int]:
     """The argv of an unquoted command starting at ``start``: words (quoted ones whole, so a
-    ``;`` inside ``-c '...'`` is data) up to a clause word, a shell operator or punctuation."""
+    ``;`` inside ``-c '...'`` is data) up to a clause word, a shell operator, punctuation, a
+    Chinese word, or the profiler named beside it ("./app with ncu": the argv is ./app)."""
     argv: list[str] = []
     end = start
     for m in _WORD_OR_QUOTED.finditer(text, start):
@@ -366,9 +413,13 @@ def _command_words(text: str, start: int) -> tuple[list[str], int]:
         if token in _SHELL_OPS or (token.lower() in _STOP_WORDS and argv):
             break
         quoted = token[0] in "'\"" and token[-1] == token[0] and len(token) > 1
-        stop_after = not quoted and token[-1] in ",;，；。" and len(token) > 1
+        if argv and not quoted and (_CJK.search(token) or _profiler_rx().match(text.lower(), m.start())
+                                    or (token.lower() in _TOOL_LEADS
+                                        and _profiler_rx().match(text.lower(), m.end() + 1))):
+            break
+        stop_after = not quoted and token[-1] in ",;，；。?？!！" and len(token) > 1
         if stop_after:
-            token = token.rstrip(",;，；。")
+            token = token.rstrip(",;，；。?？!！")
         argv += _split_argv(token) if quoted else [token]
         end = m.end()
         if stop_after or (not quoted and token in _SHELL_OPS):
@@ -377,6 +428,38 @@ def _command_words(text: str, start: int) -> tuple[list[str], int]:
 
 
 _PROFILE_CUE = re.compile(r"\bprofil(?:e|ing)\b|剖析|性能分析|\bunder\s+(?:ncu|perf|nsight)\b|\bwhat\s+limits\s+(?:it|this|the\s+program)")
+#: a path-like word: ./a.out, bin/app, /opt/x/run, ~/bench
+_PATHLIKE = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`()?？!！]+|(?:[\w.+-]+/)+[\w.+-]+|[\w+-]+\.(?:py|sh|out|x|exe))(?=[\s,;，；。?？!！)]|$)")
+
+
+def _program_path(word: str) -> bool:
+    """Whether a path names a program rather than data: an executable file here, or (absent)
+    a name with no data/profile/spec extension, or a script/binary extension."""
+    p = Path(word).expanduser()
+    exts = tuple(e for kind, es in vocabulary()["file_kinds"].items() if kind != "program" for e in es)
+    programs = tuple(vocabulary()["file_kinds"].get("program") or ())
+    name = p.name.lower()
+    if name.endswith(programs):
+        return True
+    if p.is_dir() or name.endswith(exts):
+        return False
+    if p.is_file():
+        import os
+
+        return os.access(p, os.X_OK) and path_kind(word) in ("raw", "")
+    return "." not in name or name.endswith(".out")
+
+
+def _program_start(work: str) -> int | None:
+    """Where an unquoted program begins in a request that profiles without saying "profile"
+    ("nsys ./train.py", "run ./app under ncu", "给 ./a.out 跑一下 perf stat"): its first
+    program-like path; None when the request names none."""
+    for m in _PATHLIKE.finditer(work):
+        if _program_path(m.group(1)):
+            # an interpreter just before the script belongs to the argv ("python3 train.py")
+            before = re.search(r"(?<![\w./-])(python3?|bash|sh|mpirun(?:\s+-n\s+\d+)?|srun|julia|Rscript)\s+$", work[:m.start()])
+            return before.start() if before and not refusal_reason(before.group(0)) else m.start()
+    return None
 
 
 def parse(text: str) -> Intent:
@@ -386,8 +469,12 @@ def parse(text: str) -> Intent:
     intent = Intent(text=raw, language=detect_language(norm))
     if not norm:
         return assess(intent)
-    # 1. quoted spans: the program to profile (exactly as written), or names
-    profile_cue = bool(_PROFILE_CUE.search(norm.lower()))
+    # 1. quoted spans: the program to profile (exactly as written), or names. A request
+    # profiles when it says so, names a profiler, or asks for hardware counters of a program.
+    low = norm.lower()
+    named_profiler = bool(_profiler_rx().search(low))
+    profile_cue = bool(_PROFILE_CUE.search(low)) or named_profiler or (
+        bool(_counter_rx().search(low)) and (_program_start(norm) is not None or "`" in norm))
 
     def unquote(m: re.Match[str]) -> str:
         inner = next(g for g in m.groups() if g is not None)
@@ -402,17 +489,26 @@ def parse(text: str) -> Intent:
         return " " + inner + " "
 
     work = normalise(_QUOTE.sub(unquote, norm))
-    # an unquoted program after "profile": its words up to the first clause boundary
+    # an unquoted program after "profile" (or, without that word, where the program's path
+    # begins): its words up to the first clause boundary
     if profile_cue and not intent.command:
         cue = re.search(r"(?:\bprofile\b|剖析|性能分析)\s*:?\s*(?:the\s+program\s+|program\s+|command\s+|程序\s*)?", work,
                         re.IGNORECASE)
-        if cue:
-            argv, end = _command_words(work, cue.end())
+        start = cue.end() if cue else None
+        if start is not None:  # "profile with ncu ./app", "用 ncu 剖析 ./app": the profiler is not the program
+            lead = re.match(r"\s*(?:(?:with|using|under|via|用|使用)\s+)?", work[start:], re.IGNORECASE)
+            tool = _profiler_rx().match(work.lower(), start + lead.end())
+            if tool:
+                start = tool.end()
+        if start is None or not work[start:].strip() or _counter_rx().match(work.lower(), start):
+            start = _program_start(work)
+        if start is not None:
+            argv, end = _command_words(work, start)
             first = argv[0] if argv else ""
             is_profile_file = bool(first) and bool(_path_re().fullmatch(first)) and path_kind(first) in ("profile", "csv")
-            if argv and not re.fullmatch(r"(?:it|this|that|the|my|a|an)", first, re.IGNORECASE) and not is_profile_file:
+            if argv and not re.fullmatch(r"(?:it|this|that|the|my|a|an|of)", first, re.IGNORECASE) and not is_profile_file:
                 intent.command = argv
-                work = work[:cue.end()] + " \u2063 " + work[end:]
+                work = work[:start] + " \u2063 " + work[end:]
     # 2. refusals, on everything but the program's own argv
     why = refusal_reason(work) or _command_refusal(intent.command)
     if why:
@@ -435,6 +531,8 @@ def parse(text: str) -> Intent:
     _read_codecs(t, intent)
     _read_devices(t, intent)
     _read_question(t, intent, cue_spans)
+    if intent.question == "profile" and named_profiler:
+        intent.notes.append(_say(intent, "profiler_named", tool=_profiler_rx().search(low).group(0)))
     _account(t, intent)
     return assess(intent)
 
@@ -446,6 +544,8 @@ def _read_paths(t: _Text, intent: Intent) -> None:
         if path.lower() in names and not Path(path).exists():
             continue  # a registry name such as 999x999.float
         kind = path_kind(path)
+        if kind == "program":
+            continue  # a script or binary is a program to profile, read with the command
         if not kind and not path.startswith(("/", "~", "./", "../")):
             continue  # "runs/q" after "into" is an output folder, read below
         t.take(m.start(), m.start() + len(path))
@@ -571,20 +671,29 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
             if intent.mode == "psnr":
                 intent.bounds.append(float(m.group(1) or m.group(2)))
             t.take(m.start(), m.end())
+    _read_unsupported_modes(t, intent)
     # modes with their bounds: a mode word, then (or before) a list or range of numbers
     mode_hits: list[tuple[int, int, str]] = []
     for mode, rx in _table("modes"):
         for m in t.finditer(rx):
             mode_hits.append((m.start(), m.end(), mode))
     mode_hits.sort()
-    for s_, e_, mode in mode_hits:
-        if mode in ("psnr", "ratio", "fixed_rate") and not intent.bounds:
-            # these take plain numbers: "fixed-rate mode at 8", "psnr mode 80"
-            tail = re.match(r"\s*(?:mode|bound)?\s*(?:of|at|=|:|with)?\s*(\d+(?:\.\d+)?)(?![\w.])", t.low[e_:])
-            if tail and t.free(e_, e_ + tail.end()):
+    weak = _needs_a_number()
+    for s_, e_, mode in list(mode_hits):
+        if mode in ("psnr", "ratio", "fixed_rate"):
+            # these take plain numbers: "fixed-rate mode at 8", "psnr mode 80", "rate 8", "码率为 8"
+            tail = re.match(r"\s*(?:mode|bound|target|模式)?\s*(?:of|at|=|:|with|to|为|是|设为|取)?\s*(\d+(?:\.\d+)?)"
+                            r"(?![\w.]|\s*(?:x\b|×|倍|:1))", t.low[e_:])
+            if tail and t.free(e_, e_ + tail.end()) and (not intent.bounds or intent.mode == mode):
                 t.take(e_, e_ + tail.end())
                 intent.mode = intent.mode or mode  # type: ignore[assignment]
-                intent.bounds.append(float(tail.group(1)))
+                if intent.mode == mode:
+                    intent.bounds.append(float(tail.group(1)))
+                continue
+            if " ".join(t.low[s_:e_].split()) in weak:
+                # "show me the PSNR", "the bit rate": a figure to report, not a mode
+                mode_hits.remove((s_, e_, mode))
+                intent.notes.append(_say(intent, "metric_reported", metric=t.orig[s_:e_]))
     lists = [m for m in _BOUND_LIST.finditer(t.low) if t.free(m.start(), m.end())
              and _looks_like_bound(m.group(0), t.low, m.start(), m.end())]
     for m in lists:
@@ -603,6 +712,8 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
         intent.bounds += [v for v in values if v not in intent.bounds]
     if mode_hits and not intent.mode:
         intent.mode = mode_hits[0][2]  # "at the absolute error mode" without a number: the bound is asked
+    if not intent.bounds:
+        _read_bound_count(t, intent)
     for m in t.finditer(_RATIO_TARGET, take=False):
         value = m.group(1) or m.group(2)
         written = t.low[m.start():m.end()]
@@ -611,6 +722,54 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
             continue
         t.take(m.start(), m.end())
         intent.targets.append(Target(metric="ratio", op=">=", value=float(value), text=t.original(m)))
+
+
+@lru_cache(maxsize=1)
+def _needs_a_number() -> frozenset[str]:
+    return frozenset(str(w).lower() for w in vocabulary().get("modes_need_a_number") or [])
+
+
+def _read_unsupported_modes(t: _Text, intent: Intent) -> None:
+    """Error controls perfscout does not run (ZFP's fixed precision, an L2-norm bound, lossless):
+    asked about with the reason and the modes it has, never read as another mode."""
+    for kind, entry in (vocabulary().get("unsupported_modes") or {}).items():
+        phrases = sorted((str(p).lower() for p in entry.get("phrases") or []), key=len, reverse=True)
+        rx = re.compile("|".join(f"(?:{_phrase_pattern(p)})" for p in phrases)) if phrases else None
+        for m in t.finditer(rx) if rx else []:  # the first mention; the others are the same question
+            # its own setting ("fixed precision 16", "精度 16") goes with it
+            tail = re.match(r"\s*(?:mode|模式)?\s*[,，]?\s*(?:precision|精度|of|at|=|:|为|取)?\s*(\d+)(?![\w.])", t.low[m.end():])
+            if kind == "fixed_precision" and tail and t.free(m.end(), m.end() + tail.end()):
+                t.take(m.end(), m.end() + tail.end())
+            elif kind == "fixed_precision":  # "..., 精度 16" further on is that mode's setting
+                t.finditer(r"(?:precision|精度)\s*(?:of|=|:|为|取)?\s*\d+(?![\w.])")
+            cands = {"fixed_precision": ["abs", "rel", "fixed_rate"], "l2": ["abs", "rel", "pw_rel", "psnr"],
+                     "lossless": ["abs", "rel"]}.get(kind, list(POINTWISE_BOUND_MODES))
+            reason = str(entry.get(intent.language) or entry.get("en"))
+            intent.missing.append(Pending(slot="mode", detail=t.original(m), candidates=cands,
+                                          question=_say(intent, f"unsupported_{kind}" if f"unsupported_{kind}" in _Q["en"]
+                                                        else "unsupported", reason=reason, cands=", ".join(cands))))
+            intent.notes.append(reason)
+            break
+
+
+_BOUND_COUNT = re.compile(r"\b(?:at\s+|with\s+|for\s+|over\s+|across\s+)?(\d|two|three|four|five|several|a\s+few|multiple|a\s+couple\s+of)\s+"
+                          r"(?:different\s+|error\s+|)(?:error\s+)?(?:bounds|tolerances|levels|settings)\b"
+                          r"|([\d两三四五几多]+)\s*(?:个|种)\s*(?:不同的?)?\s*(?:误差界|误差|精度|设置)")
+
+
+def _read_bound_count(t: _Text, intent: Intent) -> None:
+    """"at 3 error bounds", "三个误差界": how many, not which: asked, with a decade series proposed."""
+    for m in t.finditer(_BOUND_COUNT):
+        word = (m.group(1) or m.group(2) or "").lower()
+        n = _zh_int(word) if _zh_int(word) else {"several": 3, "a few": 3, "multiple": 3, "a couple of": 2, "几": 3,
+                                                  "多": 3}.get(" ".join(word.split()), 3)
+        n = max(1, min(int(n), 6))
+        series = [10.0 ** -(k + 2) for k in range(n)]
+        mode = intent.mode if intent.mode in POINTWISE_BOUND_MODES else "rel"
+        intent.missing.append(Pending(slot="bounds", detail=t.original(m), proposal={"mode": mode, "bounds": series},
+                                      question=_say(intent, "bounds_count", n=n, mode=mode,
+                                                    series=", ".join(f"{b:g}" for b in series))))
+        return
 
 
 def _looks_like_bound(written: str, low: str, start: int, end: int) -> bool:
@@ -880,6 +1039,17 @@ _Q = {
         "bounds": "Which error bound? For example 'rel 1e-3' (relative to the value range), 'abs 1e-4', 'psnr 80' "
                   "or a list such as 'rel 1e-2, 1e-3, 1e-4'.",
         "bounds_mode": "Which {mode} bound(s)? For example 1e-3, or 1e-2, 1e-3, 1e-4.",
+        "bounds_count": "Which {n} error bound(s)? Answer 'yes' for {mode} {series}, or name them (e.g. 'abs 1e-2, "
+                        "1e-3, 1e-4').",
+        "unsupported": "{reason}. Which should I use instead: {cands}? For example 'abs 1e-3' or 'rel 1e-3'.",
+        "unsupported_fixed_precision": "{reason}. ZFP's fixed-accuracy mode is perfscout's 'abs' (the tolerance is the "
+                                       "bound, and it is checked). Which should I use instead: {cands}? For example "
+                                       "'abs 1e-3', 'rel 1e-3' or 'fixed_rate 16' (bits per value).",
+        "profiler_named": "the request names {tool}: the profile step picks the profiler itself (Nsight Compute for a "
+                          "CUDA program where ncu and a GPU are here, perf stat otherwise); `perfscout profile --tool "
+                          "ncu -- CMD` forces one",
+        "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
+                           "not the error mode)",
         "data": "Which data? Fields known here: {known}; or a file path (netCDF/HDF5/Zarr with its variable, or a "
                 "raw file with its shape and dtype), or synthetic:KIND:SHAPE such as synthetic:grf:64,64.",
         "data_which": "Which field did you mean by \"{detail}\": {cands}?",
@@ -907,6 +1077,13 @@ _Q = {
         "mode": "{bounds} 是绝对误差界（abs）、相对于值域的误差界（rel），还是逐点相对误差（pw_rel）？",
         "bounds": "误差界是多少？例如“相对误差 1e-3”、“绝对误差 1e-4”、“psnr 80”，或一组值“rel 1e-2, 1e-3, 1e-4”。",
         "bounds_mode": "{mode} 误差界取多少？例如 1e-3，或 1e-2, 1e-3, 1e-4。",
+        "bounds_count": "用哪 {n} 个误差界？回答“是”就用 {mode} {series}，或者直接给出（例如“abs 1e-2, 1e-3, 1e-4”）。",
+        "unsupported": "{reason}。改用哪一种：{cands}？例如“abs 1e-3”或“rel 1e-3”。",
+        "unsupported_fixed_precision": "{reason}。ZFP 的固定准确度模式就是 perfscout 的 abs（容差即误差界，并会被检查）。"
+                                       "改用哪一种：{cands}？例如“abs 1e-3”、“rel 1e-3”或“fixed_rate 16”（每个值的位数）。",
+        "profiler_named": "请求里提到了 {tool}：剖析步骤会自己选择剖析器（有 ncu 和 GPU 时对 CUDA 程序用 Nsight Compute，否则用 "
+                          "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
+        "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
                 "或 synthetic:KIND:SHAPE，例如 synthetic:grf:64,64。",
         "data_which": "“{detail}”指的是哪个场：{cands}？",
@@ -976,7 +1153,7 @@ def assess(intent: Intent) -> Intent:
     if intent.refusal:
         intent.missing = []
         return intent
-    keep = [p for p in intent.missing if p.slot in ("clause", "codecs", "data") and p.detail]
+    keep = [p for p in intent.missing if p.slot in ("clause", "codecs", "data", "mode", "bounds") and p.detail]
     pending: list[Pending] = []
     for p in keep:  # near-miss names and unknown clauses, with their questions written now
         if not p.question:
@@ -1071,8 +1248,13 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         else:
             gaps.append(Pending(slot="codecs", question=_say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
                                 candidates=usable_codecs()))
-    if not intent.mode and not intent.bounds:
-        target = next((t for t in intent.targets if t.metric in ("psnr", "ratio", "bitrate")), None)
+    if any(p.slot in ("mode", "bounds") for p in intent.missing):
+        pass  # a precise question about the mode or the bounds is already open
+    elif not intent.mode and not intent.bounds:
+        # a goal written without "at least/at most" ("hit ratio 20") before a constraint ("while psnr > 70")
+        goals = [t for t in intent.targets if t.metric in ("psnr", "ratio", "bitrate")]
+        goals.sort(key=lambda t: bool(re.search(rf"{_AT_LEAST}|{_AT_MOST}|[<>]", t.text.lower())))
+        target = goals[0] if goals else None
         if target is not None:
             intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
             intent.bounds = [target.value]
