@@ -84,7 +84,7 @@ def dataset_catalogue() -> list[dict[str, Any]]:
         from perfscout.datasets import list_datasets
 
         return [{"name": d.name, "kind": d.kind, "shape": list(d.shape), "description": d.description,
-                 "available": d.available} for d in list_datasets()]
+                 "available": d.available, "reason": getattr(d, "reason", "") or ""} for d in list_datasets()]
     except Exception:
         return []
 
@@ -209,15 +209,15 @@ _PSNR_MODE = re.compile(r"\bpsnr\s*(?:mode|bound|of|=|:|at)?\s*(\d+(?:\.\d+)?)\s
 _BOUND_JOIN = r"(?:\s*(?:,|，|、|/|and|or|&|和|或|以及|及|to|through|thru|down\s+to|up\s+to|\.\.|~|～|到|至|-)\s*)"
 _BOUND_LIST = re.compile(rf"(?:{ZH_NUMBER}|{NUMBER})(?:{_BOUND_JOIN}(?:{ZH_NUMBER}|{NUMBER}))*")
 _BOUND_LEAD = re.compile(r"\s*(?:error\s+bound|bound|eb|tolerance|tol|error|mode|模式|误差界|误差|容限)?\s*(?:of|is|=|:|at|to|with|为|是|设为|设置为)?\s*$")
-_SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*)"
-                    r"|\b(?:a\s+|an\s+)?(?:synthetic\s+|generated\s+)?(grf|gaussian\s+random\s+field|smooth|gray[-\s]?scott|grayscott)"
-                    r"(?:\s+(?:synthetic\s+)?field)?(?:\s+(?:of|with\s+shape|shape)\s+)?")
-_SYNTH_KIND = {"grf": "grf", "gaussian random field": "grf", "smooth": "smooth", "gray-scott": "grayscott",
-               "gray scott": "grayscott", "grayscott": "grayscott"}
+_SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*(?::f(?:32|64))?)")
 _CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
 _PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`)]+|(?:[\w.+-]+/)+[\w.+-]*"
                    r"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:%s)(?![\w.]))")
-_RUN_ID = re.compile(r"(?:\b(?:runs?|baseline|candidate)|运行)\s*(?:id\s+)?([A-Za-z0-9][\w.-]*)(?:\s+(?:and|vs\.?|versus|against|和|与)\s+([\w.-]+))?")
+_RUN_LEAD = r"(?:\b(?:runs?|baseline|candidate|reference)\b|运行|基线|候选|基准)"
+_RUN_ID = re.compile(rf"{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*([A-Za-z0-9][\w.-]*)"
+                     rf"(?:\s*(?:\band\b|\bvs\b\.?|\bversus\b|\bagainst\b|和|与|,)\s*(?:(?:the\s+)?{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*)?([\w.-]+))?")
+#: the role a lead word gives the id after it
+_RUN_ROLE = re.compile(r"(baseline|reference|基线|基准)|(candidate|候选)")
 _VAR = re.compile(r"\b(?:variable|var|field)\s+(?!(?:of|in|from|the|a|an)\b)[`'\"]?([A-Za-z_][\w.]*)[`'\"]?"
                   r"|\b(?!(?:on|in|of|the|a|an|this|that|my|its|variable|var)\b)([A-Za-z_]\w*)\s+(?:variable|field)\b"
                   r"|变量\s*[`'\"]?([A-Za-z_][\w.]*)")
@@ -288,6 +288,8 @@ def _dataset_aliases() -> list[tuple[str, str]]:
             aliases.add(family)
             aliases.add(family.replace("-", " "))
         for other in (vocabulary().get("dataset_families") or {}).get(family, []):
+            aliases.add(str(other).lower())
+        for other in (vocabulary().get("dataset_aliases") or {}).get(name, []):
             aliases.add(str(other).lower())
         out += [(a, name) for a in aliases if a]
     out.sort(key=lambda r: len(r[0]), reverse=True)
@@ -529,7 +531,9 @@ def parse(text: str) -> Intent:
     _read_targets_and_bounds(t, intent)
     _read_repeats(t, intent)
     _read_codecs(t, intent)
+    _read_foreign_codecs(t, intent)
     _read_devices(t, intent)
+    _read_metrics(t, intent)
     _read_question(t, intent, cue_spans)
     if intent.question == "profile" and named_profiler:
         intent.notes.append(_say(intent, "profiler_named", tool=_profiler_rx().search(low).group(0)))
@@ -624,23 +628,33 @@ def _file_variables(path: str) -> list[dict[str, Any]]:
 
 
 def _read_runs(t: _Text, intent: Intent) -> None:
-    if not re.search(r"\bruns?\b|运行", t.low):
+    if not re.search(r"\bruns?\b|运行|\bbaseline\b|\bcandidate\b|基线|候选|基准", t.low):
         return
     cue = any(p.search(t.low) for m, p in _table("questions") if m == "compare_runs")
     if not cue:
         return
     found: list[tuple[int, str]] = []
     baseline = ""
+    candidate = ""
     for m in t.finditer(_RUN_ID, take=False):
         ids = [(m.start(g), t.original(m, g)) for g in (1, 2) if m.group(g)]
-        ids = [(p, i) for p, i in ids if i.lower() not in _filler() and not _table_hit("questions", i)]
+        ids = [(p, i) for p, i in ids if i.lower() not in _filler() and not _table_hit("questions", i)
+               and not _RUN_ROLE.fullmatch(i.lower())]
         if ids:
             t.take(m.start(), m.end())
             found += ids
-            if t.low[m.start():m.start() + 8].startswith("baseline"):
-                baseline = ids[0][1]
+            lead_of = {i: t.low[max(m.start(), p - 24):p] for p, i in ids}
+            for i, lead in lead_of.items():  # the role word nearest before each id
+                roles = list(_RUN_ROLE.finditer(lead))
+                if roles and roles[-1].group(1):
+                    baseline = baseline or i
+                elif roles and roles[-1].group(2):
+                    candidate = candidate or i
     runs = list(dict.fromkeys(i for _, i in sorted(found)))
-    if len(runs) >= 2:
+    if len(runs) >= 2 and (baseline in runs[:2] or candidate in runs[:2]) and (baseline or candidate):
+        base = baseline if baseline in runs[:2] else next(r for r in runs[:2] if r != candidate)
+        runs[:2] = [base, next(r for r in runs[:2] if r != base)]
+    elif len(runs) >= 2:
         first_end = sorted(found)[0][0]
         second = next(p for p, i in sorted(found) if i == runs[1])
         between = t.low[first_end:second]
@@ -815,32 +829,86 @@ def _read_repeats(t: _Text, intent: Intent) -> None:
             return
 
 
+@lru_cache(maxsize=1)
+def _synthetic_words() -> tuple[list[tuple[str, re.Pattern[str]]], frozenset[str], re.Pattern[str]]:
+    voc = vocabulary().get("synthetic") or {}
+    kinds = sorted(((k, str(p).lower()) for k, ps in (voc.get("kinds") or {}).items() for p in ps),
+                   key=lambda kp: len(kp[1]), reverse=True)
+    markers = sorted((str(p).lower() for p in voc.get("markers") or []), key=len, reverse=True)
+    return ([(k, re.compile(_phrase_pattern(p))) for k, p in kinds], frozenset(str(w) for w in voc.get("weak") or []),
+            re.compile("|".join(f"(?:{_phrase_pattern(p)})" for p in markers)))
+
+
+_DIMS_WORD = re.compile(r"(?<![\w.])([123])\s*-?\s*d(?![\w])|([一二三])维")
+#: what may stand between a synthetic field's words and its shape: "of", "with shape", "field", "数据"
+_SYNTH_GAP = re.compile(r"^[\s,:=(]*(?:(?:of|with|shape|size|sized|field|fields|data|grid|cube|数据|的|形状|大小|为|是|场)\s*[:=]?\s*)*$")
+
+
 def _read_synthetic(t: _Text, intent: Intent) -> None:
+    """Synthetic fields: "synthetic:KIND:SHAPE", or in words with a kind, a shape, 2-D/3-D."""
     for m in t.finditer(_SYNTH, take=False):
         if m.group(1):
             t.take(m.start(), m.end())
             intent.data.append(DataRef(kind="synthetic", name=f"{m.group(1)}:{m.group(2)}", text=t.original(m)))
+    kinds, weak, markers = _synthetic_words()
+    spans: list[tuple[int, int, str]] = []  # (start, end, kind or "" for a marker)
+    for m in markers.finditer(t.low):
+        if t.free(m.start(), m.end()):
+            spans.append((m.start(), m.end(), ""))
+    for kind, rx in kinds:
+        for m in rx.finditer(t.low):
+            if t.free(m.start(), m.end()) and not any(s <= m.start() < e or s < m.end() <= e for s, e, _ in spans):
+                spans.append((m.start(), m.end(), kind))
+    spans.sort()
+    groups: list[list[tuple[int, int, str]]] = []
+    for sp in spans:  # words of one mention: "synthetic 3d gaussian random field"
+        if groups and re.fullmatch(r"[\s-]*(?:(?:[123]\s*-?\s*d|[一二三]维|the|a|an|of|random|field|的)[\s-]*)*",
+                                   t.low[groups[-1][-1][1]:sp[0]]):
+            groups[-1].append(sp)
+        else:
+            groups.append([sp])
+    for group in groups:
+        start, end = group[0][0], group[-1][1]
+        words = [t.low[s:e] for s, e, _ in group]
+        kind = next((k for _, _, k in group if k), "")
+        marker = any(not k for _, _, k in group)
+        after = t.low[end:end + 40]
+        shape_m, shape_span = None, None
+        for sm in _SHAPE.finditer(after):
+            if _SYNTH_GAP.match(after[:sm.start()]):
+                shape_m, shape_span = sm, (end + sm.start(), end + sm.end())
+            break
+        if shape_m is None:  # "a 256^3 synthetic gaussian field"
+            before = t.low[max(0, start - 24):start]
+            for sm in _SHAPE.finditer(before):
+                if re.fullmatch(r"[\s-]*(?:a|an|的|个)?[\s-]*", before[sm.end():]):
+                    shape_m, shape_span = sm, (start - len(before) + sm.start(), start - len(before) + sm.end())
+        strong = marker or shape_m is not None or any(w not in weak for w in words if w) or "field" in after[:12] or "场" in after[:3]
+        if not strong or not (kind or marker):
             continue
-        kind = _SYNTH_KIND.get(re.sub(r"\s+", " ", m.group(3)).replace("gray scott", "gray scott"))
-        written = t.low[m.start():m.end()]
-        after = t.low[m.end():m.end() + 40]
-        shape_m = _SHAPE.match(after.lstrip())
-        explicit = "synthetic" in written or "generated" in written or "field" in written or shape_m
-        if kind is None or not explicit:
-            continue
-        t.take(m.start(), m.end())
+        kind = kind or str((vocabulary().get("synthetic") or {}).get("default_kind") or "grf")
+        if not any(k for _, _, k in group):
+            intent.notes.append(_say(intent, "synthetic_kind", kind=kind))
+        t.take(start, end)
+        if t.low[end:end + 8].lstrip().startswith(("field", "场")):
+            e2 = end + t.low[end:].index("field" if "field" in t.low[end:end + 8] else "场")
+            t.take(e2, e2 + (5 if t.low[e2] == "f" else 1))
         shape: list[int] | None = None
-        if shape_m:
-            offset = m.end() + (len(after) - len(after.lstrip()))
+        if shape_m is not None and shape_span is not None and t.free(*shape_span):
             shape = _shape_of(shape_m)
-            t.take(offset + shape_m.start(), offset + shape_m.end())
+            t.take(*shape_span)
         if shape is None:
-            default = next((d["shape"] for d in dataset_catalogue() if d["name"] == kind), [64, 64])
-            shape = list(default)
-            intent.notes.append(f"no shape given for the synthetic {kind} field: using its default "
-                                f"{'x'.join(map(str, shape))}")
+            window = t.low[max(0, start - 8):end + 12]
+            dims_m = _DIMS_WORD.search(window)
+            ndim = (int(dims_m.group(1)) if dims_m.group(1) else "一二三".index(dims_m.group(2)) + 1) if dims_m else None
+            if dims_m:
+                off = max(0, start - 8)
+                t.take(off + dims_m.start(), off + dims_m.end())
+            default = next((d["shape"] for d in dataset_catalogue() if d["name"] == kind), [64, 64, 64])
+            shape = list(default) if ndim in (None, len(default)) else [64] * ndim if ndim > 1 else [4096]
+            intent.notes.append(f"no shape given for the synthetic {kind} field: using {'x'.join(map(str, shape))}")
         intent.data.append(DataRef(kind="synthetic", name=f"{kind}:{','.join(map(str, shape))}",
-                                   text=t.original(m)))
+                                   text=t.orig[start:end]))
 
 
 def _read_named_data(t: _Text, intent: Intent) -> None:
@@ -884,7 +952,12 @@ def _read_shape_dtype(t: _Text, intent: Intent) -> None:
             intent.ignored.append("shape " + " x ".join(map(str, shapes[0])) + " (no raw file to apply it to)")
         return
     if target is None:
-        if dtypes:
+        synthetic = [d for d in intent.data if d.kind == "synthetic"]
+        if dtypes and synthetic:  # "合成数据 64x64x64 双精度": generated in that precision
+            for d in synthetic:
+                d.dtype = dtypes[0][1]  # type: ignore[assignment]
+                d.name = re.sub(r":f(?:32|64)$", "", d.name) + (":f64" if d.dtype == "f64" else "")
+        elif dtypes:
             intent.notes.append(f"dtype {dtypes[0][1]} noted; a registry field keeps its own dtype")
         return
     if shapes:
@@ -918,6 +991,79 @@ def _read_codecs(t: _Text, intent: Intent) -> None:
             continue
         if codec not in intent.codecs:
             intent.codecs.append(codec)
+
+
+@lru_cache(maxsize=1)
+def _foreign_table() -> list[tuple[str, re.Pattern[str]]]:
+    rows = [(str(name), str(p).lower()) for name, ps in (vocabulary().get("foreign_codecs") or {}).items() for p in ps]
+    rows.sort(key=lambda r: len(r[1]), reverse=True)
+    return [(n, re.compile(_phrase_pattern(p))) for n, p in rows]
+
+
+def _read_foreign_codecs(t: _Text, intent: Intent) -> None:
+    """Compressors of the field that perfscout cannot run ("mgard", "sperr", "tthresh"): said so
+    and asked about (go on without it, or name another), never dropped or read as another."""
+    seen: set[str] = set()
+    for name, rx in _foreign_table():
+        for m in t.finditer(rx):
+            if name in seen:
+                continue
+            seen.add(name)
+            intent.notes.append(_say(intent, "codec_foreign_note", name=name))
+            intent.missing.append(Pending(slot="codecs", detail=t.original(m), candidates=usable_codecs(),
+                                          question=_say(intent, "codecs_foreign", detail=t.original(m), name=name,
+                                                        known=", ".join(usable_codecs()) or "none")))
+
+
+def _osa(a: str, b: str) -> int:
+    """Edit distance with adjacent transpositions ("zpf" -> "zfp" is 1): how typos look."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def _codec_typo(word: str) -> list[str]:
+    """Codec ids a word is one typo away from ("zpf", "sz33", "cuzsp"); [] for none."""
+    lw = word.lower()
+    if len(lw) < 3 or not re.search(r"[a-z]", lw):
+        return []
+    hits = []
+    for codec, rx in _table("codecs"):
+        alias = rx.pattern
+        for a in (vocabulary()["codecs"].get(codec) or []):
+            a = str(a).lower()
+            if " " in a or len(a) < 3:
+                continue
+            limit = 1 if len(a) <= 6 else 2
+            if abs(len(a) - len(lw)) <= limit and _osa(lw, a) <= limit and lw[0] in a[:2]:
+                hits.append(codec)
+        del alias
+    return sorted(set(hits))
+
+
+@lru_cache(maxsize=1)
+def _metrics_rx() -> re.Pattern[str] | None:
+    words = sorted({str(w).lower() for w in vocabulary().get("metrics") or []}, key=len, reverse=True)
+    return re.compile("|".join(f"(?:{_phrase_pattern(w)})" for w in words)) if words else None
+
+
+def _read_metrics(t: _Text, intent: Intent) -> None:
+    """Figures a request asks to see ("report PSNR and SSIM", "看看 PSNR"): every result has them,
+    so they are accounted for (and said so) rather than asked about."""
+    rx = _metrics_rx()
+    if rx is None:
+        return
+    named = [t.original(m) for m in t.finditer(rx)]
+    shown = [n for n in dict.fromkeys(named) if n.lower() not in ("compression ratio", "ratio", "压缩比")]
+    if shown and not any(n in note for note in intent.notes for n in shown):
+        intent.notes.append(_say(intent, "metrics_reported", metrics=", ".join(shown)))
 
 
 def _read_devices(t: _Text, intent: Intent) -> None:
@@ -963,8 +1109,41 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
         intent.question = None  # "make it faster": a cue word alone is not a request to measure
     if intent.question == "compare" and len(intent.codecs) < 2 and not intent.codec_groups:
         intent.question = "evaluate" if intent.codecs else "compare"
+    if intent.question in (None, "evaluate", "compare", "list_codecs", "describe_machine"):
+        _read_about_question(t, intent)
     if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):
         intent.question = "compare" if len(intent.codecs) >= 2 or intent.codec_groups else "evaluate"
+
+
+@lru_cache(maxsize=None)
+def _about_rx(question: str, part: str) -> re.Pattern[str] | None:
+    words = sorted({str(w).lower() for w in ((vocabulary().get("about_questions") or {}).get(question) or {}).get(part) or []},
+                   key=len, reverse=True)
+    return re.compile("|".join(f"(?:{_phrase_pattern(w)})" for w in words)) if words else None
+
+
+def _read_about_question(t: _Text, intent: Intent) -> None:
+    """"What's the GPU on this machine?", "how many cores do I have", "这台机器有什么 GPU",
+    "list available compressors": a question about this machine or what is installed, when
+    the request names nothing to measure."""
+    if (intent.codecs or intent.data or intent.bounds or intent.targets or intent.mode or intent.command
+            or intent.profile_file or intent.runs or intent.sweep_spec):
+        return
+    for question in ("list_codecs", "describe_machine"):
+        if question == "list_codecs" and intent.question == "describe_machine":
+            continue
+        nouns, asks = _about_rx(question, "nouns"), _about_rx(question, "asks")
+        if nouns is None or asks is None:
+            continue
+        noun_hits = [m for m in nouns.finditer(t.low) if t.free(m.start(), m.end()) or question == "list_codecs"]
+        ask_hits = list(asks.finditer(t.low))
+        if noun_hits and (ask_hits or t.low.rstrip().endswith("?")):
+            for m in noun_hits + ask_hits:
+                t.take(m.start(), m.end())
+            if question == "list_codecs":
+                intent.codec_groups = []  # "list all compressors": the list, not a measurement of all
+            intent.question = question  # type: ignore[assignment]
+            return
 
 
 def _words(text: str) -> list[str]:
@@ -1001,8 +1180,9 @@ def _account(t: _Text, intent: Intent) -> None:
                 continue
             if lw in _filler() or len(lw) <= 1:
                 continue
-            if re.fullmatch(r"(?:sz|zfp|cusz|szp|nvcomp|mgard|sperr|tthresh)[\w-]*", lw):
-                close = difflib.get_close_matches(lw, codec_words, n=3, cutoff=0.5)
+            typo = _codec_typo(lw)
+            if typo or re.fullmatch(r"(?:sz|zfp|szp|nvcomp)[\w-]*", lw):
+                close = typo or difflib.get_close_matches(lw, codec_words, n=3, cutoff=0.5)
                 intent.missing.append(Pending(slot="codecs", detail=w, candidates=close or codec_words,
                                               question=""))
                 continue
@@ -1034,6 +1214,12 @@ _Q = {
                     "'profile `./app` and tell me what limits it'.",
         "codecs_unknown": "\"{detail}\" is not a codec I know. Did you mean {cands}? (codecs here: {known})",
         "codecs": "Which compressor(s)? Usable here: {known}; or 'all'.",
+        "codecs_foreign": "\"{detail}\" ({name}) is not a compressor perfscout can run: it has no wrapper for it, so "
+                          "it is not installed here. Answer 'ignore' to go on without it, or name one to use instead "
+                          "(usable here: {known}).",
+        "codec_foreign_note": "{name} was asked for, but perfscout has no wrapper for it (not installed here)",
+        "data_unavailable": "The field {detail} ({description}) is not available here: {reason}. Which field should I "
+                            "use instead: {cands}?",
         "mode": "Is {bounds} an absolute error bound ('abs'), relative to the value range ('rel'), or point-wise "
                 "relative ('pw_rel')?",
         "bounds": "Which error bound? For example 'rel 1e-3' (relative to the value range), 'abs 1e-4', 'psnr 80' "
@@ -1048,6 +1234,8 @@ _Q = {
         "profiler_named": "the request names {tool}: the profile step picks the profiler itself (Nsight Compute for a "
                           "CUDA program where ncu and a GPU are here, perf stat otherwise); `perfscout profile --tool "
                           "ncu -- CMD` forces one",
+        "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
+        "metrics_reported": "{metrics}: in every result's figures (the report's table and details)",
         "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
                            "not the error mode)",
         "data": "Which data? Fields known here: {known}; or a file path (netCDF/HDF5/Zarr with its variable, or a "
@@ -1074,6 +1262,10 @@ _Q = {
         "question": "要测什么、用哪份数据？例如：“在 vorticity.512_512 上用相对误差 1e-3 比较 sz3 和 zfp”。",
         "codecs_unknown": "我不认识压缩器“{detail}”。您是指 {cands} 吗？（这里可用：{known}）",
         "codecs": "用哪个（些）压缩器？这里可用：{known}；或者回答“全部”。",
+        "codecs_foreign": "“{detail}”（{name}）不是 perfscout 能运行的压缩器：没有它的封装，这里也没有安装。回答“忽略”跳过它继续，"
+                          "或者换一个（这里可用：{known}）。",
+        "codec_foreign_note": "请求里有 {name}，但 perfscout 没有它的封装（这里未安装）",
+        "data_unavailable": "场 {detail}（{description}）在这里不可用：{reason}。改用哪个场：{cands}？",
         "mode": "{bounds} 是绝对误差界（abs）、相对于值域的误差界（rel），还是逐点相对误差（pw_rel）？",
         "bounds": "误差界是多少？例如“相对误差 1e-3”、“绝对误差 1e-4”、“psnr 80”，或一组值“rel 1e-2, 1e-3, 1e-4”。",
         "bounds_mode": "{mode} 误差界取多少？例如 1e-3，或 1e-2, 1e-3, 1e-4。",
@@ -1083,6 +1275,8 @@ _Q = {
                                        "改用哪一种：{cands}？例如“abs 1e-3”、“rel 1e-3”或“fixed_rate 16”（每个值的位数）。",
         "profiler_named": "请求里提到了 {tool}：剖析步骤会自己选择剖析器（有 ncu 和 GPU 时对 CUDA 程序用 Nsight Compute，否则用 "
                           "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
+        "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
+        "metrics_reported": "{metrics}：每个结果的指标里都有（报告的表格和详情）",
         "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
                 "或 synthetic:KIND:SHAPE，例如 synthetic:grf:64,64。",
@@ -1186,7 +1380,9 @@ def assess(intent: Intent) -> Intent:
         pending.append(Pending(slot="question", question=_say(intent, "sweep")))
     elif q == "compare_runs" and len(intent.runs) < 2:
         pending.append(Pending(slot="runs", question=_say(intent, "runs"), candidates=list(intent.runs)))
-    intent.missing = pending
+    seen: set[tuple[str, str, str]] = set()
+    intent.missing = [p for p in pending if not ((p.slot, p.detail, p.question) in seen
+                                                 or seen.add((p.slot, p.detail, p.question)))]
     return intent
 
 
@@ -1197,7 +1393,15 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         known = [d["name"] for d in dataset_catalogue() if d.get("available") and d["kind"] != "synthetic"]
         gaps.append(Pending(slot="data", question=_say(intent, "data", known=", ".join(known) or "none"),
                             candidates=known))
+    catalogue = {d["name"]: d for d in dataset_catalogue()}
     for ref in intent.data:
+        info = catalogue.get(ref.name) if ref.kind == "named" else None
+        if info is not None and not info.get("available") and not any(p.slot == "data" for p in gaps):
+            known = [d["name"] for d in catalogue.values() if d.get("available") and d["kind"] != "synthetic"]
+            gaps.append(Pending(slot="data", detail=ref.name, candidates=known,
+                                question=_say(intent, "data_unavailable", detail=ref.name,
+                                              description=info.get("description") or info.get("kind"),
+                                              reason=info.get("reason") or "not found", cands=" or ".join(known))))
         if ref.kind not in ("raw", "file"):
             continue
         p = Path(ref.path).expanduser()
@@ -1241,7 +1445,9 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
                 gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
                                     question=_say(intent, "var_unknown", detail=p.name, var=ref.var,
                                                   cands=", ".join(variables))))
-    if not intent.codecs and not intent.codec_groups:
+    if any(p.slot == "codecs" for p in intent.missing):
+        pass  # a named codec is already asked about (unknown, not installed, a typo)
+    elif not intent.codecs and not intent.codec_groups:
         if intent.question in ("best_ratio", "fastest_compress", "fastest_decompress", "lowest_error"):
             intent.codec_groups = ["all"]
             intent.notes.append("no compressor named: every usable one is compared")
@@ -1430,7 +1636,7 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         new.targets += [t for t in sub.targets if t not in new.targets]
     elif slot == "data":
         if pending.detail:
-            new.data = [d for d in new.data if d.path != pending.detail]
+            new.data = [d for d in new.data if d.path != pending.detail and not (d.kind == "named" and d.name == pending.detail)]
         if sub.data:
             new.data += [d for d in sub.data if d not in new.data]
         elif pending.candidates and text in pending.candidates:
