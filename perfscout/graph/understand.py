@@ -187,9 +187,10 @@ _SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*
                     r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\bshape\s*[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
                     r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
 _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
-_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|times)\b|\b(once|twice)\b"
+_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs"
+                      r"|times(?!\s+(?:smaller|less|fewer|more|larger|bigger|faster|slower|compression|ratio|reduction)))\b|\b(once|twice)\b"
                       rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
-                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|([\d一二两三四五六七八九十]+)\s*次(?:重复)?")
+                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|(?<![做跑测试评估来])([\d二两三四五六七八九十][\d一二两三四五六七八九十]*|一(?=\s*[遍]))\s*[次遍](?:重复)?")
 _AT_LEAST = (r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|>(?!=)|over|above|more\s+than|greater\s+than|higher\s+than|"
              r"better\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|大于|高于|超过|以上)")
 _AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+than|lower\s+than|smaller\s+than|"
@@ -528,8 +529,8 @@ def parse(text: str) -> Intent:
     else:
         _read_named_data(t, intent)
         _read_shape_dtype(t, intent)
+    _read_repeats(t, intent)  # "and 5 repetitions" is a count, not a bound of the list before it
     _read_targets_and_bounds(t, intent)
-    _read_repeats(t, intent)
     _read_codecs(t, intent)
     _read_foreign_codecs(t, intent)
     _read_devices(t, intent)
@@ -548,6 +549,12 @@ def _read_paths(t: _Text, intent: Intent) -> None:
         if path.lower() in names and not Path(path).exists():
             continue  # a registry name such as 999x999.float
         kind = path_kind(path)
+        if kind in ("", "raw") and ":" in path and not Path(path).exists():
+            base, var = path.rsplit(":", 1)  # "f.nc:z": the variable z of f.nc
+            if var and path_kind(base) in ("netcdf", "hdf5", "zarr"):
+                t.take(m.start(), m.start() + len(path))
+                intent.data.append(DataRef(kind="file", path=base, var=var, text=path))
+                continue
         if kind == "program":
             continue  # a script or binary is a program to profile, read with the command
         if not kind and not path.startswith(("/", "~", "./", "../")):
@@ -568,7 +575,7 @@ def _read_paths(t: _Text, intent: Intent) -> None:
         intent.sweep_out = t.original(out, 1).rstrip(".,;")
         t.take(out.start(), out.end())
     files = [d for d in intent.data if d.kind == "file"]
-    if files:
+    if files and not files[0].var:
         _read_variable(t, intent, files[0])
 
 
@@ -580,7 +587,7 @@ def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
         return
     known = _file_variables(ref.path)
     for m in t.finditer(_VAR):
-        ref.var = next(g for g in m.groups() if g)
+        ref.var = _resolve_variable(next(g for g in m.groups() if g), known)
         return
     # a bare word that is one of the file's variables, or its long/standard name
     for word_m in t.finditer(r"(?<![\w.])([A-Za-z_][\w]*)(?![\w.])", take=False):
@@ -606,6 +613,22 @@ def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
             ref.var = t.original(m, 1)
             t.take(m.start(), m.end())
             break
+
+
+def _resolve_variable(word: str, known: list[dict[str, Any]]) -> str:
+    """A variable as written -> the file's own name for it: the name itself, the one name that
+    differs only in case ("T" for "t"), or the one whose long/standard name it is ("temperature")."""
+    names = [v["name"] for v in known]
+    if word in names or not known:
+        return word
+    low = word.lower()
+    for pick in ([n for n in names if n.lower() == low],
+                 [v["name"] for v in known if low in (str(v.get("long_name", "")).lower(),
+                                                      str(v.get("standard_name", "")).lower())],
+                 [v["name"] for v in known if low in str(v.get("long_name", "")).lower().split()]):
+        if len(pick) == 1:
+            return pick[0]
+    return word
 
 
 def _file_variables(path: str) -> list[dict[str, Any]]:
@@ -663,6 +686,16 @@ def _read_runs(t: _Text, intent: Intent) -> None:
                 r"\bthan\b|\bagainst\b|\bvs\.?\b|\bversus\b|relative\s+to|compared\s+(?:to|with)|相比|比", between)):
             runs[0], runs[1] = runs[1], runs[0]
     intent.runs += [r for r in runs if r not in intent.runs]
+    if len(intent.runs) >= 2 and not (baseline or candidate):  # run folders: "candidate run DIR ... baseline DIR"
+        roles = {}
+        for r in intent.runs[:2]:
+            at = t.low.find(r.lower())
+            found_roles = list(_RUN_ROLE.finditer(t.low[max(0, at - 30):at])) if at >= 0 else []
+            if found_roles:
+                roles[r] = "base" if found_roles[-1].group(1) else "cand"
+        a, b = intent.runs[:2]
+        if roles.get(a) == "cand" or roles.get(b) == "base":
+            intent.runs[:2] = [b, a]
 
 
 def _table_hit(section: str, word: str) -> bool:
@@ -696,20 +729,27 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
     for s_, e_, mode in list(mode_hits):
         if mode in ("psnr", "ratio", "fixed_rate"):
             # these take plain numbers: "fixed-rate mode at 8", "psnr mode 80", "rate 8", "码率为 8"
-            tail = re.match(r"\s*(?:mode|bound|target|模式)?\s*(?:of|at|=|:|with|to|为|是|设为|取)?\s*(\d+(?:\.\d+)?)"
-                            r"(?![\w.]|\s*(?:x\b|×|倍|:1))", t.low[e_:])
+            plain = r"\d+(?:\.\d+)?(?![\w.]|\s*(?:x\b|×|倍|:1|db\b|%))"
+            lead = r"\s*(?:mode|bound|target|模式)?\s*(?:of|at|=|:|with|to|为|是|设为|取)?\s*"
+            tail = re.match(rf"{lead}({plain}(?:{_BOUND_JOIN}{plain})*)", t.low[e_:])
+            if tail and not t.free(e_, e_ + tail.end()):  # "psnr 80 and 5 repeats": the list stops where a slot begins
+                tail = re.match(rf"{lead}({plain})", t.low[e_:])
             if tail and t.free(e_, e_ + tail.end()) and (not intent.bounds or intent.mode == mode):
                 t.take(e_, e_ + tail.end())
                 intent.mode = intent.mode or mode  # type: ignore[assignment]
-                if intent.mode == mode:
-                    intent.bounds.append(float(tail.group(1)))
+                if intent.mode == mode:  # "rate 4, 8 and 16": each is a setting
+                    intent.bounds += [v for v in _number_list(tail.group(1)) if v not in intent.bounds]
                 continue
             if " ".join(t.low[s_:e_].split()) in weak:
                 # "show me the PSNR", "the bit rate": a figure to report, not a mode
                 mode_hits.remove((s_, e_, mode))
                 intent.notes.append(_say(intent, "metric_reported", metric=t.orig[s_:e_]))
-    lists = [m for m in _BOUND_LIST.finditer(t.low) if t.free(m.start(), m.end())
-             and _looks_like_bound(m.group(0), t.low, m.start(), m.end())]
+    lists = []
+    for m in _BOUND_LIST.finditer(t.low):
+        if not t.free(m.start(), m.end()):  # "1e-2 and 5 repetitions": the list ends where another slot begins
+            m = _BOUND_LIST.match(t.low, m.start(), next(i for i in range(m.start(), m.end()) if t.used[i]))
+        if m and m.end() > m.start() and t.free(m.start(), m.end()) and _looks_like_bound(m.group(0), t.low, m.start(), m.end()):
+            lists.append(m)
     for m in lists:
         ranged = bool(re.search(r"(?:\bbetween|\bfrom|\brange|从|介于)\s*$", t.low[max(0, m.start() - 12):m.start()]))
         values = _number_list(t.original(m), ranged)
@@ -748,7 +788,8 @@ def _read_unsupported_modes(t: _Text, intent: Intent) -> None:
     asked about with the reason and the modes it has, never read as another mode."""
     for kind, entry in (vocabulary().get("unsupported_modes") or {}).items():
         phrases = sorted((str(p).lower() for p in entry.get("phrases") or []), key=len, reverse=True)
-        rx = re.compile("|".join(f"(?:{_phrase_pattern(p)})" for p in phrases)) if phrases else None
+        alts = [str(p) for p in entry.get("patterns") or []] + [_phrase_pattern(p) for p in phrases]
+        rx = re.compile("|".join(f"(?:{a})" for a in alts)) if alts else None
         for m in t.finditer(rx) if rx else []:  # the first mention; the others are the same question
             # its own setting ("fixed precision 16", "精度 16") goes with it
             tail = re.match(r"\s*(?:mode|模式)?\s*[,，]?\s*(?:precision|精度|of|at|=|:|为|取)?\s*(\d+)(?![\w.])", t.low[m.end():])
@@ -1109,6 +1150,9 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
         intent.question = None  # "make it faster": a cue word alone is not a request to measure
     if intent.question == "compare" and len(intent.codecs) < 2 and not intent.codec_groups:
         intent.question = "evaluate" if intent.codecs else "compare"
+    if intent.question == "fastest_compress" and re.search(r"decompress|解压", t.low) and not re.search(
+            r"(?<!de)compress(?:ion|ing)?\s+(?:speed|throughput|time)|(?<!解)压缩速度|compress(?:es|ing)?\s+faster", t.low):
+        intent.question = "fastest_decompress"  # "is sz3 faster than sz2 at decompressing X?"
     if intent.question in (None, "evaluate", "compare", "list_codecs", "describe_machine"):
         _read_about_question(t, intent)
     if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):
@@ -1157,6 +1201,24 @@ def _strip_zh_filler(run: str) -> str:
     return run
 
 
+_CONTEXT_EN = re.compile(r"^\s*(?:(?:in|for|at|since|because|as|from|after|before|during)\b[^,]{0,60},?\s*)?"
+                         r"(?:i|i'm|i've|we|we're|we've|my|our|it|it's|this|that|these|those|they|there|people|most|some|"
+                         r"usually|typically|normally|currently|anyway|btw|fyi)\b", re.IGNORECASE)
+_CONTEXT_ZH = re.compile(r"^\s*(?:我们|我|这|那|他们|通常|一般|目前|其实|顺便)")
+#: words that make a clause a request to do something (asked about when nothing in it is understood)
+_REQUEST_CUE = re.compile(r"\b(?:please|can\s+you|could\s+you|would\s+you|will\s+you|you\s+(?:should|must|need|can)|wants?|"
+                          r"needs?|would\s+like|'d\s+like|wish|make|translate|write|send|create|build|generate|install|"
+                          r"convert|print|order|book|call|buy|open|start|launch|do|run|add)\b|请|帮|要|想|需要|给我|翻译|生成|写|做",
+                          re.IGNORECASE)
+
+
+def _is_context(clause: str) -> bool:
+    """A statement about the user's work ("we ran WRF last week", "In cosmology we care about
+    power spectra"), not a request: its words are reported as not used, not asked about."""
+    text = clause.strip(" ,;，；。")
+    return bool(_CONTEXT_EN.match(text) or _CONTEXT_ZH.match(text)) and not _REQUEST_CUE.search(text)
+
+
 def _account(t: _Text, intent: Intent) -> None:
     """Every leftover word: filler, a near-miss name (asked), or reported as not used.
     A clause with leftover words and nothing recognised is asked about as a whole."""
@@ -1193,7 +1255,9 @@ def _account(t: _Text, intent: Intent) -> None:
                 continue
             unknown.append(w)
         recognised = any(t.used[start:end])
-        if unknown and not recognised and re.sub(r"[\W_]", "", piece_full):
+        if unknown and not recognised and _is_context(piece_full):
+            unknown_all += unknown  # "In cosmology we care about power spectra": said, not asked
+        elif unknown and not recognised and re.sub(r"[\W_]", "", piece_full):
             intent.missing.append(Pending(slot="clause", detail=piece_full.strip(" ,;，；。"), question=""))
         elif unknown:
             unknown_all += unknown
@@ -1235,6 +1299,7 @@ _Q = {
                           "CUDA program where ncu and a GPU are here, perf stat otherwise); `perfscout profile --tool "
                           "ncu -- CMD` forces one",
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
+        "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "metrics_reported": "{metrics}: in every result's figures (the report's table and details)",
         "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
                            "not the error mode)",
@@ -1276,6 +1341,7 @@ _Q = {
         "profiler_named": "请求里提到了 {tool}：剖析步骤会自己选择剖析器（有 ncu 和 GPU 时对 CUDA 程序用 Nsight Compute，否则用 "
                           "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
+        "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "metrics_reported": "{metrics}：每个结果的指标里都有（报告的表格和详情）",
         "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
@@ -1347,6 +1413,10 @@ def assess(intent: Intent) -> Intent:
     if intent.refusal:
         intent.missing = []
         return intent
+    unique: dict[tuple[str, str, float], Target] = {}
+    for target in intent.targets:  # "psnr above 60 ... psnr >= 60": one target
+        unique.setdefault((target.metric, target.op, target.value), target)
+    intent.targets = list(unique.values())
     keep = [p for p in intent.missing if p.slot in ("clause", "codecs", "data", "mode", "bounds") and p.detail]
     pending: list[Pending] = []
     for p in keep:  # near-miss names and unknown clauses, with their questions written now
@@ -1454,6 +1524,10 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         else:
             gaps.append(Pending(slot="codecs", question=_say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
                                 candidates=usable_codecs()))
+    same = next((t for t in intent.targets if intent.mode and not intent.bounds and t.metric ==
+                 {"psnr": "psnr", "ratio": "ratio", "fixed_rate": "bitrate"}.get(intent.mode)), None)
+    if same is not None:  # "fixed-rate mode, 8 bits per value": the target is the setting
+        intent.bounds = [same.value]
     if any(p.slot in ("mode", "bounds") for p in intent.missing):
         pass  # a precise question about the mode or the bounds is already open
     elif not intent.mode and not intent.bounds:
@@ -1468,6 +1542,9 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
                                 f"({intent.mode} mode)")
         else:
             gaps.append(Pending(slot="bounds", question=_say(intent, "bounds")))
+    elif intent.bounds and not intent.mode and intent.codecs == ["zfp"] and re.search(r"\btolerance\b|容差|容限", intent.text.lower()):
+        intent.mode = "abs"  # zfp's tolerance is its fixed-accuracy mode: an absolute bound
+        intent.notes.append(_say(intent, "zfp_tolerance"))
     elif intent.bounds and not intent.mode:
         gaps.append(Pending(slot="mode", question=_say(intent, "mode", bounds=", ".join(f"{b:g}" for b in intent.bounds)),
                             candidates=list(POINTWISE_BOUND_MODES)))
