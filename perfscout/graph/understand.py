@@ -136,7 +136,7 @@ class _Text:
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 #: 1e-3, 0.001, 1x10^-3, 1×10⁻³, 10^-3, 10**-3, 0.1%, 5e-4
-NUMBER = (rf"(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
+NUMBER = (rf"(?<![\d.])(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
           rf"{_NUM_CORE}\s*%?)")
 _ZH_FRACTION = "|".join(sorted(vocabulary()["zh_fractions"], key=len, reverse=True))
 ZH_NUMBER = rf"(?:{_ZH_FRACTION})\s*(?:[一二两三四五六七八九十]|\d+(?:\.\d+)?)+"
@@ -190,7 +190,7 @@ _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
 _REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs"
                       r"|times(?!\s+(?:smaller|less|fewer|more|larger|bigger|faster|slower|compression|ratio|reduction)))\b|\b(once|twice)\b"
                       rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
-                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|(?<![做跑测试评估来])([\d二两三四五六七八九十][\d一二两三四五六七八九十]*|一(?=\s*[遍]))\s*[次遍](?:重复)?")
+                      r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|(?<![做跑测试评估来\d])([\d二两三四五六七八九十][\d一二两三四五六七八九十]*|一(?=\s*[遍]))\s*[次遍](?:重复)?")
 _AT_LEAST = (r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|>(?!=)|over|above|more\s+than|greater\s+than|higher\s+than|"
              r"better\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|大于|高于|超过|以上)")
 _AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+than|lower\s+than|smaller\s+than|"
@@ -198,13 +198,13 @@ _AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+
 _RATIO_TARGET = re.compile(
     rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{_AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{_AT_LEAST}?\s*|{_AT_LEAST}\s*)"
     rf"(\d+(?:\.\d+)?)\s*(?:x\b|×|:1\b|倍|times\b|fold\b)?"
-    rf"|(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)")
+    rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)")
 _PSNR_TARGET = re.compile(rf"psnr\s*(?:of|is|=|:)?\s*({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*(?:db)?"
                           rf"|({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?"
                           rf"|psnr\s*(\d+(?:\.\d+)?)\s*db\s*({_AT_LEAST}|{_AT_MOST})"
-                          rf"|(\d+(?:\.\d+)?)\s*db\s*(?:of\s+)?psnr")
-_BITRATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:bits?\s*(?:per|/)\s*(?:value|element|sample|float)|bpv\b|-?bit\s+rate)"
-                      r"|每个?值\s*(\d+(?:\.\d+)?)\s*(?:位|比特|bit)|(\d+(?:\.\d+)?)\s*(?:位|比特)\s*每个?值")
+                          rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*db\s*(?:of\s+)?psnr")
+_BITRATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:bits?\s*(?:per|/)\s*(?:value|element|sample|float)|bpv\b|-?bit\s+rate)"
+                      r"|每个?值\s*(\d+(?:\.\d+)?)\s*(?:位|比特|bit)|(?<![\d.])(\d+(?:\.\d+)?)\s*(?:位|比特)\s*每个?值")
 _PSNR_MODE = re.compile(r"\bpsnr\s*(?:mode|bound|of|=|:|at)?\s*(\d+(?:\.\d+)?)\s*(?:db)?(?![\w.])"
                         r"|(?<![\w.])(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?")
 _BOUND_JOIN = r"(?:\s*(?:,|，|、|/|and|or|&|和|或|以及|及|to|through|thru|down\s+to|up\s+to|\.\.|~|～|到|至|-)\s*)"
@@ -239,18 +239,59 @@ def _path_re() -> re.Pattern[str]:
     return re.compile(_PATH.pattern % "|".join(re.escape(e) for e in exts), re.IGNORECASE)
 
 
+class _FS:
+    """File-system questions that never raise: a request can name anything (a 5,000-character
+    path, a NUL byte), and an unanswerable question is "no"."""
+
+    @staticmethod
+    def exists(p: Path) -> bool:
+        try:
+            return p.exists()
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def is_file(p: Path) -> bool:
+        try:
+            return p.is_file()
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def is_dir(p: Path) -> bool:
+        try:
+            return p.is_dir()
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def path(text: str) -> Path:
+        try:
+            return Path(text).expanduser()
+        except (RuntimeError, ValueError):  # "~nosuchuser/x"
+            return Path(text)
+
+    @staticmethod
+    def size(p: Path) -> int:
+        try:
+            return p.stat().st_size if p.is_file() else 0
+        except (OSError, ValueError):
+            return 0
+
+
 def path_kind(path: str) -> str:
     """'profile' | 'csv' | 'netcdf' | 'hdf5' | 'zarr' | 'spec' | 'raw' | 'dir' | '' by the file itself where it
     exists (magic bytes), else by its name."""
-    p = Path(path).expanduser()
-    if p.is_dir():
-        if p.suffix.lower() == ".zarr" or (p / ".zgroup").exists() or (p / "zarr.json").exists() or (p / ".zarray").exists():
+    p = _FS.path(path)
+    if _FS.is_dir(p):
+        if p.suffix.lower() == ".zarr" or _FS.exists(p / ".zgroup") or _FS.exists(p / "zarr.json") or _FS.exists(p / ".zarray"):
             return "zarr"
         return "dir"
-    if p.is_file():
+    if _FS.is_file(p):
         try:
-            head = p.open("rb").read(8)
-        except OSError:
+            with p.open("rb") as fh:
+                head = fh.read(8)
+        except (OSError, ValueError):
             head = b""
         if head.startswith(b"\x89HDF"):
             return "netcdf" if p.suffix.lower() in (".nc", ".nc4", ".netcdf") else "hdf5"
@@ -260,7 +301,7 @@ def path_kind(path: str) -> str:
     for ext, kind in sorted(_path_kinds().items(), key=lambda kv: len(kv[0]), reverse=True):
         if name.endswith(ext):
             return kind
-    return "raw" if p.is_file() else ""
+    return "raw" if _FS.is_file(p) else ""
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -333,7 +374,7 @@ def normalise(text: str) -> str:
 
 
 #: "10的负3次方", "10 的 -3 次方", "1乘10的负三次方": written powers of ten, made 10^-3
-_ZH_POWER = re.compile(r"(?:(\d+(?:\.\d+)?)\s*(?:乘以|乘|x|×|\*)\s*)?10\s*的\s*(负|-|正|\+)?\s*([0-9]+|[一二两三四五六七八九十]+)\s*次(?:方|幂)")
+_ZH_POWER = re.compile(r"(?<![\d.])(?:(\d+(?:\.\d+)?)\s*(?:乘以|乘|x|×|\*)\s*)?10\s*的\s*(负|-|正|\+)?\s*([0-9]+|[一二两三四五六七八九十]+)\s*次(?:方|幂)")
 #: a quoted span, left exactly as written (a program's argv)
 _QUOTED_SPAN = re.compile(r"`[^`]*`|“[^”]*”|「[^」]*」|'[^'\s][^']*'|\"[^\"]*\"")
 _SCRIPT_EDGE = re.compile(r"(?<=[\u3400-\u9fff\uf900-\ufaff])(?=[A-Za-z0-9./~{])|(?<=[A-Za-z0-9%}])(?=[\u3400-\u9fff\uf900-\ufaff])")
@@ -438,15 +479,15 @@ _PATHLIKE = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`()?？!
 def _program_path(word: str) -> bool:
     """Whether a path names a program rather than data: an executable file here, or (absent)
     a name with no data/profile/spec extension, or a script/binary extension."""
-    p = Path(word).expanduser()
+    p = _FS.path(word)
     exts = tuple(e for kind, es in vocabulary()["file_kinds"].items() if kind != "program" for e in es)
     programs = tuple(vocabulary()["file_kinds"].get("program") or ())
     name = p.name.lower()
     if name.endswith(programs):
         return True
-    if p.is_dir() or name.endswith(exts):
+    if _FS.is_dir(p) or name.endswith(exts):
         return False
-    if p.is_file():
+    if _FS.is_file(p):
         import os
 
         return os.access(p, os.X_OK) and path_kind(word) in ("raw", "")
@@ -546,10 +587,10 @@ def _read_paths(t: _Text, intent: Intent) -> None:
     names = {d["name"].lower() for d in dataset_catalogue()}
     for m in t.finditer(_path_re(), take=False):
         path = t.original(m, 1).rstrip(".,:;)?!")
-        if path.lower() in names and not Path(path).exists():
+        if path.lower() in names and not _FS.exists(Path(path)):
             continue  # a registry name such as 999x999.float
         kind = path_kind(path)
-        if kind in ("", "raw") and ":" in path and not Path(path).exists():
+        if kind in ("", "raw") and ":" in path and not _FS.exists(Path(path)):
             base, var = path.rsplit(":", 1)  # "f.nc:z": the variable z of f.nc
             if var and path_kind(base) in ("netcdf", "hdf5", "zarr"):
                 t.take(m.start(), m.start() + len(path))
@@ -581,7 +622,7 @@ def _read_paths(t: _Text, intent: Intent) -> None:
 
 def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
     """The variable of a netCDF/HDF5/Zarr file: "variable z", "the z in f.nc", "f.nc:z", "f.nc 中的 z"."""
-    if ":" in ref.path and not Path(ref.path).exists():
+    if ":" in ref.path and not _FS.exists(Path(ref.path)):
         path, var = ref.path.rsplit(":", 1)
         ref.path, ref.var = path, var
         return
@@ -637,7 +678,7 @@ def _file_variables(path: str) -> list[dict[str, Any]]:
         from perfscout import datasets
 
         describe = getattr(datasets, "describe_file", None)
-        if describe is None or not Path(path).expanduser().exists():
+        if describe is None or not _FS.exists(_FS.path(path)):
             return []
         out = []
         for v in describe(path):
@@ -809,7 +850,7 @@ def _read_unsupported_modes(t: _Text, intent: Intent) -> None:
 
 _BOUND_COUNT = re.compile(r"\b(?:at\s+|with\s+|for\s+|over\s+|across\s+)?(\d|two|three|four|five|several|a\s+few|multiple|a\s+couple\s+of)\s+"
                           r"(?:different\s+|error\s+|)(?:error\s+)?(?:bounds|tolerances|levels|settings)\b"
-                          r"|([\d两三四五几多]+)\s*(?:个|种)\s*(?:不同的?)?\s*(?:误差界|误差|精度|设置)")
+                          r"|(?<![\d两三四五几多])([\d两三四五几多]+)\s*(?:个|种)\s*(?:不同的?)?\s*(?:误差界|误差|精度|设置)")
 
 
 def _read_bound_count(t: _Text, intent: Intent) -> None:
@@ -1443,7 +1484,7 @@ def assess(intent: Intent) -> Intent:
     elif q == "diagnose":
         if not intent.profile_file:
             pending.append(Pending(slot="profile_file", question=_say(intent, "profile_file")))
-        elif not Path(intent.profile_file).expanduser().exists():
+        elif not _FS.exists(_FS.path(intent.profile_file)):
             pending.append(Pending(slot="profile_file", detail=intent.profile_file,
                                    question=_say(intent, "profile_absent", detail=intent.profile_file)))
     elif q == "sweep" and not intent.sweep_spec:
@@ -1474,12 +1515,12 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
                                               reason=info.get("reason") or "not found", cands=" or ".join(known))))
         if ref.kind not in ("raw", "file"):
             continue
-        p = Path(ref.path).expanduser()
-        if not p.exists():
+        p = _FS.path(ref.path)
+        if not _FS.exists(p):
             gaps.append(Pending(slot="data", detail=ref.path, question=_say(intent, "data_absent", detail=ref.path)))
             continue
         if ref.kind == "raw" and (ref.shape is None or ref.dtype is None):
-            size = p.stat().st_size if p.is_file() else 0
+            size = _FS.size(p)
             guesses = _guess_shapes(p, size, ref.dtype)
             if ref.shape and ref.dtype is None:
                 n = math.prod(ref.shape)
