@@ -136,7 +136,7 @@ class _Text:
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 #: 1e-3, 0.001, 1x10^-3, 1×10⁻³, 10^-3, 10**-3, 0.1%, 5e-4
-NUMBER = (rf"(?<![\d.])(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
+NUMBER = (rf"(?<![\w.])(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
           rf"{_NUM_CORE}\s*%?)")
 _ZH_FRACTION = "|".join(sorted(vocabulary()["zh_fractions"], key=len, reverse=True))
 ZH_NUMBER = rf"(?:{_ZH_FRACTION})\s*(?:[一二两三四五六七八九十]|\d+(?:\.\d+)?)+"
@@ -198,7 +198,8 @@ _AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+
 _RATIO_TARGET = re.compile(
     rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{_AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{_AT_LEAST}?\s*|{_AT_LEAST}\s*)"
     rf"(\d+(?:\.\d+)?)\s*(?:x\b|×|:1\b|倍|times\b|fold\b)?"
-    rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)")
+    rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)"
+    r"|\bat\s+(?:a\s+|an\s+)?(\d+(?:\.\d+)?)\s*(?:x|×)(?![\w.])")
 _PSNR_TARGET = re.compile(rf"psnr\s*(?:of|is|=|:)?\s*({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*(?:db)?"
                           rf"|({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?"
                           rf"|psnr\s*(\d+(?:\.\d+)?)\s*db\s*({_AT_LEAST}|{_AT_MOST})"
@@ -344,15 +345,15 @@ def _dataset_pattern(alias: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.])" + r"\s*".join(re.escape(p) for p in alias.split()) + r"(?![\w])")
 
 
-def _find_datasets(t: _Text) -> list[tuple[str, list[str]]]:
-    """(as written, candidate names) per dataset mention: one candidate = resolved."""
-    found: list[tuple[str, list[str]]] = []
+def _find_datasets(t: _Text) -> list[tuple[str, list[str], int]]:
+    """(as written, candidate names, where) per dataset mention: one candidate = resolved."""
+    found: list[tuple[str, list[str], int]] = []
     by_alias: dict[str, list[str]] = {}
     for alias, name in _dataset_aliases():
         by_alias.setdefault(alias, []).append(name)
     for alias in sorted(by_alias, key=len, reverse=True):
         for m in t.finditer(_dataset_pattern(alias)):
-            found.append((t.original(m), sorted(set(by_alias[alias]))))
+            found.append((t.original(m), sorted(set(by_alias[alias])), m.start()))
     return found
 
 
@@ -428,6 +429,9 @@ def _split_argv(text: str) -> list[str]:
 _WORD_OR_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|\S+")
 _STOP_WORDS = {"and", "then", "to", "so", "tell", "what", "which", "why", "how", "please", "并", "然后", "看看", "告诉我"}
 _SHELL_OPS = {"&&", "||", "|", ">", ">>", "<", ";", "&"}
+#: words that end an unquoted argv: prose about the program ("./x slow?", "./x please"), never its arguments
+_PROSE_AFTER_ARGV = {"slow", "slower", "fast", "faster", "please", "pls", "now", "here", "quickly", "and", "then", "so",
+                     "but", "or", "is", "it", "what", "why", "how", "which", "tell", "show", "give", "for", "if"}
 #: words that put a profiler beside a program: "with ncu", "using perf stat", "under nsight compute"
 _TOOL_LEADS = {"with", "using", "under", "via", "through", "in", "on", "by", "用", "使用", "在"}
 
@@ -457,13 +461,15 @@ def _command_words(text: str, start: int) -> tuple[list[str], int]:
         if token in _SHELL_OPS or (token.lower() in _STOP_WORDS and argv):
             break
         quoted = token[0] in "'\"" and token[-1] == token[0] and len(token) > 1
+        bare = token.lower().rstrip(",;:.?!")
         if argv and not quoted and (_CJK.search(token) or _profiler_rx().match(text.lower(), m.start())
+                                    or bare in _PROSE_AFTER_ARGV
                                     or (token.lower() in _TOOL_LEADS
                                         and _profiler_rx().match(text.lower(), m.end() + 1))):
             break
-        stop_after = not quoted and token[-1] in ",;，；。?？!！" and len(token) > 1
+        stop_after = not quoted and token[-1] in ",;:，；：。?？!！" and len(token) > 1
         if stop_after:
-            token = token.rstrip(",;，；。?？!！")
+            token = token.rstrip(",;:，；：。?？!！")
         argv += _split_argv(token) if quoted else [token]
         end = m.end()
         if stop_after or (not quoted and token in _SHELL_OPS):
@@ -474,6 +480,11 @@ def _command_words(text: str, start: int) -> tuple[list[str], int]:
 _PROFILE_CUE = re.compile(r"\bprofil(?:e|ing)\b|剖析|性能分析|\bunder\s+(?:ncu|perf|nsight)\b|\bwhat\s+limits\s+(?:it|this|the\s+program)")
 #: a path-like word: ./a.out, bin/app, /opt/x/run, ~/bench
 _PATHLIKE = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`()?？!！]+|(?:[\w.+-]+/)+[\w.+-]+|[\w+-]+\.(?:py|sh|out|x|exe))(?=[\s,;，；。?？!！)]|$)")
+
+
+#: words after "profile" that describe the program rather than start it
+_NOT_A_PROGRAM = (r"it|this|that|the|my|our|a|an|of|cuda|gpu|cpu|kernel|kernels|program|binary|code|app|application|"
+                  r"executable|script|benchmark|solver|simulation|these|those|them|with|using|under|via")
 
 
 def _program_path(word: str) -> bool:
@@ -544,8 +555,11 @@ def parse(text: str) -> Intent:
             tool = _profiler_rx().match(work.lower(), start + lead.end())
             if tool:
                 start = tool.end()
-        if start is None or not work[start:].strip() or _counter_rx().match(work.lower(), start):
-            start = _program_start(work)
+        words_after = work[start:].split() if start is not None else []
+        if (start is None or not words_after or _counter_rx().match(work.lower(), start)
+                or re.fullmatch(_NOT_A_PROGRAM, words_after[0].rstrip(",.?!"), re.IGNORECASE)):
+            # "profile my CUDA kernel ./spmv", "why is ./bin/x slow? profile it": the program is the path
+            start = _program_start(work) if _program_start(work) is not None else start
         if start is not None:
             argv, end = _command_words(work, start)
             first = argv[0] if argv else ""
@@ -810,7 +824,7 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
     if not intent.bounds:
         _read_bound_count(t, intent)
     for m in t.finditer(_RATIO_TARGET, take=False):
-        value = m.group(1) or m.group(2)
+        value = m.group(1) or m.group(2) or m.group(3)
         written = t.low[m.start():m.end()]
         strong = re.search(rf"{_AT_LEAST}|x\b|×|:1|倍|times|fold|ratio|压缩比|压缩率", written)
         if not strong or float(value) < 1:
@@ -997,13 +1011,26 @@ def _read_named_data(t: _Text, intent: Intent) -> None:
     dims = {d["name"]: len(d["shape"]) for d in dataset_catalogue()}
     cue = re.search(r"\b([123])\s*-?\s*d\b|([一二三])维", t.low)
     ndim = (int(cue.group(1)) if cue.group(1) else "一二三".index(cue.group(2)) + 1) if cue else None
-    for written, names in _find_datasets(t):
-        if len(names) > 1 and ndim is not None and sum(dims.get(n) == ndim for n in names) == 1:
+    found = _find_datasets(t)
+    catalogue = {d["name"]: d for d in dataset_catalogue()}
+    for written, names, at in found:
+        every = re.search(r"(?:\bboth|\ball|\beach|\bevery|两个|所有|全部|各个)\s*(?:of\s+)?(?:the\s+)?(?:two\s+)?$", t.low[max(0, at - 16):at])
+        if len(names) > 1 and every:  # "both vorticity fields": each of them
+            t.take(at - len(every.group(0)), at)
+        elif len(names) > 1 and ndim is not None and sum(dims.get(n) == ndim for n in names) == 1:
             names = [n for n in names if dims.get(n) == ndim]  # "the 2-D vorticity"
             t.take(cue.start(), cue.end())
-        if len(names) == 1:
-            if not any(d.kind == "named" and d.name == names[0] for d in intent.data):
-                intent.data.append(DataRef(kind="named", name=names[0], text=written))
+        if len(names) == 1 or every:
+            others = [w for w, ns, _ in found if ns != names]
+            info = catalogue.get(names[0], {})
+            if (len(names) == 1 and others and " " not in written.strip() and "." not in written and "-" not in written
+                    and not info.get("available") and info.get("kind") == "remote"):
+                # "I need to store CESM output... on 999x999.float": a family word beside named data is context
+                intent.ignored.append(_say(intent, "dataset_context", word=written, data=", ".join(others)))
+                continue
+            for name in names:
+                if not any(d.kind == "named" and d.name == name for d in intent.data):
+                    intent.data.append(DataRef(kind="named", name=name, text=written))
         else:
             intent.missing.append(_ask_which_dataset(intent, written, names))
 
@@ -1166,6 +1193,8 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
         t.take(start, end)
     order = ["describe_machine", "list_codecs", "compare_runs", "diagnose", "profile", "sweep",
              "best_ratio", "fastest_decompress", "fastest_compress", "lowest_error", "compare", "evaluate"]
+    if not cues:
+        cues = _typo_cues(t)  # "comapre", "benchmrk", "evalute"
     if intent.command:
         intent.question = "profile"
         return
@@ -1198,6 +1227,27 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
         _read_about_question(t, intent)
     if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):
         intent.question = "compare" if len(intent.codecs) >= 2 or intent.codec_groups else "evaluate"
+
+
+@lru_cache(maxsize=1)
+def _single_word_cues() -> list[tuple[str, str]]:
+    return [(str(q), str(p).lower()) for q, ps in vocabulary()["questions"].items() for p in ps
+            if re.fullmatch(r"[a-z]{6,}", str(p).lower())]
+
+
+def _typo_cues(t: _Text) -> list[str]:
+    """Question words one typo away from a cue ("comapre" -> compare), when no cue was found."""
+    found: list[str] = []
+    for m in re.finditer(r"(?<![\w.-])[A-Za-z]{6,}(?![\w-])", t.low):
+        word = m.group(0)
+        if not t.free(m.start(), m.end()) or word in _filler():
+            continue
+        for q, cue in _single_word_cues():
+            if abs(len(cue) - len(word)) <= 1 and _osa(word, cue) <= (1 if len(cue) < 9 else 2):
+                t.take(m.start(), m.end())
+                found.append(q)
+                break
+    return found
 
 
 @lru_cache(maxsize=None)
@@ -1270,6 +1320,14 @@ def _account(t: _Text, intent: Intent) -> None:
     spans = list(zip(bounds[:-1], starts[1:]))
     codec_words = sorted({c for c, _ in _table("codecs")} | set(codec_catalogue()))
     unknown_all: list[str] = []
+    aliases = [a for a, _ in _dataset_aliases()]
+    for m in re.finditer(r"(?<![\w./-])([A-Za-z][\w-]*[._]\d[\w.]*)(?![\w/])", left):
+        # "vort.512_512", "vorticty.128_128_41": a registry name written a little wrong
+        close = difflib.get_close_matches(m.group(1).lower(), aliases, n=3, cutoff=0.75)
+        if close:
+            cands = sorted({n for a, n in _dataset_aliases() if a in close})
+            intent.missing.append(_ask_which_dataset(intent, m.group(1), cands, typo=True))
+            left = left[:m.start()] + " " * (m.end() - m.start()) + left[m.end():]
     for start, end in spans:
         piece_left = left[start:end]
         piece_full = t.orig[start:end]
@@ -1341,6 +1399,7 @@ _Q = {
                           "ncu -- CMD` forces one",
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
+        "dataset_context": "\"{word}\" (read as context: the data named is {data})",
         "metrics_reported": "{metrics}: in every result's figures (the report's table and details)",
         "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
                            "not the error mode)",
@@ -1383,6 +1442,7 @@ _Q = {
                           "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
+        "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
         "metrics_reported": "{metrics}：每个结果的指标里都有（报告的表格和详情）",
         "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
