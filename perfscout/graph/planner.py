@@ -336,6 +336,16 @@ def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
     return pairs
 
 
+def _codecs_with_mode(mode: str | None) -> str:
+    """"; usable here with pw_rel: sz2": what the person could ask for instead."""
+    if not mode:
+        return ""
+    from perfscout.graph.understand import codec_catalogue
+
+    have = [c for c, i in codec_catalogue().items() if i.get("available") and mode in (i.get("modes") or [])]
+    return f"; usable here with {mode}: {', '.join(have)}" if have else f"; no codec usable here has {mode}"
+
+
 def _run_path(ref: str, runs_dir: Path | None) -> str:
     """A run id of the agent's runs folder as its directory; anything else as written."""
     if runs_dir is not None and "/" not in ref and (runs_dir / ref).is_dir():
@@ -366,7 +376,7 @@ def plan_from_intent(intent: Intent, platform: dict[str, Any] | None = None,
                               purpose=f"{codec} on {ref.label()} ({dev}) at {intent.mode} {b:g}"))
         if not tasks:
             why = "; ".join(f"{s['codec']}: {s['why']}" for s in skipped) or "no compressor is usable here"
-            raise PlanningError(f"nothing to measure: {why}")
+            raise PlanningError(f"nothing to measure: {why}{_codecs_with_mode(intent.mode)}")
     elif q == "profile":
         argv = list(intent.command)
         tasks = [Task(key="t01-profile", tool="profile_command", args={"command": argv},
