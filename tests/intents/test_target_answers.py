@@ -1,0 +1,29 @@
+"""A goal and a constraint in one request: the goal sets the mode, the constraint is checked.
+
+"hit compression ratio 20 ... while psnr > 70" runs SZ3 at ratio 20 (searched over abs),
+and the report's answer says for each target whether a measured result met it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfscout import agent
+from perfscout.graph.context import Context
+
+
+def test_the_answer_checks_the_constraint_as_well_as_the_goal(perfscout_home):
+    ctx = Context(home=str(perfscout_home), planner="deterministic", noise_threshold=1e9)
+    out = agent.run("tune sz3 error bound to hit compression ratio 8 on synthetic:smooth:32,32 while psnr > 70, 1 repeat",
+                    thread_id="goal-and-constraint", context=ctx)
+    assert out.status == "done"
+    records = json.loads((Path(out.run_dir) / "results.json").read_text())["records"]
+    assert [(r["codec"], r["mode"], r["bound"]) for r in records] == [("sz3", "ratio", 8.0)]
+    answer = out.report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+    psnr = records[0]["psnr"]
+    if psnr >= 70:  # whichever way the measurement falls, the sentence says it
+        assert "psnr >= 70 dB" in answer and "Meeting psnr >= 70 dB" in answer
+    else:
+        assert "No result meets psnr >= 70 dB" in answer
+    assert "ratio >= 8x" in answer
