@@ -779,6 +779,14 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
     for mode, rx in _table("modes"):
         for m in t.finditer(rx):
             mode_hits.append((m.start(), m.end(), mode))
+    for m in re.finditer(r"(?<![\w.-])[a-z]{6,}(?![\w-])", t.low):  # "relatve", "absolut"
+        if t.free(m.start(), m.end()) and m.group(0) not in _filler():
+            typo = next((mode for mode, word in (("abs", "absolute"), ("rel", "relative"), ("pw_rel", "pointwise"))
+                         if _osa(m.group(0), word) <= 1), None)
+            if typo:
+                t.take(m.start(), m.end())
+                mode_hits.append((m.start(), m.end(), typo))
+                intent.notes.append(_say(intent, "typo_read", word=t.original(m), meant=typo))
     mode_hits.sort()
     weak = _needs_a_number()
     for s_, e_, mode in list(mode_hits):
@@ -805,6 +813,7 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
             m = _BOUND_LIST.match(t.low, m.start(), next(i for i in range(m.start(), m.end()) if t.used[i]))
         if m and m.end() > m.start() and t.free(m.start(), m.end()) and _looks_like_bound(m.group(0), t.low, m.start(), m.end()):
             lists.append(m)
+    by_mode: dict[str, list[float]] = {intent.mode: list(intent.bounds)} if intent.mode and intent.bounds else {}
     for m in lists:
         ranged = bool(re.search(r"(?:\bbetween|\bfrom|\brange|从|介于)\s*$", t.low[max(0, m.start() - 12):m.start()]))
         values = _number_list(t.original(m), ranged)
@@ -814,11 +823,15 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
         t.take(m.start(), m.end())
         if mode is None and mode_hits:
             mode = mode_hits[-1][2]
-        if mode and intent.mode and mode != intent.mode:
-            intent.notes.append(f"the request names two modes ({intent.mode}, {mode}); using {intent.mode} "
-                                f"for {', '.join(f'{v:g}' for v in values)} as well")
+        by_mode.setdefault(mode or intent.mode or "", []).extend(values)
         intent.mode = intent.mode or mode
         intent.bounds += [v for v in values if v not in intent.bounds]
+    named = {m_: vs for m_, vs in by_mode.items() if m_}
+    if len(named) > 1:
+        # "sz3 (rel 1e-3) with zfp (abs 1e-3)", "abs=1e-3 and rel=1e-4": one run has one mode for every codec
+        cands = [f"{m_} {', '.join(f'{v:g}' for v in vs)}" for m_, vs in named.items()]
+        intent.missing.append(Pending(slot="mode", detail=" / ".join(cands), candidates=cands,
+                                      question=_say(intent, "two_modes", cands=" or ".join(cands))))
     if mode_hits and not intent.mode:
         intent.mode = mode_hits[0][2]  # "at the absolute error mode" without a number: the bound is asked
     if not intent.bounds:
@@ -923,6 +936,8 @@ def _read_repeats(t: _Text, intent: Intent) -> None:
         if n:
             intent.repeats = n
             return
+        if n == 0:
+            intent.notes.append(_say(intent, "repeats_zero", written=t.original(m)))
 
 
 @lru_cache(maxsize=1)
@@ -1400,6 +1415,10 @@ _Q = {
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "dataset_context": "\"{word}\" (read as context: the data named is {data})",
+        "two_modes": "The request names two error modes ({cands}); one run measures every codec in one mode. Which "
+                     "one: {cands}?",
+        "typo_read": "\"{word}\" read as {meant}",
+        "repeats_zero": "\"{written}\" is not a number of timed runs: the default (3) is used",
         "metrics_reported": "{metrics}: in every result's figures (the report's table and details)",
         "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
                            "not the error mode)",
@@ -1443,6 +1462,9 @@ _Q = {
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
+        "two_modes": "请求里有两种误差模式（{cands}）；一次运行对所有压缩器用同一种模式。用哪一种：{cands}？",
+        "typo_read": "“{word}”按 {meant} 理解",
+        "repeats_zero": "“{written}”不是计时次数：使用默认的 3 次",
         "metrics_reported": "{metrics}：每个结果的指标里都有（报告的表格和详情）",
         "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
@@ -1802,7 +1824,8 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
     elif slot == "mode":
         mode = sub.mode or (text.lower() if text.lower() in POINTWISE_BOUND_MODES else None)
         new.mode = mode  # type: ignore[assignment]
-        if sub.bounds and not new.bounds:
+        own_bounds = any(re.search(r"\d", c) for c in pending.candidates)  # "rel 0.001" or "abs 0.001"
+        if sub.bounds and (not new.bounds or own_bounds):
             new.bounds = sub.bounds
     elif slot == "bounds":
         values = sub.bounds or _number_list(text)

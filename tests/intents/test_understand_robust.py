@@ -122,3 +122,11 @@ def test_a_field_that_is_not_downloaded_is_asked_about_with_what_is_here():
     assert ask.slot == "data" and "hurricane-isabel-p" in ask.question and "vorticity.512_512" in ask.candidates
     new, problem = apply_answer(intent, ask, "vorticity.512_512")
     assert problem == "" and new.complete and [d.name for d in new.data] == ["vorticity.512_512"]
+
+
+def test_two_modes_are_asked_about_and_the_answer_keeps_that_modes_bounds():
+    intent = parse("evaluate sz3 with abs=1e-3 and rel=1e-4 on vorticity.512_512")
+    ask = intent.missing[0]
+    assert ask.slot == "mode" and ask.candidates == ["abs 0.001", "rel 0.0001"]
+    new, problem = apply_answer(intent, ask, "rel")
+    assert problem == "" and new.complete and (new.mode, new.bounds) == ("rel", [1e-4])
