@@ -358,6 +358,29 @@ def test_abs_bound_resolution_matches_the_encoders() -> None:
     assert A.choose_block_ndim(x, math.inf).block_ndim in (1, 2)
 
 
+def test_the_choice_quantises_with_the_streams_step_on_a_field_far_from_zero(monkeypatch) -> None:
+    """A field far from zero gets format 4's offset step in rel mode (format.offset_step):
+    the candidates are compressed with that step, not only that bound. Small enough to be
+    compressed whole, the choice's sizes are the streams' own, byte for byte; sampled,
+    every sample is handed the field's range."""
+    rng = np.random.default_rng(5)
+    small = (280 + np.cumsum(rng.standard_normal((20, 30, 40)), axis=2) * 0.05).astype(np.float32)
+    assert small.size <= A.WHOLE_ELEMS
+    rel = 1e-4
+    choice = A.choose_for(small, "rel", rel)
+    streams = {b: F.encode(small, "rel", rel, b) for b in A.candidates(small.ndim)}
+    assert {b: len(s) for b, s in streams.items()} == choice.sample_bytes
+    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", rel, F.finite_range(small))
+    assert qz.step < 2 * qz.check  # the offset step is what this exercises
+    big = (280 + np.cumsum(rng.standard_normal((16, 96, 128)), axis=2) * 0.05).astype(np.float32)
+    assert A.sample_geometry(big.shape) is not None
+    seen = []
+    encode = F.encode
+    monkeypatch.setattr(F, "encode", lambda *a, **k: seen.append(k.get("value_range")) or encode(*a, **k))
+    A.choose_for(big, "rel", rel)
+    assert seen and all(r == F.finite_range(big) for r in seen)
+
+
 # -- the codec: default, header, meta, explicit shapes, errors ---------------------------------
 
 

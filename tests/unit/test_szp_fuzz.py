@@ -43,7 +43,7 @@ def random_case(rng: np.random.Generator) -> tuple[np.ndarray, str, float, int]:
     if rng.random() < 0.03:
         bound = float(rng.choice([1e-40, 1e-300, 1e30, 1e300]))
     mode = "abs" if rng.random() < 0.5 else "rel"
-    kind = int(rng.integers(0, 7))
+    kind = int(rng.integers(0, 8))
     scale = 10.0 ** rng.uniform(-6, 8)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is intended
         x = _values(rng, kind, n, scale, bound).astype(dtype)
@@ -67,8 +67,11 @@ def _values(rng: np.random.Generator, kind: int, n: int, scale: float, bound: fl
         x = np.full(n, rng.standard_normal() * scale)
     elif kind == 5:  # integers on the quantisation grid and around it
         x = rng.integers(-(2**27), 2**27, n) * 2 * bound + rng.choice([0, 1e-12, -1e-12], n)
-    else:  # a step function
+    elif kind == 6:  # a step function
         x = np.where(np.arange(n) < n // 2, scale, -scale) + rng.standard_normal(n)
+    else:  # far from zero (a temperature in kelvin): format 4's offset step, near eps * |x|
+        spread = scale * 10.0 ** rng.uniform(-7, -1)
+        x = rng.choice([-1.0, 1.0]) * scale + np.cumsum(rng.standard_normal(n)) * spread
     return x
 
 

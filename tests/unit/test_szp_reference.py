@@ -606,3 +606,72 @@ def test_forged_chain_flags_are_rejected() -> None:
     body = bytes(v3[: p3.layout.crc])
     with pytest.raises(CodecError):
         F.decode(body + zlib.crc32(body).to_bytes(4, "little"))
+
+
+# -- the step on a field far from zero (format 4 writers: format.offset_step) ------------
+
+
+def _far_from_zero(shape: tuple[int, ...], offset: float, spread: float) -> np.ndarray:
+    """A smooth pattern in [-1, 1] with 1e-3 noise, scaled and offset: every value far
+    from zero (a temperature in kelvin, a pressure in pascal)."""
+    rng = np.random.default_rng(3)
+    grids = np.meshgrid(*[np.linspace(0, 1, n) for n in shape], indexing="ij")
+    f = np.ones(shape)
+    for k, g in enumerate(grids):
+        f = f * np.sin(2 * np.pi * (k + 1) * g + 0.7 * k)
+    return (offset + spread * (f + 1e-3 * rng.standard_normal(shape))).astype(np.float32)
+
+
+@pytest.mark.parametrize(("offset", "spread", "rel"), [(280, 30, 1e-4), (280, 30, 1e-5), (1e5, 5e3, 1e-5)])
+def test_a_field_far_from_zero_gets_fewer_rounding_outliers(monkeypatch, offset, spread, rel) -> None:
+    """With step = 2 * check, the encoder's rounding (about eps * |x|) fails elements
+    whose quantisation error is within it of check, and they are stored whole. Format
+    4's step leaves that rounding room: far fewer fail, the stream is smaller, and the
+    bound still holds element by element. (float64 reaches q's limit, 2^26 steps, long
+    before its eps * |x| matters.)"""
+    x = _far_from_zero((24, 40, 40), offset, spread)
+    new = F.encode(x, "rel", rel, 3)
+    with monkeypatch.context() as m:
+        m.setattr(F, "offset_step", lambda check, frange: None)
+        old = F.encode(x, "rel", rel, 3)
+    hn, ho = F.parse_header(new), F.parse_header(old)
+    assert ho.n_outliers >= 50 and hn.n_outliers <= ho.n_outliers // 4
+    assert len(new) < len(old)
+    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", rel, F.finite_range(x))
+    assert hn.step == float(qz.step) < 2 * float(qz.check) == ho.step
+    for s, h in ((new, hn), (old, ho)):
+        err = np.abs(F.decode(s).astype(np.float64) - x.astype(np.float64))
+        assert err.max() <= h.abs_bound
+    assert F.parse_header(F.encode(x, "rel", rel, 3, version=3)).step == ho.step  # format 3 writers: unchanged
+
+
+def test_fields_that_reach_zero_and_abs_mode_keep_step_two_check() -> None:
+    """The offset step is for fields whose every value is large: one that crosses or
+    nears zero keeps 2 * check (its rounding failures are rare), and so does abs mode,
+    where the encoders have no range pass."""
+    centred = _smooth((24, 40, 40), np.float32)
+    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", 1e-5, F.finite_range(centred))
+    assert qz.step == 2 * qz.check
+    assert F.parse_header(F.encode(centred, "rel", 1e-5, 3)).step == 2 * float(qz.check)
+    x = _far_from_zero((24, 40, 40), 280, 30)
+    h = F.parse_header(F.encode(x, "abs", 1e-3, 3))
+    assert h.step == 2 * float(F.resolve_quantizer(np.dtype(np.float32), "abs", 1e-3, None).check)
+
+
+@pytest.mark.parametrize(("check", "frange", "offset"), [
+    (np.float32(1e-2), (270.0, 310.0), True),
+    (np.float32(1e-2), (-310.0, -270.0), True),   # all negative: far from zero too
+    (np.float32(1e-2), (100.0, 310.0), False),    # values below half the largest
+    (np.float32(1e-2), (-1.0, 310.0), False),     # crosses zero
+    (np.float32(1e-5), (270.0, 310.0), False),    # bound near eps * M: no step meets it
+    (np.float32(1e-2), None, False),              # no range known
+    (np.float64(1e-12), (270.0, 310.0), True),
+])
+def test_offset_step_applies_only_where_it_pays(check, frange, offset) -> None:
+    step = F.offset_step(check, frange)
+    if not offset:
+        assert step is None
+        return
+    assert type(step) is type(check) and step < 2 * check
+    m = F.ROUNDING_ALLOWANCE * float(np.finfo(type(check)).eps) * max(abs(v) for v in frange)
+    assert float(step) <= 2 * (float(check) - m) and float(step) >= 2 * (float(check) - m) * (1 - 1e-6)

@@ -316,29 +316,32 @@ def _device_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
     return a, b
 
 
-def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None) -> F.Header:
-    """The header of the sample's stream (on the sample's device)."""
+def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None,
+             value_range: tuple[float, float] | None = None) -> F.Header:
+    """The header of the sample's stream (on the sample's device); ``value_range``: the
+    field's, for its step (format.offset_step)."""
     if _xp(sample) is np:
         kw = {} if version is None else {"version": version}
-        return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim, **kw))
+        return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim, value_range=value_range, **kw))
     from perfscout.codecs.szp import gpu as G
 
     return G.compress_device(sample, "abs", abs_bound, block_ndim).header
 
 
-def _device_headers(samples: dict[int, Any], abs_bound: float) -> dict[int, F.Header]:
+def _device_headers(samples: dict[int, Any], abs_bound: float,
+                    value_range: tuple[float, float] | None = None) -> dict[int, F.Header]:
     """The headers of the device samples' streams, by the compress kernels alone
     (gpu.sample_stream_counts: every candidate's launches queued with prepared arguments,
     then one wait and one pinned read-back for all). The header needs only the payload
     size, the corner bytes and the outlier count, all of which the kernels leave in their
     scratch, so the steps of a whole stream (outlier sort, corner packing, header upload)
     are skipped. The sizes equal compress_device's streams' (tests/gpu/test_szp_autoshape.py
-    checks them against the reference)."""
+    checks them against the reference). ``value_range``: the field's, for its step."""
     from perfscout.codecs.szp import gpu as G
 
     version = G.WRITE_VERSION
     dtype = np.dtype(next(iter(samples.values())).dtype)
-    qz = F.resolve_quantizer(dtype, "abs", abs_bound, None)  # one quantiser for every candidate
+    qz = F.resolve_quantizer(dtype, "abs", abs_bound, value_range, version=version)  # the stream's, for every candidate
     counts = G.sample_stream_counts(samples, qz, version)
     heads = {}
     for b, x in samples.items():
@@ -376,27 +379,31 @@ def _check(x: Any, abs_bound: float) -> float:
     return min(eb, float(np.finfo(x.dtype).max))
 
 
-def choose_block_ndim(x: Any, abs_bound: float, *, version: int | None = None) -> ShapeChoice:
+def choose_block_ndim(x: Any, abs_bound: float, *, version: int | None = None,
+                      value_range: tuple[float, float] | None = None) -> ShapeChoice:
     """Choose szp's block dimensionality for ``x`` (NumPy or CuPy) at the resolved
     absolute bound ``abs_bound``: the candidate whose stream of the sample is smallest.
 
-    Every candidate compresses the same sample in ``abs`` mode with ``abs_bound``, which is
-    the quantiser a ``rel`` bound that resolved to ``abs_bound`` uses too (format.
-    resolve_quantizer; the one exception is a bound below the dtype's smallest normal, where
-    only the fallback step differs). A zero bound (a constant field in ``rel`` mode) leaves
+    Every candidate compresses the same sample in ``abs`` mode with ``abs_bound`` and the
+    field's ``value_range``, which is the quantiser a ``rel`` bound that resolved to
+    ``abs_bound`` uses too (format.resolve_quantizer; the one exception is a bound below the
+    dtype's smallest normal, where only the fallback step differs). A zero bound (a constant field in ``rel`` mode) leaves
     nothing to choose by: the default shape, nothing compressed. One candidate (a 1-D or
     0-D array), or an empty array: that one, nothing compressed. ``version`` (NumPy arrays
     only) is the stream format the reference writes for the sample, by default its own;
-    a CuPy array's sample gets the format the kernels write.
+    a CuPy array's sample gets the format the kernels write. ``value_range``: x's finite
+    (min, max) when the compressor has it (``rel`` mode's range pass): the samples then
+    get the stream's own step (format.offset_step), not only its bound.
     """
     eb = _check(x, abs_bound)
     if _xp(x) is np:
-        return _choose(x, eb, version, np)
+        return _choose(x, eb, version, np, value_range)
     with x.device:  # the sample, its indices and the kernels on the array's own GPU
-        return _choose(x, eb, version, _xp(x))
+        return _choose(x, eb, version, _xp(x), value_range)
 
 
-def _choose(x: Any, eb: float, version: int | None, xp: Any) -> ShapeChoice:
+def _choose(x: Any, eb: float, version: int | None, xp: Any,
+            value_range: tuple[float, float] | None) -> ShapeChoice:
     sync = xp.cuda.get_current_stream().synchronize if xp is not np else (lambda: None)
     sync()
     t0 = time.perf_counter()
@@ -407,10 +414,10 @@ def _choose(x: Any, eb: float, version: int | None, xp: Any) -> ShapeChoice:
     geo = sample_geometry(shape)
     if geo is None:  # small: the whole array with every candidate, an exact choice
         if xp is np:
-            heads = {b: _encoded(x, eb, b, version) for b in cands}
+            heads = {b: _encoded(x, eb, b, version, value_range) for b in cands}
         else:
             whole = x if x.flags.c_contiguous else xp.ascontiguousarray(x)
-            heads = _device_headers(dict.fromkeys(cands, whole), eb)
+            heads = _device_headers(dict.fromkeys(cands, whole), eb, value_range)
         elems = int(x.size)
         est = {b: F.layout(h).total for b, h in heads.items()}
     else:
@@ -420,9 +427,9 @@ def _choose(x: Any, eb: float, version: int | None, xp: Any) -> ShapeChoice:
             box_sample, flat_sample = draw_sample(x, geo)
         samples = {b: flat_sample if b == 1 else box_sample for b in cands}
         if xp is np:
-            heads = {b: _encoded(smp, eb, b, version) for b, smp in samples.items()}
+            heads = {b: _encoded(smp, eb, b, version, value_range) for b, smp in samples.items()}
         else:
-            heads = _device_headers(samples, eb)
+            heads = _device_headers(samples, eb, value_range)
         elems = geo.elems
         est = {b: _estimate(h, shape, b) for b, h in heads.items()}
     best = min(cands, key=lambda b: (est[b], b))
@@ -434,6 +441,12 @@ def _choose(x: Any, eb: float, version: int | None, xp: Any) -> ShapeChoice:
 def resolved_abs_bound(x: Any, mode: str, bound: float) -> float:
     """The absolute bound szp resolves ``mode``/``bound`` to for ``x`` (format.
     resolve_quantizer), the value range taken on x's own device (rel mode only)."""
+    return _resolved(x, mode, bound)[0]
+
+
+def _resolved(x: Any, mode: str, bound: float) -> tuple[float, tuple[float, float] | None]:
+    """(the resolved absolute bound, the finite range the encoders quantise with: x's in
+    ``rel`` mode, None in ``abs`` mode, which has no range pass)."""
     if np.dtype(x.dtype) not in F.DTYPE_CODES:
         raise InputError(f"szp compresses float32 and float64, not {x.dtype}")
     frange = None
@@ -445,13 +458,15 @@ def resolved_abs_bound(x: Any, mode: str, bound: float) -> float:
 
             with x.device:
                 frange = G.device_range(x if x.flags.c_contiguous else _xp(x).ascontiguousarray(x))
-    return F.resolve_quantizer(np.dtype(x.dtype), mode, bound, frange).abs_bound
+    return F.resolve_quantizer(np.dtype(x.dtype), mode, bound, frange).abs_bound, frange
 
 
 def choose_for(x: Any, mode: str, bound: float, *, version: int | None = None) -> ShapeChoice:
-    """:func:`choose_block_ndim` at the absolute bound ``mode``/``bound`` resolves to. Its
-    seconds are the choice's alone: the range pass (rel) is the compressor's anyway."""
-    return choose_block_ndim(x, resolved_abs_bound(x, mode, bound), version=version)
+    """:func:`choose_block_ndim` at the absolute bound ``mode``/``bound`` resolves to, with
+    the stream's step. Its seconds are the choice's alone: the range pass (rel) is the
+    compressor's anyway."""
+    eb, frange = _resolved(x, mode, bound)
+    return choose_block_ndim(x, eb, version=version, value_range=frange)
 
 
 #: Host range passes read this many elements at a time (bounded temporaries).

@@ -78,6 +78,17 @@ CHAIN_SRC = {1: 31, 2: 7, 3: 3}
 #: The check bound sits this many ulps below the enforced bound, so that an error which
 #: rounds down to the check bound in the data's own arithmetic is still <= the bound.
 CHECK_ULPS = 4
+#: The step leaves this many eps * M (M: the largest finite magnitude) of the check bound
+#: for the encoder's own rounding, on a field whose values all sit far from zero (see
+#: offset_step). Three roundings (1/step, x * recip, q * step) can move a reconstruction
+#: by up to 1.5 eps * M beyond the ideal step / 2, but rarely do: 0.5 covers nearly
+#: every element, and the check still stores the rare one beyond as an outlier. Of
+#: 0.5, 0.75, 1, 1.5 and 2, 0.5 left the fewest bytes over 24 field/bound pairs
+#: (benchmarks/szp_offset_step.py), also because a smaller allowance still fits under
+#: half of check at tighter bounds.
+ROUNDING_ALLOWANCE = 0.5
+#: The first format whose writers take offset_step (the decoder reads any normal step).
+OFFSET_STEP_VERSION = 4
 #: Block shape (z, y, x) per block dimensionality; each holds 32 elements.
 BLOCK_SHAPES: dict[int, tuple[int, int, int]] = {1: (1, 1, 32), 2: (1, 4, 8), 3: (2, 4, 4)}
 DTYPE_CODES = {np.dtype("float32"): 1, np.dtype("float64"): 2}
@@ -204,7 +215,7 @@ class Quantizer:
 
     abs_bound: float  # resolved absolute bound (double)
     check: np.floating  # the bound each reconstruction is checked against, in dtype
-    step: np.floating  # quantisation step in dtype (2 * check when that is finite)
+    step: np.floating  # quantisation step in dtype (2 * check, or less: offset_step)
     recip: np.floating  # dtype(1 / step), the multiplier the encoder quantises with
 
 
@@ -244,10 +255,18 @@ def rel_abs_bound(bound: float, frange: tuple[float, float] | None) -> float:
 
 
 def resolve_quantizer(
-    dtype: np.dtype, mode: str, bound: float, frange: tuple[float, float] | None
+    dtype: np.dtype, mode: str, bound: float, frange: tuple[float, float] | None, *,
+    version: int = VERSION,
 ) -> Quantizer:
     """Resolve the user bound to the quantiser. Both implementations call this on the
-    host with the same (exact) finite min/max, so they agree to the bit."""
+    host with the same (exact) finite min/max, so they agree to the bit.
+
+    ``frange`` (finite min, max; None when unknown): the range a ``rel`` bound is taken
+    over, and in either mode what :func:`offset_step` reads. The encoders pass it in
+    ``rel`` mode only (``abs`` mode has no range pass); the block-shape choice passes the
+    stream's own, so its samples get the stream's step. ``version``: the format the
+    stream is written in; writers of formats 2 and 3 keep ``step = 2 * check`` (their
+    published streams stay reproducible byte for byte), format 4's take offset_step."""
     if mode not in MODE_CODES:
         raise CodecError(f"szp supports modes abs and rel, not {mode!r}")
     if not (math.isfinite(bound) and bound > 0):
@@ -277,7 +296,7 @@ def resolve_quantizer(
         check = T(0)
     check = min(check, cap)
     if check > 0:
-        step = T(2.0 * float(check))
+        step = (offset_step(check, frange) if version >= OFFSET_STEP_VERSION else None) or T(2.0 * float(check))
     else:
         # A zero bound (a constant field in rel mode, or a bound below the dtype's
         # smallest normal): only exact reconstructions pass the check. For a constant
@@ -287,6 +306,40 @@ def resolve_quantizer(
     with np.errstate(over="ignore"):  # a subnormal step has an infinite reciprocal
         recip = T(1.0 / float(step))
     return Quantizer(abs_bound=eb, check=check, step=step, recip=recip)
+
+
+def offset_step(check: np.floating, frange: tuple[float, float] | None) -> np.floating | None:
+    """A step below ``2 * check`` for a field far from zero, or None (the step stays 2 * check).
+
+    With the step at 2 * check, an element whose quantisation error is within the
+    encoder's rounding (about 1.5 eps * |x|) of check fails the check and is stored
+    whole as an outlier. Near zero that is rare; on a field offset far from zero (a
+    temperature in kelvin, a pressure, a density: every value near the largest magnitude
+    M) it can be most elements once the bound nears eps * M, and each costs 8 + itemsize
+    bytes. Leaving m = ROUNDING_ALLOWANCE * eps * M of check to the rounding costs about
+    1.44 m / check bits per element instead, and (nearly) no element fails. It pays only when
+    every value is large, so it applies when the smallest finite magnitude is at least
+    M / 2 and m is at most half of check (a smaller bound than that cannot be met on
+    a step grid: the outliers stay, as before). Only ``step`` travels in the stream, and
+    both encoders get it from here, so they still write the same bytes.
+    """
+    if not frange:
+        return None
+    lo, hi = float(frange[0]), float(frange[1])
+    big = max(abs(lo), abs(hi))
+    small = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+    if small < 0.5 * big:
+        return None
+    T = type(check)
+    c = float(check)
+    m = ROUNDING_ALLOWANCE * float(np.finfo(T).eps) * big
+    if not (m <= 0.5 * c):
+        return None
+    want = 2.0 * (c - m)
+    step = T(want)
+    if float(step) > want:  # never a coarser step than the allowance leaves
+        step = np.nextafter(step, T(0))
+    return step
 
 
 def quantize(x: np.ndarray, qz: Quantizer) -> tuple[np.ndarray, np.ndarray]:
@@ -575,12 +628,16 @@ def _unpack_corners(corners: np.ndarray, widths: np.ndarray) -> np.ndarray:
 
 
 def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None, *,
-           auto_block: bool = False, version: int = VERSION) -> bytes:
+           auto_block: bool = False, version: int = VERSION,
+           value_range: tuple[float, float] | None = None) -> bytes:
     """Reference encoder: a complete szp stream for ``x`` (float32 or float64).
 
     ``auto_block`` records in the header (flag FLAG_AUTO_BLOCK) that ``block_ndim`` was
     chosen automatically; it needs version 3. ``version`` 2 writes the previous format
-    (no corners section, no flags), which every reader still takes."""
+    (no corners section, no flags), which every reader still takes. ``value_range``: the
+    finite (min, max) of the field ``x`` is a part of (the block-shape choice's sample),
+    in place of x's own in ``rel`` mode and given to resolve_quantizer in ``abs`` mode,
+    so that a sample is quantised with its field's step."""
     if version not in (2, 3, 4):
         raise InputError(f"szp writes format version 2, 3 or 4, not {version!r}")
     if auto_block and version < 3:
@@ -593,7 +650,9 @@ def encode(x: np.ndarray, mode: str, bound: float, block_ndim: int | None = None
     bnd = default_block_ndim(x.ndim) if block_ndim is None else int(block_ndim)
     if bnd not in BLOCK_SHAPES:
         raise InputError(f"block_ndim must be 1, 2 or 3, got {block_ndim!r}")
-    qz = resolve_quantizer(x.dtype, mode, bound, finite_range(x) if mode == "rel" else None)
+    if value_range is None and mode == "rel":
+        value_range = finite_range(x)
+    qz = resolve_quantizer(x.dtype, mode, bound, value_range, version=version)
     view = view_shape(x.shape, bnd)
     grid = block_grid(view, bnd)
     bshape = BLOCK_SHAPES[bnd]

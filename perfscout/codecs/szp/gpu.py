@@ -620,8 +620,9 @@ def _sorted_outliers(p: _Pieces) -> tuple[Any, Any]:
 
 def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = None, *,
                     auto_block: bool = False, version: int = WRITE_VERSION,
-                    choose: Callable[[Any, float], Any] | None = None) -> DeviceStream:
-    """Compress a device array; the stream body stays on the device. ``choose(x, abs_bound)``
+                    choose: Callable[..., Any] | None = None) -> DeviceStream:
+    """Compress a device array; the stream body stays on the device.
+    ``choose(x, abs_bound, value_range=frange)``
     (autoshape's chooser, handed in by the codec: this low-level module does not import the
     layer above it) picks the block shape after this call's own range pass, so rel mode
     reads the array once; its ShapeChoice comes back in ``shape_choice`` and the header says
@@ -640,10 +641,10 @@ def compress_device(x: Any, mode: str, bound: float, block_ndim: int | None = No
     if bnd not in F.BLOCK_SHAPES:
         raise InputError(f"block_ndim must be 1, 2 or 3, got {block_ndim!r}")
     frange = device_range(xd) if mode == "rel" else None
-    qz = F.resolve_quantizer(xd.dtype, mode, bound, frange)
+    qz = F.resolve_quantizer(xd.dtype, mode, bound, frange, version=version)
     choice = None
     if choose is not None:
-        choice = choose(xd, qz.abs_bound)
+        choice = choose(xd, qz.abs_bound, value_range=frange)  # the samples get the stream's step
         bnd = choice.block_ndim
     geo = geometry(tuple(xd.shape), bnd)
 
@@ -976,7 +977,8 @@ def compress_host(x: np.ndarray, mode: str, bound: float, block_ndim: int | None
         return to_host(compress_device(cp.asarray(x), mode, bound, block_ndim,
                                        auto_block=auto_block, version=version))
     bnd = F.default_block_ndim(x.ndim) if block_ndim is None else int(block_ndim)
-    qz = F.resolve_quantizer(x.dtype, mode, bound, _host_range(x, chunk_bytes) if mode == "rel" else None)
+    qz = F.resolve_quantizer(x.dtype, mode, bound, _host_range(x, chunk_bytes) if mode == "rel" else None,
+                             version=version)
     geo = geometry(x.shape, bnd)
     xv = x.reshape(geo.view)
     axis, ranges = _chunk_plan(geo, x.itemsize, chunk_bytes)
