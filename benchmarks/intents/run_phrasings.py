@@ -124,8 +124,16 @@ def main() -> None:
     machine = f"{platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     out = Path(__file__).parent
     doc = {"machine": machine, "results": results}
+    earlier = None
     if args.llm:
-        doc["raw_model_fill"] = raw
+        doc["raw_model_fill"] = {**raw, "model": args.llm[1], "set_size": results[0]["total"][1]}
+    elif (out / "results.json").is_file():  # keep the model's last measured figure, said to be earlier
+        prev = json.loads((out / "results.json").read_text())
+        earlier = prev.get("raw_model_fill") or prev.get("raw_model_fill_earlier")
+        if earlier is not None:
+            earlier = {**earlier, "set_size": earlier.get("set_size") or sum(
+                r["total"][1] for r in prev.get("results", [])[:1])}
+            doc["raw_model_fill_earlier"] = earlier
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
     md = (f"# Phrasing set: pass rate by category\n\nMachine: {machine}. Each request runs through the real "
           f"graph up to its first tool call and must give exactly its expected intent, question or refusal "
@@ -134,6 +142,12 @@ def main() -> None:
         md += (f"\n{model}'s own reply, before perfscout validates and merges it ({raw['parsed_replies']} replies "
                f"parsed): whole intent right on {raw['whole'][0]}/{raw['whole'][1]} actionable requests; by slot: "
                + ", ".join(f"{s} {ok}/{n}" for s, (ok, n) in raw["per_slot"].items()) + ".\n")
+    elif earlier is not None:
+        md += (f"\nThe local model ({earlier.get('model', 'smollm2')}) was not re-run this time (a pass takes minutes "
+               f"on this CPU); its last measured "
+               f"fill, on the {earlier['set_size']}-request set: whole intent right on {earlier['whole'][0]}/"
+               f"{earlier['whole'][1]} actionable requests ({earlier['parsed_replies']} replies parsed); by slot: "
+               + ", ".join(f"{s} {ok}/{n}" for s, (ok, n) in earlier["per_slot"].items()) + ".\n")
     for r in results:
         md += f"\n{r['label']}: {r['seconds']} s for {r['total'][1]} requests.\n"
         for f in r["failures"][:40]:

@@ -94,6 +94,9 @@ def check(case: dict[str, Any], seen: dict[str, Any], tmp: Path) -> list[str]:
             differ("asks", exp["asks"], slot or f"no question (plan error: {seen['plan_error']!r})")
         if tasks:
             differ("tasks while asking", 0, len(tasks))
+        for said in ([exp["says"]] if isinstance(exp.get("says"), str) else exp.get("says") or []):
+            if said.lower() not in str((question or {}).get("question", "")).lower():
+                differ("question says", said, (question or {}).get("question"))
         for c in exp.get("candidates") or []:
             if c not in (question or {}).get("candidates", []) and c.replace("x", "×") not in (question or {}).get("question", ""):
                 differ("candidate", c, (question or {}).get("candidates"))
