@@ -83,13 +83,43 @@ def validate_answer(needs: dict[str, str], answer: Any) -> tuple[dict[str, Any] 
             updates["dtype"] = value
         elif key in ("dataset", "path"):
             updates["dataset"] = str(value)
+        elif key == "masked":
+            masked = _masked_answer(value)
+            if masked is None:
+                return None, f"masked must be 'nan' or a finite number, got {value!r}."
+            updates["masked"] = masked
+        elif key == "nonfinite":
+            if str(value).strip().lower() != "passthrough":
+                return None, f"nonfinite must be 'passthrough' (or skip the task), got {value!r}."
+            updates["nonfinite"] = "passthrough"
         else:
             updates[key] = value
     return updates, ""
 
 
+def _masked_answer(value: Any) -> str | float | None:
+    """'nan' or a finite fill value from an answer (a number or its text), else None."""
+    if isinstance(value, str) and value.strip().lower() == "nan":
+        return "nan"
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+#: Words that answer the masked-points question with "evaluate the unmasked values only".
+_UNMASKED_ONLY = re.compile(r"\bnan\b|unmasked|only the valid|valid (?:points|values) only|ignore (?:the )?mask|"
+                            r"skip (?:the )?masked|keep (?:the )?mask|只评估|只算|有效值|忽略|掩码|缺测")
+#: Words that answer the NaN/Inf question with "keep them beside the stream".
+_PASSTHROUGH = re.compile(r"\bpassthrough\b|pass[- ]through|\bkeep\b|\byes\b|\bok\b|保留|是|好|可以")
+
+
 def _words_answer(needs: dict[str, str], text: str) -> dict[str, Any] | str:
-    """An answer in words for a tool's question: "skip", "512x512 float32", a dataset name."""
+    """An answer in words for a tool's question: "skip", "512x512 float32", a dataset name,
+    "only the unmasked values" / "fill with -999", "keep them"."""
     low = text.strip().lower()
     if low in ("skip", "cancel", "no", "跳过", "取消"):
         return {"skip": True}
@@ -104,6 +134,13 @@ def _words_answer(needs: dict[str, str], text: str) -> dict[str, Any] | str:
     for key in ("dataset", "path"):
         if key in needs:
             out[key] = text.strip()
+    if "masked" in needs:
+        if m := re.search(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", low):
+            out["masked"] = m.group(0)
+        elif _UNMASKED_ONLY.search(low):
+            out["masked"] = "nan"
+    if "nonfinite" in needs and _PASSTHROUGH.search(low):
+        out["nonfinite"] = "passthrough"
     return out or text
 
 

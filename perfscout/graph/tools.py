@@ -46,12 +46,14 @@ def _datasets():
 
 
 def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str | None = None,
-                 endian: str | None = None) -> tuple[Any, Artifact | None]:
+                 endian: str | None = None, masked: str | float | None = None) -> tuple[Any, Artifact | None]:
     """Turn a dataset argument into data, or say exactly what input is missing.
 
     ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``),
     a netCDF/HDF5/Zarr file with ``var`` (the variable), or a path to a raw file, which also
-    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``).
+    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``). ``masked``:
+    a variable's masked points (fill / missing values), as datasets.load_variable takes it;
+    None refuses them, and the evaluate tool then asks which the user wants.
     """
     ds = _datasets()
     if dataset.startswith("synthetic:"):
@@ -69,7 +71,7 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
         load_variable = getattr(ds, "load_variable", None)
         if load_variable is None:
             raise InputError("reading variables of netCDF/HDF5/Zarr files is not available in this installation")
-        return load_variable(str(path), var, dtype=dtype), None
+        return load_variable(str(path), var, dtype=dtype, masked="refuse" if masked is None else masked), None
     needs: dict[str, str] = {}
     if not shape or not is_shape(shape):
         needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
@@ -80,7 +82,8 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
         return None, _artifact("needs_input", error=f"raw file {path.name} needs " + " and ".join(needs),
                                needs=needs)
     dims = parse_shape(shape)
-    return ds.load_raw(str(path), dims, dtype, endian or "<"), None
+    # NaN/Inf are the evaluation's to refuse (nonfinite policy): it asks the user which they want
+    return ds.load_raw(str(path), dims, dtype, endian or "<", allow_nonfinite=True), None
 
 
 def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
@@ -120,21 +123,30 @@ def evaluate_codec(
     var: Annotated[str | None, Field(description="netCDF/HDF5/Zarr files: the variable to read.")] = None,
     endian: Annotated[Literal["<", ">"] | None, Field(description="Raw files only: '<' little "
                                                        "(default) or '>' big-endian.")] = None,
+    masked: Annotated[Literal["nan"] | float | None, Field(
+        description="netCDF/HDF5/Zarr variables with masked points (_FillValue, missing_value, "
+                    "outside valid_range): 'nan' evaluates the unmasked values only (the mask is "
+                    "kept losslessly beside the stream), a number fills them with it.")] = None,
+    nonfinite: Annotated[Literal["refuse", "passthrough"], Field(
+        description="NaN/Inf in the data: 'refuse' (default) or 'passthrough' (kept losslessly "
+                    "beside the stream; the finite values are compressed and checked).")] = "refuse",
     runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
 ) -> tuple[str, Artifact]:
     """Compress and decompress one dataset with one error-bounded codec, verify the bound
     element by element, and measure ratio, error metrics and throughput (medians over
     `repeats` after a warm-up)."""
     try:
-        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian)
+        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked)
         if missing is not None:
             return f"needs input: {missing['error']}", missing
         evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
         info = _run_info(runtime)
         options = {"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else None
-        ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats,
-                           dataset=dataset, options=options, **info)
+        ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
+                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, **info)
     except (CodecUnavailable, InputError) as exc:
+        if (asked := _missing_policy(exc)) is not None:
+            return f"needs input: {asked['error']}", asked
         return f"refused: {exc}", _artifact("refused", error=str(exc))
     except PerfscoutError as exc:
         return f"failed: {exc}", _artifact("error", error=str(exc))
@@ -146,6 +158,25 @@ def evaluate_codec(
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))
     return summary, _artifact("result", data={"record": row, "timing": timing, "notes": list(ev.notes)})
+
+
+def _missing_policy(exc: Exception) -> Artifact | None:
+    """A question, when the data is refused only for want of a policy the user must choose:
+    masked points of a variable (evaluate the rest, or fill them), or NaN/Inf in the data
+    (keep them beside the stream). Either changes what is measured, so it is asked, never
+    assumed. None for any other refusal."""
+    cf = importlib.import_module("perfscout.datasets.cf")
+    bounds = importlib.import_module("perfscout.tools.bounds")
+    if isinstance(exc, cf.MaskedValuesError):
+        return _artifact("needs_input", error=str(exc), needs={
+            "masked": f"'nan' to evaluate only the {exc.total - exc.count} unmasked values (the mask of "
+                      f"{exc.count} points kept losslessly beside the stream), or a number to fill the "
+                      f"{exc.count} masked points with (they are then compressed and checked like data)"})
+    if isinstance(exc, bounds.NonfiniteInputError):
+        return _artifact("needs_input", error=str(exc), needs={
+            "nonfinite": f"'passthrough' to keep the {exc.count} NaN/Inf value(s) losslessly beside the "
+                         "stream and compress and check the finite ones"})
+    return None
 
 
 def _timing(stats: Any) -> dict[str, Any] | None:
