@@ -322,7 +322,7 @@ def _dataset_aliases() -> list[tuple[str, str]]:
         dims = re.findall(r"\d+", low)
         family = re.split(r"[._\d]", low)[0].strip("-")
         if len(dims) >= 2:
-            for sep in ("x", "×", "_", " x ", "*"):
+            for sep in ("x", "×", "_", " x ", "*", " by "):
                 aliases.add(sep.join(dims))
                 if family:
                     aliases.add(f"{family} {sep.join(dims)}")
@@ -371,7 +371,19 @@ def normalise(text: str) -> str:
     s = unicodedata.normalize("NFKC", s)
     s = s.replace("−", "-").replace("–", " to ").replace("—", " to ").replace("\u00a0", " ")
     s = _ZH_POWER.sub(_zh_power, s)
+    s = _PERCENT_WORD.sub(r"\1%", s)  # "0.1 percent" -> "0.1%"
+    s = _ONE_IN.sub(lambda m: f"{1 / _ONE_IN_WORDS[' '.join(m.group(1).lower().split())]:g}", s)
     return " ".join(_space_scripts(s).split())
+
+
+_PERCENT_WORD = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(?:percent|per\s*cent|pct)\b", re.IGNORECASE)
+_ONE_IN_WORDS = {"ten": 10, "a hundred": 100, "hundred": 100, "a thousand": 1e3, "thousand": 1e3, "ten thousand": 1e4,
+                 "a hundred thousand": 1e5, "hundred thousand": 1e5, "a million": 1e6, "million": 1e6,
+                 "100": 100, "1000": 1e3, "10000": 1e4, "100000": 1e5, "1000000": 1e6}
+#: "one in a thousand", "1 in 10000": a written fraction, as the number
+_ONE_IN = re.compile(r"\b(?:one|1)\s+(?:part\s+)?in\s+(" + "|".join(
+    sorted((r"\s+".join(re.escape(w) for w in k.split()) for k in _ONE_IN_WORDS), key=len, reverse=True)) + r")\b",
+    re.IGNORECASE)
 
 
 #: "10的负3次方", "10 的 -3 次方", "1乘10的负三次方": written powers of ten, made 10^-3
@@ -625,7 +637,7 @@ def _read_paths(t: _Text, intent: Intent) -> None:
             intent.data.append(DataRef(kind="file", path=path, text=path))
         else:
             intent.data.append(DataRef(kind="raw", path=path, text=path))
-    if intent.sweep_spec and (m := t.finditer(r"(?:\binto|--out|\boutput\s+(?:to|in)|\bwrite\s+(?:it\s+|them\s+)?to|\bresults?\s+(?:in|to)|输出到|写到)\s*([\w./~-]+/?)", take=False)):
+    if intent.sweep_spec and (m := t.finditer(r"(?:\binto|--out|\boutput\s+(?:to|in)\b|\bwrite\s+(?:it\s+|them\s+)?to\b|\bresults?\s+(?:in|to)\b|输出到|写到)\s*([\w./~-]+/?)", take=False)):
         out = m[0]
         intent.sweep_out = t.original(out, 1).rstrip(".,;")
         t.take(out.start(), out.end())
@@ -736,9 +748,11 @@ def _read_runs(t: _Text, intent: Intent) -> None:
         first_end = sorted(found)[0][0]
         second = next(p for p, i in sorted(found) if i == runs[1])
         between = t.low[first_end:second]
-        # "B faster than A", "B against A", "B vs A": the first named is the candidate
-        if baseline == runs[1] or (baseline != runs[0] and re.search(
-                r"\bthan\b|\bagainst\b|\bvs\.?\b|\bversus\b|relative\s+to|compared\s+(?:to|with)|相比|比", between)):
+        after = t.low[second + len(runs[1]):second + len(runs[1]) + 6]
+        # "B faster than A", "B against A", "B vs A", "B 和 A 相比": the first named is the candidate
+        if baseline == runs[1] or (baseline != runs[0] and (re.search(
+                r"\bthan\b|\bagainst\b|\bvs\.?\b|\bversus\b|relative\s+to|compared\s+(?:to|with)|相比|比", between)
+                or re.match(r"\s*(?:相比|比较|对比)", after))):
             runs[0], runs[1] = runs[1], runs[0]
     intent.runs += [r for r in runs if r not in intent.runs]
     if len(intent.runs) >= 2 and not (baseline or candidate):  # run folders: "candidate run DIR ... baseline DIR"
@@ -1658,7 +1672,12 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         goals = [t for t in intent.targets if t.metric in ("psnr", "ratio", "bitrate")]
         goals.sort(key=lambda t: bool(re.search(rf"{_AT_LEAST}|{_AT_MOST}|[<>]", t.text.lower())))
         target = goals[0] if goals else None
-        if target is not None:
+        if target is not None and target.metric == "bitrate":  # "16 bits per value and 8 bits per value": each a setting
+            rates = [t.value for t in goals if t.metric == "bitrate"]
+            intent.mode, intent.bounds = "fixed_rate", list(dict.fromkeys(rates))
+            intent.notes.append(f"no error bound named: run at {', '.join(f'{r:g}' for r in intent.bounds)} bits/value "
+                                "(fixed_rate mode)")
+        elif target is not None:
             intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
             intent.bounds = [target.value]
             intent.notes.append(f"no error bound named: each codec is run at the target {target.label()} "
