@@ -1,6 +1,7 @@
-"""`perfscout diagnose --ncu-csv F | --ncu-rep F | --perf-csv F [--json [--indent N] [--all-metrics]] [--verbose]`.
+"""`perfscout diagnose [FILE...] | --ncu-csv F | --ncu-rep F | --perf-csv F [--json [--indent N] [--all-metrics]] [--verbose]`.
 
-Loads the profile (:func:`perfscout.tools.profile.load_profiles`), runs the diagnosis
+Loads the profile (:func:`perfscout.tools.profile.load_profile_files`: a FILE's kind, an ncu
+report, raw or details CSV or perf stat output, comes from its name and first bytes), runs the diagnosis
 engine (:mod:`perfscout.analysis.diagnosis`) and prints the JSON shape of DESIGN.md
 (``{"kernels": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``) or its
 Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), under
@@ -28,7 +29,7 @@ from perfscout.analysis.diagnosis.render import aggregate, markdown, summary_mar
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
 from perfscout.tools.ncu_parse import kernel_duration_s
-from perfscout.tools.profile import kernel_json, load_profiles
+from perfscout.tools.profile import kernel_json, load_profile_files
 
 
 def _host_timing(path: Path | None) -> dict | None:
@@ -54,6 +55,10 @@ def _host_timing(path: Path | None) -> dict | None:
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose(
+        files: list[Path] = typer.Argument(
+            None, metavar="[FILE]...", show_default=False,
+            help="Profile files of any kind (an .ncu-rep, ncu's raw or details CSV, perf stat output), told apart "
+                 "by their content; the options below name a kind instead."),
         ncu_csv: Path = typer.Option(None, "--ncu-csv", help="ncu --csv --page raw output."),
         ncu_rep: Path = typer.Option(None, "--ncu-rep", help="An .ncu-rep report (needs ncu here)."),
         ncu_details: Path = typer.Option(None, "--ncu-details", help="ncu --csv --page details output (rule messages)."),
@@ -64,7 +69,7 @@ def register(app: typer.Typer) -> None:
             False, "--all-metrics", help="With --json: every parsed metric per kernel (default: the ones findings cite)."
         ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="All findings with all their evidence."),
-        top: int = typer.Option(10, "--top", help="Kernels detailed (and in the JSON digest); 0: all."),
+        top: int = typer.Option(10, "--top", min=0, help="Kernels detailed (and in the JSON digest); 0: all."),
         host_timing: Path = typer.Option(
             None, "--host-timing", help="JSON of host timings across launches (launch overhead)."
         ),
@@ -72,8 +77,8 @@ def register(app: typer.Typer) -> None:
         """Diagnose a saved profile: primary bottleneck and evidence-backed findings per kernel."""
         # Without --all-metrics only the columns the engine reads are parsed (the report
         # carries only cited metrics); the diagnosis is the same either way (reads.py).
-        loaded = load_profiles(ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv, ncu_details=ncu_details,
-                               keep_metric=None if all_metrics else reads_metric)
+        loaded = load_profile_files(files or [], ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv,
+                                    ncu_details=ncu_details, keep_metric=None if all_metrics else reads_metric)
         # The parsed profile lives until exit and holds no reference cycles: keep the cyclic
         # GC from re-scanning its objects at every collection the diagnosis triggers.
         gc.freeze()

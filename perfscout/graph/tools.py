@@ -309,18 +309,13 @@ def diagnose_file(
     state = (runtime.state if runtime is not None else None) or {}
     try:
         from perfscout.analysis.diagnosis import diagnose, diagnose_perf
-        from perfscout.tools.profile import load_profiles
+        from perfscout.tools.profile import load_profile_files
 
         roots = allowed_roots(str(state.get("run_dir") or ""))
         p = confine(path, roots + _request_paths(state), "profile file")
         if not p.is_file():
             raise InputError(f"profile file {path!r} does not exist")
-        if p.suffix == ".ncu-rep":
-            loaded = load_profiles(ncu_rep=p)
-        elif p.suffix in (".jsonl", ".json") or _is_perf_csv(p):
-            loaded = load_profiles(perf_csv=p)
-        else:
-            loaded = load_profiles(ncu_csv=p)
+        loaded = load_profile_files([p])  # its kind from its name and first bytes
         if loaded.perf is not None and not loaded.kernels:
             doc = diagnose_perf(loaded.perf)
             items = doc.get("programs", [])
@@ -332,15 +327,6 @@ def diagnose_file(
     except Exception as exc:
         return _failure(exc)
     return _diagnosis_reply(doc, items)
-
-
-def _is_perf_csv(path: Path) -> bool:
-    """perf stat -x, output: numbers, then an event name; ncu CSVs start with quoted headers."""
-    try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
-    except OSError:
-        return False
-    return not head.lstrip().startswith('"') and bool(re.search(r"^[\d.<>a-z ]+,[^,]*,[\w:/.-]+", head, re.M))
 
 
 def _request_paths(state: dict[str, Any]) -> list[Path]:

@@ -228,6 +228,71 @@ class LoadedProfiles(BaseModel):
         return duration_digest(self.kernels, top=top)
 
 
+#: What a saved profile file is, as :func:`profile_kind` tells them apart.
+ProfileKind = Literal["ncu-rep", "ncu-raw", "ncu-details", "perf"]
+
+#: Bytes read to tell a profile's kind (ncu's own "==PROF==" lines can come first).
+_SNIFF_BYTES = 64 * 1024
+#: A line of ``perf stat -x,``: a count (or "<not supported>" / "<not counted>"), a unit, an event.
+_PERF_X_LINE = re.compile(r"^(?:\d[\d.]*|<not (?:supported|counted)>),[^,]*,[\w:/.-]+")
+
+
+def profile_kind(path: str | os.PathLike[str]) -> ProfileKind:
+    """What the saved profile at ``path`` is, from its name and its first bytes: an Nsight
+    Compute report (``.ncu-rep``, or a binary file), ncu's ``--csv --page raw`` export (a
+    header with "Kernel Name" and metric columns), its ``--page details`` export ("Section
+    Name" / "Metric Name" / "Metric Value" columns), or ``perf stat -x,`` / ``-j`` output.
+    InputError for a missing, empty or unrecognised file, naming what was expected."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"profile file {str(path)!r} does not exist (or is not a file)")
+    if p.suffix == ".ncu-rep":
+        return "ncu-rep"
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as exc:
+        raise InputError(f"cannot read profile file {path}: {exc}") from exc
+    if not head.strip():
+        raise InputError(f"profile file {path} is empty")
+    if b"\0" in head:
+        return "ncu-rep"  # a binary file: only a report is one (ncu --import says if it is not)
+    text = head.decode("utf-8", errors="replace")
+    # Other lines may come first: ncu's ==PROF== / ==WARNING== lines, perf's comments, and
+    # the profiled program's own output when it was saved with the profile's.
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("{") and '"event"' in stripped:
+            return "perf"  # perf stat -j: one JSON object per line
+        if stripped.startswith('"'):
+            header = {c.strip().strip('"') for c in stripped.split('","')}
+            if {"Section Name", "Metric Name", "Metric Value"} <= header:
+                return "ncu-details"
+            if "Kernel Name" in header:
+                return "ncu-raw"
+        if _PERF_X_LINE.match(stripped):
+            return "perf"  # perf stat -x,: a count (or <not supported>), a unit, an event
+    raise InputError(
+        f"{path} is not a profile perfscout reads: expected an Nsight Compute report (.ncu-rep), "
+        "`ncu --csv --page raw` or `--page details` output, or `perf stat -x,` / `-j` output")
+
+
+def load_profile_files(paths: Sequence[str | os.PathLike[str]], **kw: Any) -> LoadedProfiles:
+    """:func:`load_profiles` for files of any kind, each told apart by :func:`profile_kind`
+    (at most one of each; a details CSV goes with a raw CSV or a report). ``kw``: the
+    other arguments of load_profiles (explicit ``ncu_csv=`` etc. and ``keep_metric``)."""
+    for path in paths:
+        kind = profile_kind(path)
+        key = {"ncu-rep": "ncu_rep", "ncu-raw": "ncu_csv", "ncu-details": "ncu_details", "perf": "perf_csv"}[kind]
+        if kw.get(key):
+            raise InputError(f"two {kind} files given ({kw[key]} and {path}); diagnose one at a time")
+        kw[key] = path
+    if kw.get("ncu_details") and not (kw.get("ncu_csv") or kw.get("ncu_rep")):
+        raise InputError(f"{kw['ncu_details']} is ncu's details page: it holds Nsight Compute's rule messages, "
+                         "not the metrics. Give the `--page raw` CSV (or the .ncu-rep report) with it")
+    return load_profiles(**kw)
+
+
 def load_profiles(
     *,
     ncu_csv: str | os.PathLike[str] | None = None,
@@ -246,7 +311,7 @@ def load_profiles(
     files raise :class:`InputError` with a clear message.
     """
     if not any((ncu_csv, ncu_rep, perf_csv)):
-        raise InputError("give at least one of --ncu-csv, --ncu-rep or --perf-csv")
+        raise InputError("give at least one profile: a FILE (its kind is read from it), --ncu-csv, --ncu-rep or --perf-csv")
     if ncu_csv and ncu_rep:
         raise InputError("give --ncu-csv or --ncu-rep, not both")
     out = LoadedProfiles()

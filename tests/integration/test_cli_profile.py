@@ -201,7 +201,7 @@ def test_diagnose_perf_csv(tmp_path: Path, perfscout_home: Path) -> None:
 @pytest.mark.parametrize("args,needle", [
     (["--ncu-csv", "/nonexistent/file.csv"], "cannot read"),
     (["--ncu-csv", str(FX / "perf" / "cpu_loop_x.csv")], "no ncu CSV header"),
-    ([], "at least one of"),
+    ([], "at least one profile"),
     (["--ncu-rep", str(FX / "ncu" / "h200_cupy_kernels_raw.csv")], "ncu"),
 ])
 def test_diagnose_bad_input_is_a_clear_error(tmp_path: Path, perfscout_home: Path, args, needle) -> None:
