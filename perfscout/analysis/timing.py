@@ -31,6 +31,18 @@ NOISY_CV: float = 0.10
 #: clock, so quantisation stays below 0.1% on coarse clocks.
 MIN_TIMABLE_S: float = max(1e-4, 1000 * TIMER_RESOLUTION_S)
 
+#: The most timed repeats one measurement may ask for (eval, sweeps, bench, tune): beyond
+#: ~30 the median no longer moves, and a mistyped 10**9 would otherwise run until a
+#: timeout kills it hours later instead of being refused at once.
+MAX_REPEATS: int = 1000
+
+
+def check_repeats(repeats: Any) -> int:
+    """``repeats`` if it is an integer from 1 to :data:`MAX_REPEATS`, else InputError."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise InputError(f"repeats must be an integer from 1 to {MAX_REPEATS}, got {repeats!r}")
+    return repeats
+
 
 @dataclass
 class TimingStats:
@@ -101,8 +113,7 @@ def time_callable(
     whole evaluation's largest cost). The summary says ``cold=True`` then. Returns the
     summary and the value the last timed call returned (e.g. the compressed buffer).
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise InputError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_repeats(repeats)
     if warmup is None:
         warmup = 1 if repeats > 1 else 0
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:

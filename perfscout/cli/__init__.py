@@ -28,8 +28,10 @@ from typer.core import TyperCommand, TyperGroup
 from perfscout.errors import PerfscoutError
 
 try:  # typer >= 0.2x vendors click; older typer depends on it
+    from typer._click.exceptions import ClickException as _ClickException
     from typer._click.exceptions import UsageError as _UsageError
 except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException as _ClickException
     from click.exceptions import UsageError as _UsageError
 
 
@@ -149,6 +151,29 @@ class LazyGroup(TyperGroup):
         if missing:
             raise RuntimeError(f"perfscout.cli.{module_name}.register() did not register {missing}")
 
+    def invoke(self, ctx: Any) -> Any:
+        """Every command's failures, in one place: a :class:`PerfscoutError` (bad input) and
+        an ``OSError`` (a path the user gave that cannot be read or written: missing, a
+        directory, read-only, a full disk) are one line on stderr and exit code 2; any other
+        exception is a perfscout bug, also one line (the traceback under ``--verbose``), exit
+        code 2 as well, since only an input can have reached it. Here rather than in
+        :func:`main` so that typer's ``CliRunner`` and embedding callers see the same."""
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, _ClickException, KeyboardInterrupt, SystemExit):
+            raise
+        except PerfscoutError as exc:
+            _print_error(str(exc))
+        except OSError as exc:
+            _print_error(_describe_os_error(exc))
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+            import logging
+
+            logging.getLogger("perfscout").debug("unexpected error", exc_info=True)
+            _print_error(f"unexpected {type(exc).__name__}: {exc} (a perfscout bug: please report it with "
+                         "the command line; `perfscout --verbose ...` prints the traceback)")
+        raise typer.Exit(2)
+
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:
@@ -184,6 +209,47 @@ def _add_examples(cmd: Any, examples: list[str], prefix: str) -> None:
         cmd.epilog = "\n\n".join(("Example: " if i == 0 else "         ") + e for i, e in enumerate(mine))
     for sub_name, sub in (getattr(cmd, "commands", None) or {}).items():
         _add_examples(sub, mine, f"{prefix} {sub_name}")
+
+
+def _print_error(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    # Messages quote user input ("[1, 2]", paths): escape so rich does not eat it as markup.
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}")
+
+
+def _describe_os_error(exc: OSError) -> str:
+    """``[Errno 20] Not a directory: '/h/runs/x'`` as what a user can act on: the path they
+    gave or configured (``$PERFSCOUT_HOME``), and which part of it is wrong."""
+    import errno
+    import os
+
+    from perfscout.home import ENV_HOME
+
+    path = exc.filename
+    reason = exc.strerror or str(exc)
+    if path is None:
+        return f"cannot read or write a file: {reason}"
+    name = os.fsdecode(path)
+    full = os.path.abspath(name)
+    home = os.environ.get(ENV_HOME, "").strip()
+    where = ""
+    if home and (full + os.sep).startswith(os.path.abspath(os.path.expanduser(home)) + os.sep):
+        where = f" (under ${ENV_HOME}={home})"
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST, errno.ENOENT):
+        # the first part of the path that exists: a file where a folder is needed, or the
+        # folder that is missing
+        probe = full
+        while probe != os.path.dirname(probe) and not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        if probe != full and not os.path.isdir(probe):
+            return f"cannot use {name}{where}: {probe} is a file, not a directory"
+        if probe == full and exc.errno == errno.EEXIST and not os.path.isdir(full):
+            return f"cannot use {name}{where}: it exists and is a file, not a directory"
+        if exc.errno == errno.ENOENT and not os.path.isdir(os.path.dirname(full)):
+            return f"cannot write {name}{where}: the directory {os.path.dirname(full)} does not exist"
+    return f"cannot read or write {name}{where}: {reason}"
 
 
 def _module_exists(module_name: str) -> bool:
@@ -229,12 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user-facing errors into exit code 2."""
     try:
         app(args=argv, prog_name="perfscout", standalone_mode=True)
-    except PerfscoutError as exc:
-        from rich.console import Console
-        from rich.markup import escape
-
-        # Messages quote user input ("[1, 2]", paths): escape so rich does not eat it as markup.
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}")
+    except PerfscoutError as exc:  # raised while loading a command (LazyGroup.invoke has the rest)
+        _print_error(str(exc))
         sys.exit(2)
 
 

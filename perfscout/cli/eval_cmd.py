@@ -220,6 +220,7 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
     from perfscout.codecs.framing import from_bytes
     from perfscout.codecs.registry import codec_class
     from perfscout.codecs.streams import check_stream_header
+    from perfscout.datasets.synthetic import available_bytes
     from perfscout.tools.bounds import unpack_nonfinite
     from perfscout.tools.isolate import run_isolated
 
@@ -232,6 +233,13 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
     # process: if a stream still crashes it, that is an error message, not our death.
     check_stream_header(compressed)
     nbytes = math.prod(compressed.shape) * np.dtype(compressed.dtype).itemsize
+    # A header can claim any size (a forged one, petabytes): refused before anything is
+    # allocated for it. Decoding holds the values and their little-endian copy.
+    have = available_bytes()
+    if 2 * nbytes > have:
+        raise InputError(f"{path}: the stream decodes to {compressed.dtype} shape {tuple(compressed.shape)}, "
+                         f"{nbytes / 2**30:.3g} GiB; decoding it needs about {2 * nbytes / 2**30:.3g} GiB and "
+                         f"{have / 2**30:.3g} GiB is available here")
     values = run_isolated(
         _decode, (cls, compressed), what=f"decoding a {compressed.codec_id} stream", device=cls.device,
         input_array=None, result_nbytes=nbytes,
@@ -265,6 +273,10 @@ def writes_fail_cleanly() -> None:
 def write_file_atomic(path: Path, chunks: list[bytes]) -> None:
     """Write ``chunks`` to a temp file beside ``path``, then rename: a full disk (or a
     size limit) leaves the old file, or none, never a truncated one."""
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: the directory {path.parent} does not exist")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:

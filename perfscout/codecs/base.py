@@ -12,6 +12,7 @@ Implementations are short modules in this package; the registry
 
 from __future__ import annotations
 
+import functools
 import importlib
 import zlib
 from abc import ABC, abstractmethod
@@ -21,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from perfscout.errors import CodecError
+from perfscout.errors import CodecError, PerfscoutError
 from perfscout.state.modes import ALL_MODES, Mode
 
 # ALL_MODES and Mode live in perfscout.state.modes (one list for every layer); they are
@@ -72,8 +73,41 @@ class TimedRun:
     samples: dict[str, list[float]] = field(default_factory=dict)
 
 
+def _decode_errors_as_codec_error(decompress: Any) -> Any:
+    """``decompress`` whose failures are :class:`CodecError`: the contract of every decoder.
+
+    A stream can be forged consistently (its seal and header recomputed to agree), and then
+    a library's own parser is the last check: pysz raises ``IndexError`` from inside its
+    Python wrapper, others ``struct.error`` or ``OverflowError``. Whatever a decoder raises
+    on bytes it cannot decode is the same finding, a stream that cannot be decoded, not a
+    crash of the caller; so every backend (built-in or plug-in) gets this wrapper from
+    :meth:`Codec.__init_subclass__`. Running out of memory (host ``MemoryError``, a GPU
+    library's ``OutOfMemoryError``) keeps its type: callers report it as such."""
+
+    @functools.wraps(decompress)
+    def wrapper(self: Codec, compressed: Compressed) -> np.ndarray:
+        try:
+            return decompress(self, compressed)
+        except (PerfscoutError, MemoryError):
+            raise
+        except Exception as exc:
+            if "OutOfMemory" in type(exc).__name__:
+                raise
+            raise CodecError(f"{self.codec_id} stream could not be decoded: {type(exc).__name__}: {exc}") from exc
+
+    wrapper._decode_errors_wrapped = True  # type: ignore[attr-defined]
+    return wrapper
+
+
 class Codec(ABC):
     """Base class for every compressor backend."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("decompress")
+        if own is not None and not getattr(own, "__isabstractmethod__", False) \
+                and not getattr(own, "_decode_errors_wrapped", False):
+            cls.decompress = _decode_errors_as_codec_error(own)  # type: ignore[method-assign]
 
     codec_id: ClassVar[str]  # registry key, e.g. "sz3"
     family: ClassVar[str]  # "sz" | "zfp" | ...

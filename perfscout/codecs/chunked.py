@@ -50,14 +50,15 @@ import numpy as np
 
 from perfscout.codecs.base import Compressed
 from perfscout.codecs._checks import checked_metadata
-from perfscout.codecs.framing import crc32, seal
+from perfscout.codecs.framing import crc32
+from perfscout.codecs.streams import CHUNKS_MAGIC, CHUNKS_VERSION, chunk_parts, is_chunk_container
 from perfscout.errors import CodecError
 
 if TYPE_CHECKING:
     from perfscout.codecs.base import Codec
 
-MAGIC = b"PSCK"
-VERSION = 1
+MAGIC = CHUNKS_MAGIC  # the container is parsed in streams.chunk_parts (its headers checked there too)
+VERSION = CHUNKS_VERSION
 _PREFIX = struct.Struct("<4sHI")
 #: The most chunk processes one call runs (a sanity cap on the option, not a tuning knob).
 MAX_THREADS = 256
@@ -215,10 +216,8 @@ def compress_chunked(codec: Codec, data: np.ndarray, threads: int) -> Compressed
 # ----------------------------------------------------------------------------- decompress
 
 
-def is_chunked(compressed: Compressed) -> bool:
-    """Whether ``compressed`` is a container of several chunk streams (not the library's own stream)."""
-    chunks = (compressed.meta or {}).get("chunks", 1)
-    return not isinstance(chunks, int) or chunks != 1
+#: Whether a stream is a container of several chunk streams (not the library's own stream).
+is_chunked = is_chunk_container
 
 
 def _checked_container(codec: Codec, compressed: Compressed) -> tuple[tuple[int, ...], np.dtype]:
@@ -233,49 +232,18 @@ def _checked_container(codec: Codec, compressed: Compressed) -> tuple[tuple[int,
 
 
 def _parse(compressed: Compressed, shape: tuple[int, ...]) -> tuple[dict[str, Any], list[bytes]]:
-    buf = compressed.data
-    cid = compressed.codec_id
-    if len(buf) < _PREFIX.size:
-        raise CodecError(f"{cid} chunked stream is truncated ({len(buf)} bytes)")
-    magic, version, head_len = _PREFIX.unpack_from(buf)
-    if magic != MAGIC or version != VERSION:
-        raise CodecError(f"{cid} chunked stream has a bad magic or version ({magic!r}, {version})")
-    try:
-        header = json.loads(buf[_PREFIX.size:_PREFIX.size + head_len])
-        entries = header["chunks"]
-        rows = [int(e["rows"]) for e in entries]
-        sizes = [int(e["nbytes"]) for e in entries]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CodecError(f"{cid} chunked stream header is malformed: {exc}") from None
-    if header.get("axis") != 0 or not entries or min(rows) <= 0 or sum(rows) != shape[0] or min(sizes) < 0:
-        raise CodecError(f"{cid} chunked stream's chunks ({rows} rows) do not tile shape {shape}")
-    if len(entries) != compressed.meta.get("chunks"):
-        raise CodecError(f"{cid} chunked stream holds {len(entries)} chunks, its metadata says "
-                         f"{compressed.meta.get('chunks')}")
-    pos = _PREFIX.size + head_len
-    if pos + sum(sizes) != len(buf):
-        raise CodecError(f"{cid} chunked stream's chunk sizes do not add up to its length")
-    streams = []
-    for e, size in zip(entries, sizes):
-        stream = buf[pos:pos + size]
-        pos += size
-        if crc32(stream) != e.get("crc32"):
-            raise CodecError(f"{cid} chunked stream is corrupt: a chunk's CRC-32 does not match")
-        streams.append(stream)
-    return header, streams
+    """The container's header and its chunk streams (bytes), checked as :func:`chunk_parts` does."""
+    header, parts = chunk_parts(compressed, shape, np.dtype(compressed.dtype))
+    return header, [p.data for p in parts]
 
 
 def decompress_chunked(codec: Codec, compressed: Compressed) -> np.ndarray:
     """Decode a container written by :func:`compress_chunked` (seal, shape and every chunk checked)."""
     shape, dtype = _checked_container(codec, compressed)
-    header, streams = _parse(compressed, shape)
-    try:
-        mode, bound = str(header["mode"]), float(header["bound"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CodecError(f"{compressed.codec_id} chunked stream header is malformed: {exc}") from None
+    header, parts = chunk_parts(compressed, shape, dtype)
+    mode, bound = str(header["mode"]), float(header["bound"])
     single = _chunk_codec(codec, mode, bound)
-    entries = header["chunks"]
-    starts = np.cumsum([0, *(int(e["rows"]) for e in entries)])
+    starts = np.cumsum([0, *(p.shape[0] for p in parts)])
     # The chunk processes write their slabs straight into one shared mapping: the decoded
     # array never goes through a pipe, and the caller gets it without another copy.
     nbytes = int(np.prod(shape)) * dtype.itemsize
@@ -283,15 +251,12 @@ def decompress_chunked(codec: Codec, compressed: Compressed) -> np.ndarray:
     out = np.frombuffer(shared, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
 
     def one(i: int) -> bytes:
-        part_shape = (int(entries[i]["rows"]), *shape[1:])
-        meta = {k: v for k, v in dict(entries[i].get("meta") or {}).items() if k not in ("crc32", "stream_nbytes")}
-        part = Compressed(data=streams[i], shape=part_shape, dtype=dtype.name, codec_id=compressed.codec_id,
-                          mode=mode, bound=bound, meta={**meta, **seal(streams[i])})
+        part = parts[i]
         decoded = single.decompress(part)  # each chunk's own header is checked against its shape
-        if decoded.shape != part_shape or decoded.dtype != dtype:
-            raise CodecError(f"chunk decoded to {decoded.dtype}{decoded.shape}, expected {dtype}{part_shape}")
+        if decoded.shape != part.shape or decoded.dtype != dtype:
+            raise CodecError(f"chunk decoded to {decoded.dtype}{decoded.shape}, expected {dtype}{part.shape}")
         out[starts[i]:starts[i + 1]] = decoded
         return b""
 
-    _fork_map(one, len(streams), f"{compressed.codec_id} decompression", shared_output=True)
+    _fork_map(one, len(parts), f"{compressed.codec_id} decompression", shared_output=True)
     return out

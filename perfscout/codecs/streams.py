@@ -29,17 +29,22 @@ its header cannot justify:
 ``szp-gpu``
     :func:`perfscout.codecs.szp.format.parse_header` (which already checks the layout
     and the CRC) plus shape and dtype.
+
+A ``threads`` stream (:mod:`perfscout.codecs.chunked`) is a container of one library
+stream per slab: :func:`chunk_parts` checks its framing, and each chunk's own header is
+checked against its slab as above.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from typing import Any
 
 import numpy as np
 
-from perfscout.codecs.base import Compressed
+from perfscout.codecs.base import Compressed, crc32, seal
 from perfscout.errors import CodecError
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -248,6 +253,59 @@ def check_szp(compressed: Compressed) -> None:
         raise _fail("szp-gpu", f"the stream holds {h.dtype.name}{h.shape}, the container says {dtype.name}{shape}")
 
 
+# -- chunk containers (perfscout.codecs.chunked: the ``threads`` option) -------------------
+CHUNKS_MAGIC = b"PSCK"
+CHUNKS_VERSION = 1
+_CHUNKS_PREFIX = struct.Struct("<4sHI")
+
+
+def is_chunk_container(compressed: Compressed) -> bool:
+    """Whether ``compressed`` holds several chunk streams (``meta["chunks"]``), not one library stream."""
+    chunks = (compressed.meta or {}).get("chunks", 1)
+    return not isinstance(chunks, int) or chunks != 1
+
+
+def chunk_parts(compressed: Compressed, shape: tuple[int, ...],
+                dtype: np.dtype) -> tuple[dict[str, Any], list[Compressed]]:
+    """The container's header and one sealed :class:`Compressed` per chunk (its rows of
+    axis 0, the codec's own meta for it), every size, CRC and row count checked against
+    ``shape``; CodecError on anything else. Nothing is decoded."""
+    buf = compressed.data
+    cid = compressed.codec_id
+    if len(buf) < _CHUNKS_PREFIX.size:
+        raise CodecError(f"{cid} chunked stream is truncated ({len(buf)} bytes)")
+    magic, version, head_len = _CHUNKS_PREFIX.unpack_from(buf)
+    if magic != CHUNKS_MAGIC or version != CHUNKS_VERSION:
+        raise CodecError(f"{cid} chunked stream has a bad magic or version ({magic!r}, {version})")
+    try:
+        header = json.loads(buf[_CHUNKS_PREFIX.size:_CHUNKS_PREFIX.size + head_len])
+        entries = header["chunks"]
+        rows = [int(e["rows"]) for e in entries]
+        sizes = [int(e["nbytes"]) for e in entries]
+        metas = [{k: v for k, v in dict(e.get("meta") or {}).items() if k not in ("crc32", "stream_nbytes")}
+                 for e in entries]
+        mode, bound = str(header["mode"]), float(header["bound"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CodecError(f"{cid} chunked stream header is malformed: {exc}") from None
+    if header.get("axis") != 0 or not entries or min(rows) <= 0 or sum(rows) != shape[0] or min(sizes) < 0:
+        raise CodecError(f"{cid} chunked stream's chunks ({rows} rows) do not tile shape {shape}")
+    if len(entries) != compressed.meta.get("chunks"):
+        raise CodecError(f"{cid} chunked stream holds {len(entries)} chunks, its metadata says "
+                         f"{compressed.meta.get('chunks')}")
+    pos = _CHUNKS_PREFIX.size + head_len
+    if pos + sum(sizes) != len(buf):
+        raise CodecError(f"{cid} chunked stream's chunk sizes do not add up to its length")
+    parts = []
+    for e, r, size, meta in zip(entries, rows, sizes, metas):
+        stream = buf[pos:pos + size]
+        pos += size
+        if crc32(stream) != e.get("crc32"):
+            raise CodecError(f"{cid} chunked stream is corrupt: a chunk's CRC-32 does not match")
+        parts.append(Compressed(data=stream, shape=(r, *shape[1:]), dtype=dtype.name, codec_id=cid,
+                                mode=mode, bound=bound, meta={**meta, **seal(stream)}))
+    return header, parts
+
+
 _CHECKS = {"sz3": check_sz3, "sz2": check_h5_filter, "sz3-h5": check_h5_filter, "zfp": check_zfp,
            "szp-gpu": check_szp}
 
@@ -257,5 +315,11 @@ def check_stream_header(compressed: Compressed) -> None:
     dtype and codec (a backend perfscout cannot read the header of is let through to its
     own decoder's checks)."""
     check = _CHECKS.get(compressed.codec_id)
-    if check is not None:
-        check(compressed)
+    if check is None:
+        return
+    if is_chunk_container(compressed):  # a ``threads`` stream: every chunk's own header, before any decoder
+        shape, dtype = _shape_dtype(compressed)
+        for part in chunk_parts(compressed, shape, dtype)[1]:
+            check(part)
+        return
+    check(compressed)

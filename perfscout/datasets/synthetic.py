@@ -320,8 +320,9 @@ def generator_bytes(kind: str, n: int, itemsize: int) -> int:
     return n * (GENERATOR_BYTES.get(kind, GENERATOR_BYTES_PER_ELEMENT) + itemsize)
 
 
-def _available_bytes() -> int:
-    """MemAvailable (or physical memory), lowered to this process's address-space limit."""
+def available_bytes() -> int:
+    """MemAvailable (or physical memory), lowered to this process's address-space limit:
+    what a field about to be allocated here may take (generated, decoded, loaded)."""
     avail = 0
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -340,11 +341,14 @@ def _available_bytes() -> int:
     return min(avail, soft) if soft != resource.RLIM_INFINITY else avail
 
 
+_available_bytes = available_bytes  # the old private name
+
+
 def _refuse_oversized(kind: str, dims: tuple[int, ...], itemsize: int = 8) -> None:
     """InputError before allocating anything when the field cannot be generated here."""
     n = math.prod(dims)
     need = generator_bytes(kind, n, itemsize)
-    have = _available_bytes()
+    have = available_bytes()
     if need > have:
         raise InputError(
             f"synthetic {kind}:{shape_str(dims)} has {n:.3g} values and needs about {need / 2**30:.3g} GiB "

@@ -55,7 +55,7 @@ from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.gpuworker import GpuWorker, WorkerTask
 from perfscout.sweep.lock import RunDirLock
 from perfscout.sweep.outcome import SweepOutcome
-from perfscout.sweep.spec import SweepSpec, SweepTask, expand, load_spec
+from perfscout.sweep.spec import Skipped, SweepSpec, SweepTask, expand, load_spec
 from perfscout.tools.results_store import STORE_NAME, ResultStore
 
 if TYPE_CHECKING:
@@ -284,6 +284,9 @@ class SweepRunner:
     def run(self) -> SweepOutcome:
         if self.dask is not None:
             self.dask.check()  # a bad cluster config leaves no run directory behind
+        # The spec is expanded (every dataset sized, every task validated) before anything is
+        # written: a spec refused here leaves no run directory and no empty store behind.
+        planned = expand(self.spec)
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash
@@ -294,7 +297,7 @@ class SweepRunner:
             store = None
             try:
                 store = ResultStore(self.out / STORE_NAME)
-                return self._run(store)
+                return self._run(store, planned)
             except (OSError, sqlite3.Error) as exc:
                 if not is_disk_full(exc):
                     raise
@@ -314,13 +317,13 @@ class SweepRunner:
             f"no space left on the device holding {self.out} ({exc}); the sweep stopped. {kept}"
             f"free some space and continue with: perfscout sweep SPEC --out {self.out} --resume")
 
-    def _run(self, store: ResultStore) -> SweepOutcome:
+    def _run(self, store: ResultStore, planned: tuple[list[SweepTask], list[Skipped]]) -> SweepOutcome:
         if store.task_count() and not self.resume:
             raise InputError(
                 f"{self.out} already holds a sweep ({len(store.finished_keys())} results); "
                 "pass --resume to continue it, or choose another --out"
             )
-        tasks, skipped = expand(self.spec)
+        tasks, skipped = planned
         # before anything is stored: a refusal loses nothing
         self.scheduling = (self.plan_cores(tasks) if self.dask is None
                            else self.dask.plan_cores(tasks, self.cores, self.jobs))

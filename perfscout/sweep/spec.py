@@ -63,7 +63,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from perfscout.analysis.timing import MAX_REPEATS
 from perfscout.codecs.base import ALL_MODES
+from perfscout.datasets.field import parse_shape
 from perfscout.errors import InputError
 from perfscout.sweep.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
 
@@ -170,7 +172,7 @@ class GridFields(BaseModel):
     devices: list[Device] | None = None
     modes: list[Mode] | None = None
     bounds: list[Bound] | dict[Mode, list[Bound]] | None = None
-    repeats: int | None = Field(default=None, ge=1)
+    repeats: int | None = Field(default=None, ge=1, le=MAX_REPEATS)
 
 
 class Experiment(GridFields):
@@ -418,6 +420,10 @@ def import_plugins(plugins: list[str], base_dir: str = "") -> None:
 # ----------------------------------------------------------------------------- expansion
 
 
+#: Bytes beyond which a field is refused as impossible (4 EiB; int64 holds its size).
+MAX_FIELD_BYTES = 1 << 62
+
+
 class DataRef(BaseModel):
     """A dataset resolved enough to name it, size it and hash its identity."""
 
@@ -436,6 +442,14 @@ class DataRef(BaseModel):
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * (4 if self.dtype == "f32" else 8)
+
+    def check_size(self) -> DataRef:
+        """Itself, or SpecError for a field no machine holds: sizes are stored as SQLite
+        integers (int64) and planned against memory, so such a shape would fail later, mid-write."""
+        if self.nbytes >= MAX_FIELD_BYTES:
+            raise SpecError(f"dataset {self.label}: shape {self.shape} {self.dtype} is {self.nbytes:.3g} bytes; "
+                            f"no machine holds a field that large (limit {MAX_FIELD_BYTES:.3g} bytes)")
+        return self
 
     @property
     def shape_str(self) -> str:
@@ -521,12 +535,10 @@ def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
     """Shape, dtype and identity of a dataset, without loading it when avoidable."""
     if ds.synthetic:
         kind, _, shape_txt = ds.synthetic.partition(":")
-        try:
-            shape = [int(s) for s in shape_txt.replace("x", ",").split(",") if s.strip()]
-        except ValueError:
-            raise SpecError(f"synthetic shape must be comma-separated integers: {ds.synthetic!r}") from None
-        if not shape or any(s <= 0 for s in shape):
-            raise SpecError(f"synthetic shape must be positive sizes: {ds.synthetic!r}")
+        try:  # the one shape parser (perfscout.state.shapes): the CLI's spellings and limits
+            shape = list(parse_shape(shape_txt))
+        except InputError as exc:
+            raise SpecError(f"synthetic {ds.synthetic!r}: {exc}") from None
         label = ds.label or f"{kind}:{'x'.join(map(str, shape))}" + (f"#{ds.seed}" if ds.seed else "")
         ident = {"source": "synthetic", "kind": kind, "shape": shape, "dtype": ds.dtype, "seed": ds.seed}
         return DataRef(label=label, source="synthetic", synthetic=f"{kind}:{','.join(map(str, shape))}",
@@ -622,7 +634,7 @@ def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
         for ds in grid["datasets"]:
             k = ds.model_dump_json()
             if k not in data_cache:
-                data_cache[k] = resolve_data(ds, spec.base_dir)
+                data_cache[k] = resolve_data(ds, spec.base_dir).check_size()
             refs.append(data_cache[k])
         bounds = grid["bounds"]
         for data in refs:

@@ -554,15 +554,30 @@ def unpack_nonfinite(sections: dict[str, bytes], shape: tuple[int, ...], dtype: 
     if "nonfinite_mask" not in sections:
         return None
     n = int(np.prod(shape))
+    dtype = np.dtype(dtype)
     try:
-        bits = np.frombuffer(zlib.decompress(sections["nonfinite_mask"]), dtype=np.uint8)
+        # Inflated to the size the shape allows and no further: a forged section of a few
+        # bytes that inflates to gigabytes (a zlib bomb) is refused, not allocated.
+        bits = np.frombuffer(_inflate_exactly(sections["nonfinite_mask"], -(-n // 8), "mask"), dtype=np.uint8)
         mask = np.unpackbits(bits)[:n].astype(bool).reshape(shape)
-        values = np.frombuffer(zlib.decompress(sections["nonfinite_values"]), dtype=dtype)
+        count = int(mask.sum())
+        values = np.frombuffer(_inflate_exactly(sections["nonfinite_values"], count * dtype.itemsize, "values"),
+                               dtype=dtype)
     except (zlib.error, ValueError, KeyError) as exc:
         raise CodecError(f"non-finite side data is corrupt: {exc}") from exc
-    if int(mask.sum()) != values.size:
+    if count != values.size:
         raise CodecError("non-finite side data is corrupt: mask and values disagree")
     return mask, values
+
+
+def _inflate_exactly(blob: bytes, size: int, what: str) -> bytes:
+    """zlib ``blob`` inflated, which must be exactly ``size`` bytes (never more is inflated)."""
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(blob, size + 1)
+    if len(out) != size or not inflater.eof:
+        raise ValueError(f"the {what} section inflates to {'more' if len(out) > size else len(out)} bytes, "
+                         f"the shape needs {size}")
+    return out
 
 
 # -- searched modes --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from typing_extensions import TypedDict, Unpack
 
+from perfscout.analysis.timing import check_repeats
 from perfscout.codecs.base import Codec, Compressed
 from perfscout.codecs.registry import codec_class, evaluable_modes
 from perfscout.datasets.field import dtype_tag, shape_str, validate_array
@@ -354,8 +355,7 @@ def _evaluate_here(
     started_at = _now()
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise InputError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_repeats(repeats)
     if metric_threads is not None:
         from perfscout.analysis.tile_pool import resolve_threads
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import resource
@@ -368,6 +369,7 @@ class Sandbox:
         shown = [*(wrap or []), *argv] if not isinstance(argv, str) else [argv]
         pipes: list[tuple[int, int]] = []  # bwrap's status, the launcher's report
         try:
+            _check_limits(lim)
             if not self._inside_allowed(work):
                 raise ToolRefused(f"working directory {work} is outside the run directory")
             wrapper = self.prepare(wrap, work) if wrap else []
@@ -389,6 +391,14 @@ class Sandbox:
             _close_all(pipes)
             pipes = []
         return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes)
+
+
+def _check_limits(lim: SandboxLimits) -> None:
+    """ToolRefused for a limit that cannot mean what was asked: a wall-clock limit of -1 or 0
+    would "time out" every run at once, NaN never, inf means none at all."""
+    t = lim.timeout_s
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+        raise ToolRefused(f"the wall-clock limit must be a finite number of seconds > 0, got {t!r}")
 
 
 def _unconfined(why: str) -> Confinement:
