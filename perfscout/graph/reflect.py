@@ -40,10 +40,19 @@ class Decision:
         self.next_task, self.queue, self.notes = next_task, queue, notes
 
 
-def question_for(task: Task, obs: Observation, problem: str = "") -> dict[str, Any]:
-    """The interrupt payload: what is missing, for which task, in which form."""
+def question_for(task: Task, obs: Observation, problem: str = "", language: str = "en") -> dict[str, Any]:
+    """The interrupt payload: what is missing, for which task, in which form; in Chinese
+    for a request written in Chinese when the tool said it in Chinese too (``needs_zh``)."""
+    zh = (obs.data or {}).get("needs_zh") if isinstance(obs.data, dict) else None
+    where = task.args.get("dataset", task.tool)
+    if language == "zh" and isinstance(zh, dict) and set(zh) >= set(obs.needs):
+        fields = "；".join(f"{k}：{zh[k]}" for k in obs.needs)
+        text = (f"任务 {task.key}（{where}）还需要 {fields}。请用文字回答，或用含这些键的 JSON 对象回答"
+                "（不做这项：回答“跳过”或 {\"skip\": true}）。")
+        return {"question": f"{problem} {text}" if problem else text, "task": task.key,
+                "needs": dict(obs.needs), "args": dict(task.args)}
     fields = "; ".join(f"{k}: {v}" for k, v in obs.needs.items())
-    text = f"Task {task.key} ({task.args.get('dataset', task.tool)}) needs {fields}."
+    text = f"Task {task.key} ({where}) needs {fields}."
     if problem:
         text = f"{problem} {text}"
     return {
@@ -243,8 +252,9 @@ def _on_needs_input(t: _Turn) -> None:
     """Ask (``interrupt()``) for what the tool said is missing; apply the answer here and
     to queued tasks with the same data."""
     problem, updates = "", None
+    language = (t.state.get("intent") or {}).get("language", "en")
     for _ in range(MAX_QUESTIONS):
-        answer = interrupt(question_for(t.task, t.obs, problem))
+        answer = interrupt(question_for(t.task, t.obs, problem, language))
         updates, problem = validate_answer(t.obs.needs, answer)
         if updates is not None or not problem:
             break

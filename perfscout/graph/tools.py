@@ -64,23 +64,25 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
         return _named_dataset(ds, dataset)
     path = Path(dataset).expanduser()
     if not path.exists():
-        return None, _artifact(
-            "needs_input", error=f"data file {dataset!r} does not exist",
-            needs={"path": f"an existing file to use instead of {dataset!r} (or skip: true)"})
+        return None, _ask(f"data file {dataset!r} does not exist",
+                          {"path": (f"an existing file to use instead of {dataset!r} (or skip: true)",
+                                    f"一个存在的文件，代替 {dataset!r}")})
     if var:
         load_variable = getattr(ds, "load_variable", None)
         if load_variable is None:
             raise InputError("reading variables of netCDF/HDF5/Zarr files is not available in this installation")
         return load_variable(str(path), var, dtype=dtype, masked="refuse" if masked is None else masked), None
-    needs: dict[str, str] = {}
+    needs: dict[str, tuple[str, str]] = {}
     if not shape or not is_shape(shape):
+        size = path.stat().st_size
         needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
-                          f"e.g. '512,512' ({path.stat().st_size} bytes on disk)")
+                          f"e.g. '512,512' ({size} bytes on disk)",
+                          f"{path.name} 的形状（C 顺序，最慢的轴在前，例如 512,512；文件 {size} 字节）")
     if dtype not in ("f32", "f64"):
-        needs["dtype"] = "the element type: 'f32' or 'f64' (little-endian)"
+        needs["dtype"] = ("the element type: 'f32' or 'f64' (little-endian)",
+                          "元素类型：f32 或 f64（小端）")
     if needs:
-        return None, _artifact("needs_input", error=f"raw file {path.name} needs " + " and ".join(needs),
-                               needs=needs)
+        return None, _ask(f"raw file {path.name} needs " + " and ".join(needs), needs)
     dims = parse_shape(shape)
     # NaN/Inf are the evaluation's to refuse (nonfinite policy): it asks the user which they want
     return ds.load_raw(str(path), dims, dtype, endian or "<", allow_nonfinite=True), None
@@ -97,12 +99,21 @@ def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
     if len(matches) == 1:
         return ds.get_dataset(matches[0]), None
     if len(matches) > 1:
-        return None, _artifact("needs_input", error=f"dataset {name!r} is ambiguous",
-                               needs={"dataset": "one of: " + ", ".join(matches)})
-    return None, _artifact(
-        "needs_input", error=f"dataset {name!r} is not available ({problem})",
-        needs={"dataset": "a dataset name (known: " + (", ".join(names) or "none")
-               + "), synthetic:KIND:SHAPE (e.g. synthetic:grf:256,256), or a raw file path"})
+        return None, _ask(f"dataset {name!r} is ambiguous",
+                          {"dataset": ("one of: " + ", ".join(matches), "其中之一：" + "、".join(matches))})
+    known = ", ".join(names) or "none"
+    return None, _ask(f"dataset {name!r} is not available ({problem})", {"dataset": (
+        f"a dataset name (known: {known}), synthetic:KIND:SHAPE (e.g. synthetic:grf:256,256), or a raw file path",
+        f"一个数据集名（已知：{'、'.join(names) or '无'}）、synthetic:种类:形状（例如 synthetic:grf:256,256）"
+        "或一个原始文件路径")})
+
+
+def _ask(error: str, needs: dict[str, tuple[str, str]]) -> Artifact:
+    """A needs_input artifact: ``needs`` maps each missing input to what it is, in English
+    and in Chinese; the Chinese rides in ``data["needs_zh"]`` for a request written in
+    Chinese (reflect.question_for asks in the request's language)."""
+    return _artifact("needs_input", error=error, needs={k: en for k, (en, _) in needs.items()},
+                     data={"needs_zh": {k: zh for k, (_, zh) in needs.items()}})
 
 
 # ---- the tools -------------------------------------------------------------------
@@ -168,14 +179,19 @@ def _missing_policy(exc: Exception) -> Artifact | None:
     cf = importlib.import_module("perfscout.datasets.cf")
     bounds = importlib.import_module("perfscout.tools.bounds")
     if isinstance(exc, cf.MaskedValuesError):
-        return _artifact("needs_input", error=str(exc), needs={
-            "masked": f"'nan' to evaluate only the {exc.total - exc.count} unmasked values (the mask of "
-                      f"{exc.count} points kept losslessly beside the stream), or a number to fill the "
-                      f"{exc.count} masked points with (they are then compressed and checked like data)"})
+        kept = exc.total - exc.count
+        return _ask(str(exc), {"masked": (
+            f"'nan' to evaluate only the {kept} unmasked values (the mask of {exc.count} points kept "
+            f"losslessly beside the stream), or a number to fill the {exc.count} masked points with "
+            "(they are then compressed and checked like data)",
+            f"有 {exc.count} 个被掩码的点（缺测/填充值）：回答 nan 只评估其余 {kept} 个有效值（掩码无损地存在"
+            f"压缩流旁边），或给一个数值把这 {exc.count} 个点填上（之后它们和数据一样被压缩和检查）")})
     if isinstance(exc, bounds.NonfiniteInputError):
-        return _artifact("needs_input", error=str(exc), needs={
-            "nonfinite": f"'passthrough' to keep the {exc.count} NaN/Inf value(s) losslessly beside the "
-                         "stream and compress and check the finite ones"})
+        return _ask(str(exc), {"nonfinite": (
+            f"'passthrough' to keep the {exc.count} NaN/Inf value(s) losslessly beside the stream and "
+            "compress and check the finite ones",
+            f"数据里有 {exc.count} 个 NaN/Inf：回答 passthrough（或“保留”）把它们无损地存在压缩流旁边，"
+            "只压缩和检查有限值")})
     return None
 
 

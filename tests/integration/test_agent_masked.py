@@ -62,6 +62,20 @@ def test_masked_points_are_asked_about_and_unmasked_only_is_measured(perfscout_h
     assert "masked" in out.report.lower()
 
 
+def test_a_request_in_chinese_is_asked_in_chinese_and_answered_in_words(perfscout_home, masked_nc):
+    path, land = masked_nc
+    ctx = _ctx(perfscout_home)
+    out = agent.run(f"在 {path} 的 tas 变量上用 sz3 压缩，绝对误差 0.05", thread_id="mask3", context=ctx)
+    assert out.status == "interrupted"
+    q = out.question["question"]
+    assert "被掩码的点" in q and f"{6 * int(land.sum())} 个" in q and "跳过" in q
+    assert "Answer with" not in q
+    out = agent.resume("mask3", "只评估有效值", context=ctx)
+    assert out.status == "done"
+    (rec,) = _records(out)
+    assert rec["status"] == "ok" and rec["bound_ok"] is True
+
+
 def test_a_fill_value_answer_is_compressed_and_checked_like_data(perfscout_home, masked_nc):
     path, _ = masked_nc
     ctx = _ctx(perfscout_home)
