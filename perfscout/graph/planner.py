@@ -324,6 +324,9 @@ def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
                      "to measure one")
     seen: set[tuple[str, str]] = set()
     pairs = [p for p in pairs if not (p in seen or seen.add(p))]
+    if intent.excluded_codecs:
+        notes.append(f"left out at the request's word: {', '.join(intent.excluded_codecs)}")
+        pairs = [(c, d) for c, d in pairs if c not in intent.excluded_codecs]
     if intent.mode:
         kept = []
         for c, d in pairs:

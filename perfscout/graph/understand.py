@@ -603,6 +603,11 @@ def parse(text: str) -> Intent:
     _read_devices(t, intent)
     _read_metrics(t, intent)
     _read_question(t, intent, cue_spans)
+    if intent.question in ("profile", "diagnose") and (intent.codecs or intent.codec_groups or intent.bounds or intent.data):
+        # "profile ./a.out and compare sz3 with zfp at ...": one run does one thing; the rest is asked, not dropped
+        rest = ", ".join(intent.codecs + [f"{b:g}" for b in intent.bounds] + [d.label() for d in intent.data])
+        intent.missing.append(Pending(slot="clause", detail=rest, question=_say(intent, "two_requests", first=intent.question,
+                                                                                rest=rest)))
     if intent.question == "profile" and named_profiler:
         intent.notes.append(_say(intent, "profiler_named", tool=_profiler_rx().search(low).group(0)))
     _account(t, intent)
@@ -821,6 +826,13 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
                 # "show me the PSNR", "the bit rate": a figure to report, not a mode
                 mode_hits.remove((s_, e_, mode))
                 intent.notes.append(_say(intent, "metric_reported", metric=t.orig[s_:e_]))
+        elif " ".join(t.low[s_:e_].split()) in weak and not re.match(
+                rf"\s*(?:is\s+|stays?\s+|remains?\s+|must\s+be\s+|of\s+)?(?:under|below|<=?|≤|less\s+than|at\s+most|within|"
+                rf"no\s+(?:larger|more|greater|bigger)\s+than|not\s+above|of|=|:|不超过|小于|低于|为|在)?\s*(?:{NUMBER}|{ZH_NUMBER})",
+                t.low[e_:]):
+            # "keep the max error under 1e-3" is the abs bound; "report the max error" is a figure
+            mode_hits.remove((s_, e_, mode))
+            intent.notes.append(_say(intent, "metric_reported", metric=t.orig[s_:e_]))
     lists = []
     for m in _BOUND_LIST.finditer(t.low):
         if not t.free(m.start(), m.end()):  # "1e-2 and 5 repetitions": the list ends where another slot begins
@@ -1046,6 +1058,8 @@ def _read_named_data(t: _Text, intent: Intent) -> None:
         every = re.search(r"(?:\bboth|\ball|\beach|\bevery|两个|所有|全部|各个)\s*(?:of\s+)?(?:the\s+)?(?:two\s+)?$", t.low[max(0, at - 16):at])
         if len(names) > 1 and every:  # "both vorticity fields": each of them
             t.take(at - len(every.group(0)), at)
+        elif len(names) > 1 and (by_shape := _pick_by_shape(t, names, catalogue)):
+            names = [by_shape]  # "the 41x128x128 vorticity"
         elif len(names) > 1 and ndim is not None and sum(dims.get(n) == ndim for n in names) == 1:
             names = [n for n in names if dims.get(n) == ndim]  # "the 2-D vorticity"
             t.take(cue.start(), cue.end())
@@ -1062,6 +1076,17 @@ def _read_named_data(t: _Text, intent: Intent) -> None:
                     intent.data.append(DataRef(kind="named", name=name, text=written))
         else:
             intent.missing.append(_ask_which_dataset(intent, written, names))
+
+
+def _pick_by_shape(t: _Text, names: list[str], catalogue: dict[str, dict[str, Any]]) -> str:
+    """The one candidate whose shape is written in the request (any axis order); '' if none or several."""
+    for m in t.finditer(_SHAPE, take=False):
+        shape = _shape_of(m)
+        hits = [n for n in names if shape and sorted(catalogue.get(n, {}).get("shape") or []) == sorted(shape)]
+        if len(hits) == 1:
+            t.take(m.start(), m.end())
+            return hits[0]
+    return ""
 
 
 def _shape_of(m: re.Match[str]) -> list[int] | None:
@@ -1106,6 +1131,15 @@ def _read_shape_dtype(t: _Text, intent: Intent) -> None:
         target.endian = endians[0][1]  # type: ignore[assignment]
 
 
+#: words just before a codec that leave it out: "except zfp", "but not sz2", "don't use zfp", "不要用 sz2"
+_EXCLUDE_BEFORE = re.compile(r"(?:\bexcept(?:\s+for)?|\bbut\s+not|\bbut|\bnot|\bwithout|\bexcluding|\bexclude|\bother\s+than|"
+                             r"\bskip(?:ping)?|\bleave\s+out|\bleaving\s+out|\bleave|\bdon'?t\s+(?:use|run|include|want|need|try)|"
+                             r"\bdo\s+not\s+(?:use|run|include|want|try)|\bno|\bnever|不要用?|不用|别用|不包括|排除|去掉|除去|不含)"
+                             r"\s*(?:the\s+)?(?:codecs?\s+|compressors?\s+)?\(?\s*$")
+_ZH_EXCEPT = re.compile(r"除了\s*$")
+_ZH_EXCEPT_AFTER = re.compile(r".\s*(?:以外|之外)?\s*的?\s*(?:所有|全部|其他|其它|别的)")
+
+
 def _read_codecs(t: _Text, intent: Intent) -> None:
     catalogue = codec_catalogue()
     hits: list[tuple[int, str]] = []
@@ -1121,7 +1155,24 @@ def _read_codecs(t: _Text, intent: Intent) -> None:
     for codec, rx in table:
         for m in t.finditer(rx):
             hits.append((m.start(), codec))
-    for _, codec in sorted(hits):
+    excluded_at: list[int] = []
+    for at, codec in sorted(hits):
+        before = t.low[max(0, at - 28):at]
+        after = t.low[at:at + 40]
+        listed_after_excluded = excluded_at and re.fullmatch(r"[^\s]*\s*(?:,|，|、|and|or|nor|和|或|及)\s*", t.low[excluded_at[-1]:at])
+        if _EXCLUDE_BEFORE.search(before) or (_ZH_EXCEPT.search(before) and _ZH_EXCEPT_AFTER.match(after, len(codec) - 1)
+                                               or _ZH_EXCEPT.search(before) and re.search(r"以外|之外", after)) \
+                or listed_after_excluded:
+            # "all compressors except zfp", "(not zfp)", "不要用 sz2": never measured, said in the plan
+            if codec not in intent.excluded_codecs:
+                intent.excluded_codecs.append(codec)
+            excluded_at.append(at)
+            for rx in (_EXCLUDE_BEFORE, _ZH_EXCEPT):  # the negation is used, not left over
+                if neg := rx.search(before):
+                    t.take(at - len(before) + neg.start(), at)
+            if zh := re.match(r"\S*\s*(以外|之外)", after):
+                t.take(at + zh.start(1), at + zh.end(1))
+            continue
         if catalogue and codec not in catalogue:
             intent.notes.append(f"{codec} is not a codec of this installation")
             intent.missing.append(Pending(slot="codecs", detail=codec, candidates=sorted(catalogue),
@@ -1429,6 +1480,9 @@ _Q = {
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "dataset_context": "\"{word}\" (read as context: the data named is {data})",
+        "two_requests": "The request asks for two things: to {first}, and a measurement of compressors ({rest}). One "
+                        "run does one of them: answer 'ignore' to {first} only, and ask for the measurement in a run of "
+                        "its own.",
         "two_modes": "The request names two error modes ({cands}); one run measures every codec in one mode. Which "
                      "one: {cands}?",
         "typo_read": "\"{word}\" read as {meant}",
@@ -1476,6 +1530,8 @@ _Q = {
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
+        "two_requests": "这个请求要做两件事：{first}，以及测量压缩器（{rest}）。一次运行只做一件：回答“忽略”只做 {first}，"
+                        "测量请另起一次运行。",
         "two_modes": "请求里有两种误差模式（{cands}）；一次运行对所有压缩器用同一种模式。用哪一种：{cands}？",
         "typo_read": "“{word}”按 {meant} 理解",
         "repeats_zero": "“{written}”不是计时次数：使用默认的 3 次",

@@ -111,6 +111,7 @@ class Intent(BaseModel):
     question: Question | None = None
     codecs: list[str] = Field(default_factory=list)  # registry ids
     codec_groups: list[Literal["all", "cpu", "gpu"]] = Field(default_factory=list)
+    excluded_codecs: list[str] = Field(default_factory=list)  # "all except zfp", "不要用 sz2": never measured
     mode: RequestMode | None = None
     bounds: list[float] = Field(default_factory=list)
     targets: list[Target] = Field(default_factory=list)
@@ -140,6 +141,8 @@ class Intent(BaseModel):
         if self.codecs or self.codec_groups:
             groups = {"all": "every usable codec", "cpu": "every CPU codec", "gpu": "every GPU codec"}
             parts.append("codecs " + ", ".join(self.codecs + [groups[g] for g in self.codec_groups]))
+        if self.excluded_codecs:
+            parts.append("not " + ", ".join(self.excluded_codecs))
         if self.mode:
             parts.append(f"{self.mode} " + ", ".join(f"{b:g}" for b in self.bounds))
         if self.targets:

@@ -130,3 +130,21 @@ def test_two_modes_are_asked_about_and_the_answer_keeps_that_modes_bounds():
     assert ask.slot == "mode" and ask.candidates == ["abs 0.001", "rel 0.0001"]
     new, problem = apply_answer(intent, ask, "rel")
     assert problem == "" and new.complete and (new.mode, new.bounds) == ("rel", [1e-4])
+
+
+def test_two_requests_in_one_are_asked_about_and_ignore_keeps_the_first():
+    intent = parse("profile ./a.out and compare sz3 with zfp at rel 1e-3 on vorticity.512_512")
+    ask = intent.missing[0]
+    assert intent.question == "profile" and ask.slot == "clause" and "two things" in ask.question
+    new, problem = apply_answer(intent, ask, "ignore")
+    assert problem == "" and new.complete and new.command == ["./a.out"]
+
+
+def test_excluded_codecs_are_never_measured():
+    from perfscout.graph.planner import plan_from_intent
+
+    intent = parse("compare all compressors except zfp and sz2 at rel 1e-3 on vorticity.512_512")
+    assert intent.excluded_codecs == ["zfp", "sz2"] and intent.codec_groups == ["all"]
+    plan = plan_from_intent(intent)
+    assert {t.args["codec"] for t in plan.tasks}.isdisjoint({"zfp", "sz2"}) and plan.tasks
+    assert any("left out" in n and "zfp" in n for n in plan.notes)
