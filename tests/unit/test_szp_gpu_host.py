@@ -382,6 +382,20 @@ def test_driver_with_corner_blocks_rel_mode_and_format_2(fake_cupy, bnd, mode, b
     assert ("szp_minmax" in got) == (mode == "rel") and ("szp_corner_pack" in got) == (version >= 3)
 
 
+@pytest.mark.parametrize("bnd", [1, 2])
+def test_driver_gives_the_kernels_the_offset_step_of_a_field_far_from_zero(fake_cupy, bnd) -> None:
+    """Format 4's step on a field far from zero comes from the host's resolve_quantizer with
+    the device range pass's min/max: the driver's header (and the quantiser it launches
+    with) must be the reference's."""
+    rng = np.random.default_rng(6)
+    x = (280 + np.cumsum(rng.standard_normal((16, 24, 40)), axis=2) * 0.05).astype(np.float32)
+    h = F.parse_header(F.encode(x, "rel", 1e-4, bnd, version=4))
+    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", 1e-4, F.finite_range(x))
+    assert h.step == float(qz.step) < 2 * float(qz.check)  # the case this is about
+    got = _driver_round_trip(fake_cupy, x, "rel", 1e-4, bnd, 4)
+    assert "szp_minmax" in got
+
+
 @pytest.mark.parametrize("shape,bnd", [((0,), 1), ((3, 0, 4), 3), ((5,), 1), ((3, 5), 2), ((1, 1, 3), 3)])
 def test_driver_on_empty_and_tiny_arrays(fake_cupy, shape, bnd) -> None:
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
