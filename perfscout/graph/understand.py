@@ -187,7 +187,7 @@ _SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*
                     r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\bshape\s*[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
                     r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
 _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
-_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs"
+_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|runs(?=\s*[.,;)]|\s*$|\s+(?:each|per)\b)"
                       r"|times(?!\s+(?:smaller|less|fewer|more|larger|bigger|faster|slower|compression|ratio|reduction)))\b|\b(once|twice)\b"
                       rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
                       r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|(?<![做跑测试评估来\d])([\d二两三四五六七八九十][\d一二两三四五六七八九十]*|一(?=\s*[遍]))\s*[次遍](?:重复)?")
@@ -807,6 +807,15 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
                 mode_hits.append((m.start(), m.end(), typo))
                 intent.notes.append(_say(intent, "typo_read", word=t.original(m), meant=typo))
     mode_hits.sort()
+    for s_, e_, mode in mode_hits:  # "绝对误差 10", "abs 5", "absolute error of 2": a plain number is the abs bound
+        if mode == "abs" and t.free(e_, e_ + 1) and (plain := re.match(
+                r"\s*(?:error\s+bound|bound|error|tolerance|误差界|误差)?\s*(?:of|=|:|为|是|取|设为)?\s*(\d+(?:\.\d+)?)"
+                r"(?![\w.%^]|\s*(?:x\b|×|倍|db\b|times\b|repeats?\b|runs?\b|次|遍|bits?\b|bpv\b|:1))", t.low[e_:])):
+            if t.free(e_, e_ + plain.end()) and not intent.bounds:
+                t.take(e_, e_ + plain.end())
+                intent.mode = intent.mode or "abs"
+                if intent.mode == "abs":
+                    intent.bounds.append(float(plain.group(1)))
     weak = _needs_a_number()
     for s_, e_, mode in list(mode_hits):
         if mode in ("psnr", "ratio", "fixed_rate"):
@@ -1350,7 +1359,7 @@ def _read_about_question(t: _Text, intent: Intent) -> None:
         nouns, asks = _about_rx(question, "nouns"), _about_rx(question, "asks")
         if nouns is None or asks is None:
             continue
-        noun_hits = [m for m in nouns.finditer(t.low) if t.free(m.start(), m.end()) or question == "list_codecs"]
+        noun_hits = list(nouns.finditer(t.low))  # "GPU 是什么型号": the device word counts as the noun too
         ask_hits = list(asks.finditer(t.low))
         if noun_hits and (ask_hits or t.low.rstrip().endswith("?")):
             for m in noun_hits + ask_hits:
