@@ -107,6 +107,10 @@ def register(app: typer.Typer) -> None:
             fail("give exactly one of: an INTENT, --spec SPEC.yaml, --demo")
         if planner not in (None, "auto", "llm", "deterministic"):
             fail(f"--planner must be auto, llm or deterministic, got {planner!r}")
+        if spec is not None:  # a regular file of spec size: /dev/zero or a FIFO would hang the reader
+            from perfscout.tools.input_files import check_input_file
+
+            check_input_file(spec, "spec", max_bytes=16 * 2**20)
         request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
         ctx = Context(allow_plugins=allow_plugins, **({"planner": planner} if planner else {}))
         _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)

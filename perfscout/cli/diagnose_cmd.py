@@ -28,6 +28,7 @@ from perfscout.analysis.diagnosis.reads import reads_metric
 from perfscout.analysis.diagnosis.render import aggregate, markdown, summary_markdown
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
+from perfscout.tools.input_files import read_input_text
 from perfscout.tools.ncu_parse import kernel_duration_s
 from perfscout.tools.profile import kernel_json, load_profile_files
 
@@ -37,8 +38,10 @@ def _host_timing(path: Path | None) -> dict | None:
     if path is None:
         return None
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        doc = json.loads(read_input_text(path, "host timing JSON"))
+    except ValueError as exc:  # InputError (not a regular file, not UTF-8) is one too: said as is
+        if isinstance(exc, InputError):
+            raise
         raise InputError(f"cannot read host timing JSON {path}: {exc}") from exc
     timing = doc.get("launch_overhead", doc) if isinstance(doc, dict) else None
     if not isinstance(timing, dict):

@@ -70,9 +70,12 @@ def verify_command(
                 fail("give --before-csv and --after-csv (or --before-cmd and --after-cmd)")
             t = None
             if timings is not None:
+                from perfscout.tools.input_files import read_input_text
+
+                text = read_input_text(timings, "timings JSON")  # a regular file, else InputError
                 try:
-                    t = json.loads(timings.read_text())
-                except (OSError, ValueError) as exc:
+                    t = json.loads(text)
+                except ValueError as exc:
                     fail(f"cannot read timings {timings}: {exc}")
             result = verify_csv(before_csv, after_csv, kernel, after_kernel, finding, t)
     except PerfscoutError as exc:

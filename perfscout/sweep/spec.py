@@ -67,7 +67,8 @@ from perfscout.analysis.timing import MAX_REPEATS
 from perfscout.codecs.base import ALL_MODES
 from perfscout.datasets.field import parse_shape
 from perfscout.errors import InputError
-from perfscout.sweep.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
+from perfscout.tools.input_files import read_input_text
+from perfscout.tools.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
 
 #: Bump when the meaning of a task key changes (old run directories then re-run everything).
 TASK_KEY_VERSION = 1
@@ -288,12 +289,10 @@ def load_spec(spec: str | Path | dict | SweepSpec, *, allow_plugins: bool = Fals
     text: str
     if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
         path = Path(spec)
-        if not path.is_file():
-            raise SpecError(f"sweep spec not found: {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"cannot read sweep spec {path}: {exc}") from None
+        try:  # a regular file of spec size (not a FIFO, a device, a directory), UTF-8
+            text = read_input_text(path, "sweep spec")
+        except InputError as exc:
+            raise SpecError(str(exc)) from None
         source, base = str(path), str(path.resolve().parent)
     else:
         text, source, base = str(spec), "<spec>", os.getcwd()

@@ -27,11 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from perfscout.errors import InputError, ToolRefused
+from perfscout.tools.input_files import read_input_text
 from perfscout.tools.regress import SAMPLES_NAME, RunSamples, TaskSamples, write_samples
+from perfscout.tools.safe_yaml import load_yaml
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -213,12 +214,8 @@ class BenchSpec(BaseModel):
 
 def load_bench_spec(path: str | Path) -> BenchSpec:
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read bench spec {p}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"bench spec {p} is not valid YAML: {exc}") from None
+    # a regular file of spec size, and YAML within limits (an alias bomb expands in validation)
+    doc = load_yaml(read_input_text(p, "bench spec"), str(p))
     return parse_bench_spec(doc, str(p))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfscout.errors import InputError
+from perfscout.tools.input_files import read_input_bytes
 
 #: Leading bytes of formats a user may pass by mistake, and what to do instead.
 _MAGIC = (
@@ -25,10 +26,7 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", 
 def read_profile_text(path: str | Path, what: str) -> str:
     """The file's text (BOM-aware; undecodable bytes replaced), or InputError saying why not."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from exc
+    data = read_input_bytes(p, what)  # a regular file that fits in memory to parse, else refused
     for magic, hint in _MAGIC:
         if data.startswith(magic):
             raise InputError(f"{p} is {hint}; {what} is read as text")

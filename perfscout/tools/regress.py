@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, ValidationError
 from perfscout.analysis import regression as R
 from perfscout.analysis.timing import MIN_TIMABLE_S
 from perfscout.errors import InputError
+from perfscout.tools.input_files import read_input_text
 
 SAMPLES_NAME = "samples.json"
 SAMPLES_FORMAT = "perfscout-samples"
@@ -175,10 +176,14 @@ def _from_agent(run_dir: Path) -> RunSamples:
     files = sorted((run_dir / "results").glob("*.json"))
     for path in files:
         try:
-            obs = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            obs = json.loads(read_input_text(path, "observation", max_bytes=None))
+        except InputError:
+            raise
+        except ValueError as exc:
             raise InputError(f"cannot read observation {path}: {exc}") from None
-        data = obs.get("data") if isinstance(obs, dict) else None
+        if not isinstance(obs, dict):
+            raise InputError(f"observation {path} is not a JSON object (a damaged agent run directory?)")
+        data = obs.get("data")
         if obs.get("tool") != "evaluate_codec" or obs.get("kind") != "result" or not isinstance(data, dict):
             continue
         record = data.get("record") or {}
@@ -235,8 +240,10 @@ def _from_sweep(store_path: Path) -> RunSamples:
 
 def _from_samples(path: Path) -> RunSamples:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        doc = json.loads(read_input_text(path, "samples file", max_bytes=None))
+    except InputError:
+        raise
+    except ValueError as exc:
         raise InputError(f"cannot read samples file {path}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != SAMPLES_FORMAT:
         raise InputError(f"{path} is not a perfscout samples file (no \"format\": \"{SAMPLES_FORMAT}\")")

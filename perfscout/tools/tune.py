@@ -33,14 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from perfscout.analysis import regression as R
 from perfscout.errors import InputError
 from perfscout.tools import bench as B
+from perfscout.tools.input_files import read_input_text
 from perfscout.tools.regress import (SAMPLES_NAME, RegressionResult, RunSamples, compare_runs,
                                      regression_blocks, write_samples)
+from perfscout.tools.safe_yaml import load_yaml
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -167,12 +168,8 @@ class TuneSpec(BaseModel):
 
 def load_tune_spec(path: str | Path) -> TuneSpec:
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read tune spec {p}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"tune spec {p} is not valid YAML: {exc}") from None
+    # a regular file of spec size, and YAML within limits (an alias bomb expands in validation)
+    doc = load_yaml(read_input_text(p, "tune spec"), str(p))
     return parse_tune_spec(doc, str(p))
 
 

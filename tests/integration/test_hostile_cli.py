@@ -42,6 +42,7 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "adir").mkdir()
     os.symlink(d / "loop1", d / "loop2")
     os.symlink(d / "loop2", d / "loop1")
+    os.mkfifo(d / "fifo")  # a reader that opens it blocks until a writer comes: must be refused unopened
     (d / "list.yaml").write_text("- a\n- b\n")
     (d / "deep.yaml").write_text("a: " + "[" * 500 + "]" * 500 + "\n")
     levels = ["a: &a [x,x,x,x,x,x,x,x,x]"] + [
@@ -134,8 +135,14 @@ CASES: list[tuple[list[str], int, str]] = [
     (["diagnose", "--ncu-csv", "{F}/empty", "--json"], 2, "no ncu CSV header"),
     (["diagnose", "--ncu-csv", "{F}/junk.bin", "--json"], 2, "binary data"),
     (["diagnose", "--ncu-csv", "{F}/hdr.csv", "--json"], 2, "no kernel rows"),
-    (["diagnose", "--ncu-csv", "{F}/adir"], 2, "Is a directory"),
-    (["diagnose", "--ncu-csv", "{F}/loop1"], 2, "symbolic links"),
+    (["diagnose", "--ncu-csv", "{F}/adir"], 2, "it is a directory"),
+    (["diagnose", "--ncu-csv", "/dev/zero"], 2, "it is a device"),
+    (["diagnose", "--ncu-csv", "{F}/fifo"], 2, "it is a FIFO"),
+    (["diagnose", "--perf-csv", "{F}/fifo"], 2, "it is a FIFO"),
+    (["diagnose", "--ncu-csv", "{NCU}", "--host-timing", "/dev/zero"], 2, "it is a device"),
+    (["verify", "--kernel", "k", "--before-csv", "{NCU}", "--after-csv", "{NCU}", "--timings", "{F}/fifo"], 2,
+     "it is a FIFO"),
+    (["diagnose", "--ncu-csv", "{F}/loop1"], 2, "symlink loop"),
     (["diagnose", "--perf-csv", "{F}/empty"], 2, "no perf stat counter lines"),
     (["diagnose", "--ncu-rep", "{F}/junk.bin"], 2, "ncu"),
     (["diagnose"], 2, "give at least one"),
@@ -162,7 +169,10 @@ CASES: list[tuple[list[str], int, str]] = [
     (["sweep", "{F}/plugins.yaml", "--out", "{F}/s_plugins"], 2, "--allow-plugins"),
     (["sweep", "{F}/empty.yaml", "--out", "{F}/s_empty"], 2, "YAML mapping"),
     (["sweep", "{F}/scalar.yaml", "--out", "{F}/s_scalar"], 2, "YAML mapping"),
-    (["sweep", "{F}/adir", "--out", "{F}/s_dir"], 2, "not found"),
+    (["sweep", "{F}/adir", "--out", "{F}/s_dir"], 2, "it is a directory"),
+    (["sweep", "{F}/loop1", "--out", "{F}/s_loop"], 2, "symlink loop"),
+    (["sweep", "/dev/zero", "--out", "{F}/s_zero"], 2, "it is a device"),
+    (["sweep", "{F}/fifo", "--out", "{F}/s_fifo"], 2, "it is a FIFO"),
     (["sweep", "{F}/plugins.yaml", "--out", "{F}/one"], 2, "--allow-plugins"),
     # -- report / export / regress / agent / snapshot / bench / tune / profile / datasets --
     (["report", "{F}/adir"], 2, "not a sweep run directory"),
@@ -185,7 +195,12 @@ CASES: list[tuple[list[str], int, str]] = [
     (["run", "--spec", "{F}/list.yaml"], 2, "mapping"),
     (["run"], 2, "give exactly one of"),
     (["tune", "{F}/list.yaml"], 2, "mapping"),
-    (["tune", "{F}/adir"], 2, "Is a directory"),
+    (["tune", "{F}/adir"], 2, "it is a directory"),
+    (["tune", "/dev/zero"], 2, "it is a device"),
+    (["tune", "{F}/bomb.yaml"], 2, "alias bomb"),
+    (["bench", "--spec", "{F}/fifo"], 2, "it is a FIFO"),
+    (["bench", "--spec", "{F}/bomb.yaml"], 2, "alias bomb"),
+    (["run", "--spec", "/dev/zero"], 2, "it is a device"),
     (["bench", "--repeats", "1000000000", "--", "true"], 2, "repeats"),
     (["bench", "--figure", "(unclosed", "--", "true"], 2, "does not compile"),
     (["bench", "--env", "NOEQUALS", "--", "true"], 2, "NAME=VALUE"),

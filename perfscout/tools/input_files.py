@@ -1,0 +1,82 @@
+"""Reading a file a user named (a spec, a profile, a timings JSON): what it must be first.
+
+``Path.read_text`` trusts the path. Named ``/dev/zero`` it reads forever while memory
+fills, a FIFO blocks until someone writes to it, and a 20 GB log is read whole before
+anything can say it is not a profile. Every input file perfscout parses goes through
+:func:`read_input_bytes` / :func:`read_input_text`, which refuse, with the path and the
+reason, before reading: a missing path, a directory, a device, a FIFO or socket (anything
+that is not a regular file once symlinks are followed; a symlink loop says so), and a file
+larger than the caller's limit or than this machine's free memory allows to parse.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from perfscout.errors import InputError
+
+#: Parsing text costs a few times its bytes (the bytes, the str, the parsed rows).
+PARSE_BYTES_PER_BYTE = 4
+#: Specs and small JSON documents: far larger than any real one.
+SMALL_DOCUMENT_BYTES = 16 * 2**20
+
+
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 1 << 62
+
+
+def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> int:
+    """The size of ``path`` if it is a regular file perfscout may read whole, else InputError."""
+    p = Path(path)
+    try:
+        st = os.stat(p)  # follows symlinks: what would be read
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"cannot read {what} {p}: it is a symlink loop") from None
+        if exc.errno == errno.ENOENT:
+            raise InputError(f"{what} not found: {p}") from None
+        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"cannot read {what} {p}: it is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise InputError(f"cannot read {what} {p}: it is {kind}, not a regular file (save the output to a file)")
+    limit = max_bytes if max_bytes is not None else _available_bytes() // PARSE_BYTES_PER_BYTE
+    if st.st_size > limit:
+        why = "the limit for this kind of file" if max_bytes is not None else "what this machine's free memory can parse"
+        raise InputError(f"{what} {p} is {st.st_size / 2**20:.1f} MiB, more than {why} "
+                         f"({limit / 2**20:.1f} MiB); is it the right file?")
+    return st.st_size
+
+
+def read_input_bytes(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file (see :func:`check_input_file`); InputError otherwise."""
+    check_input_file(path, what, max_bytes)
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def read_input_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = SMALL_DOCUMENT_BYTES) -> str:
+    """A UTF-8 text file (a spec, a JSON document); InputError naming the file otherwise."""
+    data = read_input_bytes(path, what, max_bytes)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {what} {path}: not UTF-8 text (byte {exc.start}: "
+                         f"{data[exc.start:exc.start + 1]!r})") from None
