@@ -1195,7 +1195,9 @@ def _read_codecs(t: _Text, intent: Intent) -> None:
 def _foreign_table() -> list[tuple[str, re.Pattern[str]]]:
     rows = [(str(name), str(p).lower()) for name, ps in (vocabulary().get("foreign_codecs") or {}).items() for p in ps]
     rows.sort(key=lambda r: len(r[1]), reverse=True)
-    return [(n, re.compile(_phrase_pattern(p))) for n, p in rows]
+    # a variant of the name is the same compressor ("sperr-gpu", "mgard_x", "zstd19")
+    return [(n, re.compile(_phrase_pattern(p) if " " in p else rf"(?<![\w.-]){re.escape(p)}(?:[-_]?[\w]+)?(?![\w-])"))
+            for n, p in rows]
 
 
 def _read_foreign_codecs(t: _Text, intent: Intent) -> None:
@@ -1392,6 +1394,18 @@ _REQUEST_CUE = re.compile(r"\b(?:please|can\s+you|could\s+you|would\s+you|will\s
                           re.IGNORECASE)
 
 
+_CODEC_LEAD = r"(?:with|using|use|evaluate|compare|test|benchmark|try|run|codec|compressor|用|使用|压缩器)"
+_CODEC_TAIL = r"(?:at|on|in|for|with|vs\.?|versus|against|and|or|mode|压缩|在|和|与)"
+
+
+def _in_codec_position(clause: str, word: str) -> bool:
+    """Whether an unknown word sits where a codec's name goes: "evaluate X at", "compress with X", "X vs sz3"."""
+    w = re.escape(word)
+    low = clause.lower()
+    return bool(re.search(rf"(?<![\w-]){_CODEC_LEAD}\s+{w.lower()}(?:\s+{_CODEC_TAIL}\b|\s*$|\s*[,;?.])", low)
+                or re.search(rf"(?<![\w-]){w.lower()}\s+(?:vs\.?|versus|against)\s", low))
+
+
 def _is_context(clause: str) -> bool:
     """A statement about the user's work ("we ran WRF last week", "In cosmology we care about
     power spectra"), not a request: its words are reported as not used, not asked about."""
@@ -1436,6 +1450,13 @@ def _account(t: _Text, intent: Intent) -> None:
                 intent.missing.append(Pending(slot="codecs", detail=w, candidates=close or codec_words,
                                               question=""))
                 continue
+            if (not intent.codecs and not intent.codec_groups and len(lw) >= 3 and not _CJK.search(w)
+                    and _in_codec_position(piece_full, w)):
+                # "evaluate fancyzip at rel 1e-3": the codec slot holds a name perfscout does not know
+                intent.missing.append(Pending(slot="codecs", detail=w, candidates=usable_codecs(),
+                                              question=_say(intent, "codecs_not_known", detail=w,
+                                                            known=", ".join(usable_codecs()) or "none")))
+                continue
             close = difflib.get_close_matches(lw, [a for a, _ in _dataset_aliases()], n=3, cutoff=0.8)
             if close and len(lw) >= 5:
                 cands = sorted({n for a, n in _dataset_aliases() if a in close})
@@ -1469,6 +1490,8 @@ _Q = {
         "codecs_foreign": "\"{detail}\" ({name}) is not a compressor perfscout can run: it has no wrapper for it, so "
                           "it is not installed here. Answer 'ignore' to go on without it, or name one to use instead "
                           "(usable here: {known}).",
+        "codecs_not_known": "\"{detail}\" is not a compressor I know, and none by that name is installed here. Which "
+                            "one should I use: {known}? (or 'all')",
         "codec_foreign_note": "{name} was asked for, but perfscout has no wrapper for it (not installed here)",
         "data_unavailable": "The field {detail} ({description}) is not available here: {reason}. Which field should I "
                             "use instead: {cands}?",
@@ -1525,6 +1548,7 @@ _Q = {
         "codecs": "用哪个（些）压缩器？这里可用：{known}；或者回答“全部”。",
         "codecs_foreign": "“{detail}”（{name}）不是 perfscout 能运行的压缩器：没有它的封装，这里也没有安装。回答“忽略”跳过它继续，"
                           "或者换一个（这里可用：{known}）。",
+        "codecs_not_known": "我不认识压缩器“{detail}”，这里也没有叫这个名字的压缩器。用哪个：{known}？（或者“全部”）",
         "codec_foreign_note": "请求里有 {name}，但 perfscout 没有它的封装（这里未安装）",
         "data_unavailable": "场 {detail}（{description}）在这里不可用：{reason}。改用哪个场：{cands}？",
         "mode": "{bounds} 是绝对误差界（abs）、相对于值域的误差界（rel），还是逐点相对误差（pw_rel）？",
