@@ -1,10 +1,10 @@
-"""Format 4's step on fields far from zero (format.offset_step): bytes and outliers, CPU.
+"""Format 4's step on fields far from zero (format.rounding_step): bytes and outliers, CPU.
 
-    python3 benchmarks/szp_offset_step.py --data ../shared/data --out benchmarks/results/szp_offset_step_cpu.json
+    python3 benchmarks/szp_rounding_step.py --data ../shared/data --out benchmarks/results/szp_rounding_step_cpu.json
 
-For each field and REL bound: the format 4 stream as written (offset step where it
-applies), the same stream with the step at 2 * check (offset_step switched off in this
-process only), their outlier counts, and cuSZp's 1-D outlier-mode size from
+For each field and REL bound: the format 4 stream as written (its step leaves room for
+the encoder's rounding), the same stream with the step at 2 * check (rounding_step
+switched off in this process only), their outlier counts, and cuSZp's 1-D outlier-mode size from
 ``cuszp_model.py`` and how many of its reconstructions (``cuszp_model.reconstruct``) miss
 the bound: it does not check them, and on these fields they miss by the same rounding. szp sizes are exact (the reference writes the streams the
 GPU writes; the step comes from the host for both). Every stream is decoded and its
@@ -12,8 +12,8 @@ bound checked here.
 
 Fields: temperature-, pressure- and density-like synthetic fields (a smooth pattern
 plus noise on a physical offset), and the real fields of ``--data`` as they are and
-shifted by an offset (real structure far from zero); a field that reaches zero is
-unaffected, which its rows show.
+shifted by an offset (real structure far from zero); on a field that reaches zero the
+room is tiny, which its rows show.
 """
 
 from __future__ import annotations
@@ -70,15 +70,15 @@ def fields(data: Path) -> list[tuple[str, np.ndarray]]:
 
 def stream(x: np.ndarray, rel: float, offset: bool) -> bytes:
     """The format 4 stream with the block shape szp chooses (its samples quantised with
-    the same step), the offset step on or off."""
-    keep = F.offset_step
+    the same step), the rounding room on or off."""
+    keep = F.rounding_step
     if not offset:
-        F.offset_step = lambda check, frange: None
+        F.rounding_step = lambda check, frange: None
     try:
         bnd = A.choose_for(x, "rel", rel).block_ndim
         s = F.encode(x, "rel", rel, bnd, auto_block=True)
     finally:
-        F.offset_step = keep
+        F.rounding_step = keep
     h = F.parse_header(s)
     err = np.abs(F.decode(s).astype(np.float64) - x.astype(np.float64))
     assert float(np.nanmax(err)) <= h.abs_bound, (rel, bnd, offset)
@@ -88,7 +88,7 @@ def stream(x: np.ndarray, rel: float, offset: bool) -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    ap.add_argument("--out", default="szp_offset_step_cpu.json")
+    ap.add_argument("--out", default="szp_rounding_step_cpu.json")
     args = ap.parse_args()
     t0 = time.time()
     rows = []
@@ -102,7 +102,7 @@ def main() -> None:
             cz_viol = int(np.count_nonzero(cz_err > qz.abs_bound))
             row = {"field": name, "shape": list(x.shape), "rel": rel,
                    "block_ndim": hn.block_ndim, "block_ndim_step_2check": ho.block_ndim,
-                   "abs_bound": qz.abs_bound, "offset_step": hn.step != ho.step,
+                   "abs_bound": qz.abs_bound, "rounding_step": hn.step != ho.step,
                    "cr": x.nbytes / len(new), "outliers": hn.n_outliers,
                    "cr_step_2check": x.nbytes / len(old), "outliers_step_2check": ho.n_outliers,
                    "cuszp_outlier_model_cr": x.nbytes / cz, "cuszp_bound_violations": cz_viol,

@@ -359,7 +359,7 @@ def test_abs_bound_resolution_matches_the_encoders() -> None:
 
 
 def test_the_choice_quantises_with_the_streams_step_on_a_field_far_from_zero(monkeypatch) -> None:
-    """A field far from zero gets format 4's offset step in rel mode (format.offset_step):
+    """A field far from zero gets format 4's rounding room in rel mode (format.rounding_step):
     the candidates are compressed with that step, not only that bound. Small enough to be
     compressed whole, the choice's sizes are the streams' own, byte for byte; sampled,
     every sample is handed the field's range."""
@@ -371,7 +371,7 @@ def test_the_choice_quantises_with_the_streams_step_on_a_field_far_from_zero(mon
     streams = {b: F.encode(small, "rel", rel, b) for b in A.candidates(small.ndim)}
     assert {b: len(s) for b, s in streams.items()} == choice.sample_bytes
     qz = F.resolve_quantizer(np.dtype(np.float32), "rel", rel, F.finite_range(small))
-    assert qz.step < 2 * qz.check  # the offset step is what this exercises
+    assert qz.step < 2 * qz.check * (1 - 1e-3)  # a step well below 2 * check is what this exercises
     big = (280 + np.cumsum(rng.standard_normal((16, 96, 128)), axis=2) * 0.05).astype(np.float32)
     assert A.sample_geometry(big.shape) is not None
     seen = []

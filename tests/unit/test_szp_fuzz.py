@@ -69,7 +69,7 @@ def _values(rng: np.random.Generator, kind: int, n: int, scale: float, bound: fl
         x = rng.integers(-(2**27), 2**27, n) * 2 * bound + rng.choice([0, 1e-12, -1e-12], n)
     elif kind == 6:  # a step function
         x = np.where(np.arange(n) < n // 2, scale, -scale) + rng.standard_normal(n)
-    else:  # far from zero (a temperature in kelvin): format 4's offset step, near eps * |x|
+    else:  # far from zero (a temperature in kelvin): format 4's rounding step, bounds near eps * |x|
         spread = scale * 10.0 ** rng.uniform(-7, -1)
         x = rng.choice([-1.0, 1.0]) * scale + np.cumsum(rng.standard_normal(n)) * spread
     return x

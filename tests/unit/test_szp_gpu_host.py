@@ -383,7 +383,7 @@ def test_driver_with_corner_blocks_rel_mode_and_format_2(fake_cupy, bnd, mode, b
 
 
 @pytest.mark.parametrize("bnd", [1, 2])
-def test_driver_gives_the_kernels_the_offset_step_of_a_field_far_from_zero(fake_cupy, bnd) -> None:
+def test_driver_gives_the_kernels_the_rounding_step_of_a_field_far_from_zero(fake_cupy, bnd) -> None:
     """Format 4's step on a field far from zero comes from the host's resolve_quantizer with
     the device range pass's min/max: the driver's header (and the quantiser it launches
     with) must be the reference's."""

@@ -265,11 +265,11 @@ def test_version_3_is_smaller_than_version_2_on_smooth_fields() -> None:
         x = _smooth((16, 64, 64), np.float32)
         for rel in (1e-2, 1e-3, 1e-4):
             v2 = F.encode(x, "rel", rel, bnd, version=2)
-            v3 = F.encode(x, "rel", rel, bnd)
+            v3 = F.encode(x, "rel", rel, bnd, version=3)
             # the header grows by 16 bytes; the blocks never cost more
             assert len(v3) <= len(v2) + 32, (bnd, rel)
             assert np.array_equal(F.decode(v2), F.decode(v3))
-        assert len(F.encode(x, "rel", 1e-2, bnd)) < 0.95 * len(F.encode(x, "rel", 1e-2, bnd, version=2))
+        assert len(F.encode(x, "rel", 1e-2, bnd, version=3)) < 0.95 * len(F.encode(x, "rel", 1e-2, bnd, version=2))
 
 
 @pytest.mark.parametrize("name", ["v1_f32_2d_rel1e-3", "v1_f64_1d_abs1e-4"])
@@ -608,7 +608,7 @@ def test_forged_chain_flags_are_rejected() -> None:
         F.decode(body + zlib.crc32(body).to_bytes(4, "little"))
 
 
-# -- the step on a field far from zero (format 4 writers: format.offset_step) ------------
+# -- the step on a field far from zero (format 4 writers: format.rounding_step) ------------
 
 
 def _far_from_zero(shape: tuple[int, ...], offset: float, spread: float) -> np.ndarray:
@@ -632,7 +632,7 @@ def test_a_field_far_from_zero_gets_fewer_rounding_outliers(monkeypatch, offset,
     x = _far_from_zero((24, 40, 40), offset, spread)
     new = F.encode(x, "rel", rel, 3)
     with monkeypatch.context() as m:
-        m.setattr(F, "offset_step", lambda check, frange: None)
+        m.setattr(F, "rounding_step", lambda check, frange: None)
         old = F.encode(x, "rel", rel, 3)
     hn, ho = F.parse_header(new), F.parse_header(old)
     assert ho.n_outliers >= 50 and hn.n_outliers <= ho.n_outliers // 4
@@ -645,32 +645,37 @@ def test_a_field_far_from_zero_gets_fewer_rounding_outliers(monkeypatch, offset,
     assert F.parse_header(F.encode(x, "rel", rel, 3, version=3)).step == ho.step  # format 3 writers: unchanged
 
 
-def test_fields_that_reach_zero_and_abs_mode_keep_step_two_check() -> None:
-    """The offset step is for fields whose every value is large: one that crosses or
-    nears zero keeps 2 * check (its rounding failures are rare), and so does abs mode,
-    where the encoders have no range pass."""
-    centred = _smooth((24, 40, 40), np.float32)
-    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", 1e-5, F.finite_range(centred))
-    assert qz.step == 2 * qz.check
-    assert F.parse_header(F.encode(centred, "rel", 1e-5, 3)).step == 2 * float(qz.check)
+def test_abs_mode_and_format_3_writers_keep_step_two_check() -> None:
+    """abs mode has no range pass, so its step stays 2 * check; so does every format 3
+    writer. A field near zero in rel mode gets the rounding room too, but there it is
+    tiny: the step moves by a few ulps and nearly nothing else changes."""
     x = _far_from_zero((24, 40, 40), 280, 30)
     h = F.parse_header(F.encode(x, "abs", 1e-3, 3))
     assert h.step == 2 * float(F.resolve_quantizer(np.dtype(np.float32), "abs", 1e-3, None).check)
+    centred = _smooth((24, 40, 40), np.float32)
+    qz = F.resolve_quantizer(np.dtype(np.float32), "rel", 1e-3, F.finite_range(centred))
+    assert 2 * qz.check * (1 - 1e-4) < qz.step < 2 * qz.check
+    v3 = F.resolve_quantizer(np.dtype(np.float32), "rel", 1e-3, F.finite_range(centred), version=3)
+    assert v3.step == 2 * v3.check
 
 
-@pytest.mark.parametrize(("check", "frange", "offset"), [
+@pytest.mark.parametrize(("check", "frange", "applies"), [
     (np.float32(1e-2), (270.0, 310.0), True),
-    (np.float32(1e-2), (-310.0, -270.0), True),   # all negative: far from zero too
-    (np.float32(1e-2), (100.0, 310.0), False),    # values below half the largest
-    (np.float32(1e-2), (-1.0, 310.0), False),     # crosses zero
-    (np.float32(1e-5), (270.0, 310.0), False),    # bound near eps * M: no step meets it
-    (np.float32(1e-2), None, False),              # no range known
+    (np.float32(1e-2), (-310.0, -270.0), True),    # all negative: its magnitude counts
+    (np.float32(1e-2), (100.0, 310.0), True),
+    (np.float32(1e-2), (-1.0, 310.0), True),       # crossing zero: M is still 310
+    (np.float32(1e-5), (270.0, 310.0), False),     # bound near eps * M: no step meets it
+    (np.float32(1e-2), None, False),               # no range known
+    (np.float32(1e-2), (0.0, 0.0), None),          # nothing to leave room for: 2 * check
     (np.float64(1e-12), (270.0, 310.0), True),
 ])
-def test_offset_step_applies_only_where_it_pays(check, frange, offset) -> None:
-    step = F.offset_step(check, frange)
-    if not offset:
+def test_rounding_step_leaves_its_allowance_where_a_step_can(check, frange, applies) -> None:
+    step = F.rounding_step(check, frange)
+    if applies is False:
         assert step is None
+        return
+    if applies is None:
+        assert step == 2 * check
         return
     assert type(step) is type(check) and step < 2 * check
     m = F.ROUNDING_ALLOWANCE * float(np.finfo(type(check)).eps) * max(abs(v) for v in frange)

@@ -319,7 +319,7 @@ def _device_sample(x: Any, geo: SampleGeometry) -> tuple[Any, Any]:
 def _encoded(sample: Any, abs_bound: float, block_ndim: int, version: int | None,
              value_range: tuple[float, float] | None = None) -> F.Header:
     """The header of the sample's stream (on the sample's device); ``value_range``: the
-    field's, for its step (format.offset_step)."""
+    field's, for its step (format.rounding_step)."""
     if _xp(sample) is np:
         kw = {} if version is None else {"version": version}
         return F.parse_header(F.encode(sample, "abs", abs_bound, block_ndim, value_range=value_range, **kw))
@@ -393,7 +393,7 @@ def choose_block_ndim(x: Any, abs_bound: float, *, version: int | None = None,
     only) is the stream format the reference writes for the sample, by default its own;
     a CuPy array's sample gets the format the kernels write. ``value_range``: x's finite
     (min, max) when the compressor has it (``rel`` mode's range pass): the samples then
-    get the stream's own step (format.offset_step), not only its bound.
+    get the stream's own step (format.rounding_step), not only its bound.
     """
     eb = _check(x, abs_bound)
     if _xp(x) is np:

@@ -79,16 +79,15 @@ CHAIN_SRC = {1: 31, 2: 7, 3: 3}
 #: rounds down to the check bound in the data's own arithmetic is still <= the bound.
 CHECK_ULPS = 4
 #: The step leaves this many eps * M (M: the largest finite magnitude) of the check bound
-#: for the encoder's own rounding, on a field whose values all sit far from zero (see
-#: offset_step). Three roundings (1/step, x * recip, q * step) can move a reconstruction
+#: for the encoder's own rounding (see rounding_step). Three roundings (1/step, x * recip, q * step) can move a reconstruction
 #: by up to 1.5 eps * M beyond the ideal step / 2, but rarely do: 0.5 covers nearly
 #: every element, and the check still stores the rare one beyond as an outlier. Of
 #: 0.5, 0.75, 1, 1.5 and 2, 0.5 left the fewest bytes over 24 field/bound pairs
-#: (benchmarks/szp_offset_step.py), also because a smaller allowance still fits under
+#: (benchmarks/szp_rounding_step.py), also because a smaller allowance still fits under
 #: half of check at tighter bounds.
 ROUNDING_ALLOWANCE = 0.5
-#: The first format whose writers take offset_step (the decoder reads any normal step).
-OFFSET_STEP_VERSION = 4
+#: The first format whose writers take rounding_step (the decoder reads any normal step).
+ROUNDING_STEP_VERSION = 4
 #: Block shape (z, y, x) per block dimensionality; each holds 32 elements.
 BLOCK_SHAPES: dict[int, tuple[int, int, int]] = {1: (1, 1, 32), 2: (1, 4, 8), 3: (2, 4, 4)}
 DTYPE_CODES = {np.dtype("float32"): 1, np.dtype("float64"): 2}
@@ -215,7 +214,7 @@ class Quantizer:
 
     abs_bound: float  # resolved absolute bound (double)
     check: np.floating  # the bound each reconstruction is checked against, in dtype
-    step: np.floating  # quantisation step in dtype (2 * check, or less: offset_step)
+    step: np.floating  # quantisation step in dtype (2 * check, or less: rounding_step)
     recip: np.floating  # dtype(1 / step), the multiplier the encoder quantises with
 
 
@@ -262,11 +261,11 @@ def resolve_quantizer(
     host with the same (exact) finite min/max, so they agree to the bit.
 
     ``frange`` (finite min, max; None when unknown): the range a ``rel`` bound is taken
-    over, and in either mode what :func:`offset_step` reads. The encoders pass it in
+    over, and in either mode what :func:`rounding_step` reads. The encoders pass it in
     ``rel`` mode only (``abs`` mode has no range pass); the block-shape choice passes the
-    stream's own, so its samples get the stream's step. ``version``: the format the
+    stream's own, so its samples get the stream's step (rounding_step). ``version``: the format the
     stream is written in; writers of formats 2 and 3 keep ``step = 2 * check`` (their
-    published streams stay reproducible byte for byte), format 4's take offset_step."""
+    published streams stay reproducible byte for byte), format 4's take rounding_step."""
     if mode not in MODE_CODES:
         raise CodecError(f"szp supports modes abs and rel, not {mode!r}")
     if not (math.isfinite(bound) and bound > 0):
@@ -296,7 +295,7 @@ def resolve_quantizer(
         check = T(0)
     check = min(check, cap)
     if check > 0:
-        step = (offset_step(check, frange) if version >= OFFSET_STEP_VERSION else None) or T(2.0 * float(check))
+        step = (rounding_step(check, frange) if version >= ROUNDING_STEP_VERSION else None) or T(2.0 * float(check))
     else:
         # A zero bound (a constant field in rel mode, or a bound below the dtype's
         # smallest normal): only exact reconstructions pass the check. For a constant
@@ -308,28 +307,27 @@ def resolve_quantizer(
     return Quantizer(abs_bound=eb, check=check, step=step, recip=recip)
 
 
-def offset_step(check: np.floating, frange: tuple[float, float] | None) -> np.floating | None:
-    """A step below ``2 * check`` for a field far from zero, or None (the step stays 2 * check).
+def rounding_step(check: np.floating, frange: tuple[float, float] | None) -> np.floating | None:
+    """A step below ``2 * check`` that leaves room for the encoder's rounding, or None
+    (the step stays 2 * check).
 
     With the step at 2 * check, an element whose quantisation error is within the
-    encoder's rounding (about 1.5 eps * |x|) of check fails the check and is stored
-    whole as an outlier. Near zero that is rare; on a field offset far from zero (a
-    temperature in kelvin, a pressure, a density: every value near the largest magnitude
-    M) it can be most elements once the bound nears eps * M, and each costs 8 + itemsize
-    bytes. Leaving m = ROUNDING_ALLOWANCE * eps * M of check to the rounding costs about
-    1.44 m / check bits per element instead, and (nearly) no element fails. It pays only when
-    every value is large, so it applies when the smallest finite magnitude is at least
-    M / 2 and m is at most half of check (a smaller bound than that cannot be met on
-    a step grid: the outliers stay, as before). Only ``step`` travels in the stream, and
-    both encoders get it from here, so they still write the same bytes.
+    encoder's rounding (up to about 1.5 eps * |x|) of check fails the check and is stored
+    whole as an outlier (8 + itemsize bytes). On a field far from zero (a temperature in
+    kelvin, a pressure, a density) that can be most elements once the bound nears
+    eps * M, M the largest finite magnitude; near zero it is a few. Leaving
+    m = ROUNDING_ALLOWANCE * eps * M of check to the rounding costs about 1.44 m / check
+    bits per element instead, and (nearly) no element fails: where m is tiny beside check
+    both the cost and the outliers are, and where it is not the outliers cost far more
+    (benchmarks/szp_offset_step.py: never measurably worse, up to 2.3x smaller). It
+    applies when the range is known and m is at most half of check (a smaller bound
+    cannot be met on a step grid at that magnitude: the outliers stay, as before). Only
+    ``step`` travels in the stream, and both encoders get it from here, so they still
+    write the same bytes.
     """
     if not frange:
         return None
-    lo, hi = float(frange[0]), float(frange[1])
-    big = max(abs(lo), abs(hi))
-    small = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
-    if small < 0.5 * big:
-        return None
+    big = max(abs(float(frange[0])), abs(float(frange[1])))
     T = type(check)
     c = float(check)
     m = ROUNDING_ALLOWANCE * float(np.finfo(T).eps) * big
