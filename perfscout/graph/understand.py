@@ -136,7 +136,7 @@ class _Text:
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 #: 1e-3, 0.001, 1x10^-3, 1×10⁻³, 10^-3, 10**-3, 0.1%, 5e-4
-NUMBER = (rf"(?<![\w.])(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
+NUMBER = (rf"(?<!\w)(?<!(?<!\.)\.)(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
           rf"{_NUM_CORE}\s*%?)")
 _ZH_FRACTION = "|".join(sorted(vocabulary()["zh_fractions"], key=len, reverse=True))
 ZH_NUMBER = rf"(?:{_ZH_FRACTION})\s*(?:[一二两三四五六七八九十]|\d+(?:\.\d+)?)+"
@@ -372,6 +372,7 @@ def normalise(text: str) -> str:
     s = s.replace("−", "-").replace("–", " to ").replace("—", " to ").replace("\u00a0", " ")
     s = _ZH_POWER.sub(_zh_power, s)
     s = _PERCENT_WORD.sub(r"\1%", s)  # "0.1 percent" -> "0.1%"
+    s = re.sub(r"(?<![\w-])(abs|rel|pw_rel|psnr|rate)(?=\d|\.\d)", r"\1 ", s, flags=re.IGNORECASE)  # "rel1e-3"
     s = _ONE_IN.sub(lambda m: f"{1 / _ONE_IN_WORDS[' '.join(m.group(1).lower().split())]:g}", s)
     return " ".join(_space_scripts(s).split())
 
@@ -820,8 +821,9 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
     for s_, e_, mode in list(mode_hits):
         if mode in ("psnr", "ratio", "fixed_rate"):
             # these take plain numbers: "fixed-rate mode at 8", "psnr mode 80", "rate 8", "码率为 8"
-            plain = r"\d+(?:\.\d+)?(?![\w.]|\s*(?:x\b|×|倍|:1|db\b|%))"
-            lead = r"\s*(?:mode|bound|target|模式)?\s*(?:of|at|=|:|with|to|为|是|设为|取)?\s*"
+            plain = (r"\d+(?:\.\d+)?(?:\s*db\b)?(?![\w.]|\s*(?:x\b|×|倍|:1|%))" if mode == "psnr"  # "40, 60 and 80 dB"
+                     else r"\d+(?:\.\d+)?(?![\w.]|\s*(?:x\b|×|倍|:1|db\b|%))")
+            lead = r"\s*(?:mode|bounds?|targets?|values?|settings?|模式|分别)?\s*(?:of|at|=|:|with|to|为|是|设为|取)?\s*"
             tail = re.match(rf"{lead}({plain}(?:{_BOUND_JOIN}{plain})*)", t.low[e_:])
             if tail and not t.free(e_, e_ + tail.end()):  # "psnr 80 and 5 repeats": the list stops where a slot begins
                 tail = re.match(rf"{lead}({plain})", t.low[e_:])
@@ -1302,6 +1304,8 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
                     continue
             if q == "compare_runs" and (intent.codecs or intent.data) and not intent.runs:
                 continue
+            if q == "sweep" and not intent.sweep_spec and (intent.codecs or intent.data or intent.codec_groups):
+                continue  # "sweep sz3 over rel 1e-1..1e-4 on X": the bounds of one measurement
             if q in ("describe_machine", "list_codecs") and (intent.data or intent.codecs or intent.bounds):
                 continue
             intent.question = q  # type: ignore[assignment]
