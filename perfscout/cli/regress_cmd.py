@@ -116,6 +116,15 @@ def regress_command(
         fields = [f.strip() for f in match.split(",") if f.strip()] if match else None
         result = G.compare_runs(sources[0], sources[1], threshold=threshold, quality_threshold=quality_threshold,
                                 alpha=alpha, min_repeats=min_repeats, match=fields, metrics=metric or None)
+        if not result.tasks:
+            # Nothing compared is no verdict at all: as exit 0 it would pass a CI gate that
+            # compared the wrong runs (different tasks, a renamed dataset, a typo in a path).
+            def some(keys: list[str]) -> str:
+                return (", ".join(keys[:3]) + (f", ... ({len(keys)})" if len(keys) > 3 else "")) or "none"
+
+            fail(f"no task of {sources[1]} pairs with one of {sources[0]}: nothing was compared (baseline only: "
+                 f"{some(result.baseline_only)}; candidate only: {some(result.candidate_only)}); pair on fewer "
+                 "fields with --match, e.g. --match dataset,codec")
         written = G.write_regression_report(result, md=md, html=html) if (md or html) else []
     except PerfscoutError as exc:
         fail(str(exc))

@@ -101,6 +101,34 @@ def _write_atomic(path: Path, text: str) -> None:
     write_atomic(path, text)
 
 
+#: What a sweep writes in its run directory (the layout above): a folder holding only these
+#: is a run directory (perhaps one stopped before its store existed).
+RUN_DIR_NAMES = frozenset({"spec.yaml", "spec.resolved.json", "platform.json", STORE_NAME, f"{STORE_NAME}-wal",
+                           f"{STORE_NAME}-shm", f"{STORE_NAME}-journal", "results.parquet", "results.csv", "raw",
+                           "report.md", "report.html", "plots", ".perfscout.lock"})
+
+
+def _check_out_is_a_run_dir(out: Path) -> None:
+    """InputError unless ``out`` is new, empty, or a sweep's run directory: a sweep writes
+    results.csv, report.md, spec.yaml, platform.json there, and a folder of the user's that
+    holds files of those names (or any others) must not be written over."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(f"cannot use {out} as the run directory: it is a file, not a directory")
+    try:
+        entries = sorted(os.listdir(out))
+    except OSError as exc:
+        raise InputError(f"cannot read the run directory {out}: {exc.strerror or exc}") from None
+    if (out / STORE_NAME).is_file():
+        return
+    foreign = [e for e in entries if e not in RUN_DIR_NAMES and not e.startswith("spec.session-")]
+    if foreign or any(e in RUN_DIR_NAMES - {".perfscout.lock", "raw"} for e in entries):
+        shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")
+        raise InputError(f"{out} holds files that are not a sweep's ({shown}); a sweep writes results.csv, "
+                         "report.md, spec.yaml, platform.json and more there: choose a new or empty --out")
+
+
 def _mem_available_mb() -> float:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -287,6 +315,7 @@ class SweepRunner:
         # The spec is expanded (every dataset sized, every task validated) before anything is
         # written: a spec refused here leaves no run directory and no empty store behind.
         planned = expand(self.spec)
+        _check_out_is_a_run_dir(self.out)
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash

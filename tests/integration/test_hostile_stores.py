@@ -1,0 +1,137 @@
+"""Hostile run directories and result stores: what the user already had is never written
+over, a damaged store is a clear error, and a comparison of nothing is no verdict.
+
+Real sweeps (one tiny zfp task each, real SQLite stores) are run once per module; the
+cases copy and damage them: truncated, random bytes, a row whose bound broke, a store
+held by another writer, a folder of the user's given as ``--out``, two runs that share
+no task.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from perfscout.cli import app
+
+runner = CliRunner()
+SPEC = "name: tiny\nrepeats: 1\ndatasets: [{{synthetic: 'grf:{shape}'}}]\ncodecs: [zfp]\nmodes: [abs]\nbounds: [1.0e-2]\n"
+
+
+def _clean(result, code: int, needle: str) -> None:  # noqa: ANN001 - click's Result
+    exc = result.exception
+    assert exc is None or isinstance(exc, SystemExit), f"escaped: {exc!r}"
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == code, (result.exit_code, said, result.stdout[-300:])
+    assert needle in said and "Traceback" not in said and "unexpected" not in said, said
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("stores")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFSCOUT_HOME", str(d / "home"))
+        for name, shape in (("a", "8,8"), ("b", "8,16")):
+            spec = d / f"{name}.yaml"
+            spec.write_text(SPEC.format(shape=shape))
+            out[name] = d / f"run_{name}"
+            result = runner.invoke(app, ["sweep", str(spec), "--out", str(out[name]), "--no-progress"])
+            assert result.exit_code == 0, result.stderr
+            out[f"{name}.yaml"] = spec
+    return out
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".perfscout.lock"))
+    return dst
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random"])
+def test_a_damaged_store_is_a_clear_error_everywhere(damage: str, runs: dict[str, Path], tmp_path: Path) -> None:
+    bad = _copy(runs["a"], tmp_path / "bad")
+    store = bad / "results.sqlite"
+    data = store.read_bytes()
+    store.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
+    damaged = store.read_bytes()
+    needle = "cannot open results store"
+    _clean(runner.invoke(app, ["report", str(bad)]), 2, needle)
+    _clean(runner.invoke(app, ["export", str(bad)]), 2, needle)
+    _clean(runner.invoke(app, ["regress", str(runs["a"]), str(bad)]), 2, needle)
+    _clean(runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(bad), "--resume", "--no-progress"]),
+           2, needle)
+    assert store.read_bytes() == damaged, "a damaged store was written to"
+    assert not (bad / "report.md").exists() or (runs["a"] / "report.md").exists()
+
+
+def test_a_user_folder_is_never_a_run_directory(runs: dict[str, Path], tmp_path: Path) -> None:
+    """``--out`` naming a folder of the user's (their report.md, results.csv) is refused;
+    before, the sweep wrote its own files of those names over them."""
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes")
+    (mine / "results.csv").write_text("my,table\n")
+    result = runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(mine), "--no-progress", "--report"])
+    _clean(result, 2, "holds files that are not a sweep's")
+    assert (mine / "report.md").read_text() == "my notes" and (mine / "results.csv").read_text() == "my,table\n"
+    assert sorted(os.listdir(mine)) == ["report.md", "results.csv"]
+    # an empty folder and the sweep's own run directory (resumed) are fine
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(empty), "--no-progress"]).exit_code == 0
+    again = runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(empty), "--resume", "--no-progress"])
+    assert again.exit_code == 0 and "1 already done" in " ".join(again.stderr.split() + again.stdout.split())
+
+
+def test_runs_that_share_no_task_are_not_a_verdict(runs: dict[str, Path]) -> None:
+    """Two sweeps of different fields: nothing pairs. That used to print "too noisy to tell"
+    and exit 0, which passes a CI gate that compared the wrong runs."""
+    result = runner.invoke(app, ["regress", str(runs["a"]), str(runs["b"])])
+    _clean(result, 2, "nothing was compared")
+    assert "--match" in " ".join(result.stderr.split())
+    as_json = runner.invoke(app, ["regress", str(runs["a"]), str(runs["b"]), "--json"])
+    _clean(as_json, 2, "nothing was compared")
+    assert as_json.stdout == ""
+    # paired on fewer fields they compare (two fields of different sizes: the ratio differs, exit 1)
+    paired = runner.invoke(app, ["regress", str(runs["a"]), str(runs["b"]), "--match", "codec,mode,bound"])
+    assert paired.exit_code in (0, 1) and "1 task(s) compared" in " ".join(paired.stdout.split()), paired.stderr
+
+
+def test_a_violated_bound_is_never_exported(runs: dict[str, Path], tmp_path: Path) -> None:
+    broken = _copy(runs["a"], tmp_path / "broken")
+    with sqlite3.connect(broken / "results.sqlite") as db:
+        db.execute("UPDATE results SET bound_ok = 0, status = 'bound_violated', max_abs_err = 1.0")
+    _clean(runner.invoke(app, ["export", str(broken)]), 2, "held its bound")
+    named = runner.invoke(app, ["export", str(broken), "--codec", "zfp", "--mode", "abs", "--bound", "0.01", "--json"])
+    _clean(named, 2, "held its bound")
+    assert named.stdout == ""
+
+
+def test_a_store_held_by_another_writer(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A second sweep on a run directory another sweep holds is refused at once (one
+    writer per store); the lock is the sweep's flock, taken here by a real second holder."""
+    from perfscout.sweep.lock import RunDirLock
+
+    held = _copy(runs["a"], tmp_path / "held")
+    release, taken = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with RunDirLock(held, command="test holder"):
+            taken.set()
+            release.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        assert taken.wait(10)
+        result = runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(held), "--resume", "--no-progress"])
+        _clean(result, 2, "test holder")
+    finally:
+        release.set()
+        t.join()
