@@ -47,7 +47,7 @@ def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | N
         if exc.errno == errno.ELOOP:
             raise InputError(f"cannot read {what} {p}: it is a symlink loop") from None
         if exc.errno == errno.ENOENT:
-            raise InputError(f"{what} not found: {p}") from None
+            raise InputError(f"{what} not found: {p} (cannot read it: no such file)") from None
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"cannot read {what} {p}: it is a directory, not a file")

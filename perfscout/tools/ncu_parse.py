@@ -238,8 +238,37 @@ def parse_raw_csv(text: str, source: str = "", keep: Callable[[str], bool] | Non
     finally:
         if gc_was_enabled:
             gc.enable()
+    for suspect in _suspect_cells(kernels, rows, metric_cols):
+        warnings.append(suspect)
+        log.warning("%s: %s", source or "ncu CSV", suspect)
     return NcuReport(source=source, kernels=kernels, banner=banner + stray, warnings=warnings,
                      columns=header, units={h: u for h, u in units.items() if u})
+
+
+def _suspect_cells(kernels: list[KernelProfile], rows: list[list[str]],
+                   metric_cols: list[tuple[int, str, float, str, str, dict[str, Metric]]]) -> list[str]:
+    """What a hand-edited or damaged profile holds that ncu never prints, said once each:
+    a launch whose duration cell is no finite number (its time is unknown: it is left out
+    of the time ranking, not counted as zero), and a metric column that appears twice with
+    copies that disagree (the last non-empty cell is the one read)."""
+    out: list[str] = []
+    untimed = [(k.id, k.metrics[n].raw) for k in kernels for n in DURATION_METRICS[:1]
+               if n in k.metrics and not isinstance(k.metrics[n].value, float)]
+    if untimed:
+        shown = ", ".join(f"ID {i}: {raw!r}" for i, raw in untimed[:3]) + (", ..." if len(untimed) > 3 else "")
+        out.append(f"launch duration ({DURATION_METRICS[0]}) is not a finite number in {len(untimed)} launch(es) "
+                   f"({shown}); their time is unknown and they are left out of the time ranking")
+    positions: dict[str, list[int]] = {}
+    for i, name, *_ in metric_cols:
+        positions.setdefault(name, []).append(i)
+    for name, idx in positions.items():
+        if len(idx) < 2:
+            continue
+        clash = next((r for r in rows if len({r[i] for i in idx if r[i] != ""}) > 1), None)
+        if clash is not None:
+            out.append(f"column {name!r} appears {len(idx)} times and its copies disagree (launch ID {clash[0]}: "
+                       f"{', '.join(repr(clash[i]) for i in idx)}); the last non-empty cell is the one read")
+    return out
 
 
 def _launch_rows(body: list[list[str]], width: int) -> tuple[list[list[str]], list[tuple[int, list[str]]]]:

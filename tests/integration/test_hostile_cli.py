@@ -302,3 +302,27 @@ def test_json_of_a_refusal_is_empty_stdout(bad: Path) -> None:
     assert result.stdout == ""
     with pytest.raises(json.JSONDecodeError):
         json.loads(result.stdout)
+
+
+HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+        '"Device","CC",{metrics}\n"","","","","","","","","","","",{units}\n')
+ROW = '"0","1","p","h","k","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0",{cells}\n'
+
+
+@pytest.mark.parametrize(("metrics", "units", "cells", "needle"), [
+    ('"gpu__time_duration.sum"', '"nsecond"', '"abc"', "is not a finite number in 1 launch(es) (ID 0: 'abc')"),
+    ('"gpu__time_duration.sum"', '"nsecond"', '"inf"', "is not a finite number in 1 launch(es) (ID 0: 'inf')"),
+    ('"gpu__time_duration.sum","gpu__time_duration.sum"', '"nsecond","nsecond"', '"abc","12"',
+     "appears 2 times and its copies disagree"),
+])
+def test_profile_cells_ncu_never_prints_are_said(metrics: str, units: str, cells: str, needle: str,
+                                                 tmp_path: Path) -> None:
+    """A hand-edited or damaged ncu CSV (a duration that is text or infinite, a metric
+    column twice with different values) still diagnoses, and the JSON says what was odd
+    instead of ranking an unknown time as zero in silence."""
+    path = tmp_path / "odd.csv"
+    path.write_text(HEAD.format(metrics=metrics, units=units) + ROW.format(cells=cells))
+    result = runner.invoke(app, ["diagnose", "--ncu-csv", str(path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert any(needle in w for w in doc["warnings"]), doc["warnings"]
