@@ -112,7 +112,19 @@ def check_mode_bound(mode: str, bound: float) -> float:
         raise InputError(f"a target compression ratio must be >= 1, got {value}")
     if mode == "fixed_rate" and value > 64:
         raise InputError(f"fixed_rate is bits per value and must be <= 64, got {value}")
+    if mode == "psnr" and math.sqrt(3.0) * 10 ** (-value / 20) < MIN_BOUND_FACTOR:
+        # the uniform-error bound R·√3·10^(−dB/20) is below 1e-300 of any range: no codec
+        # is handed a bound of 0 or a denormal (the HDF5 filters crash on those)
+        raise InputError(f"a PSNR target of {value:g} dB asks for errors below 1e-300 of the value range, "
+                         f"which no bound can express; targets up to {PSNR_MAX_DB:g} dB can be searched "
+                         "(a lossless result has infinite PSNR: use mode abs with a tiny bound instead)")
     return value
+
+
+#: The smallest bound a searched mode may start from, relative to the value range.
+MIN_BOUND_FACTOR = 1e-300
+#: The largest PSNR target whose starting bound stays above MIN_BOUND_FACTOR · R.
+PSNR_MAX_DB = math.floor(20 * math.log10(math.sqrt(3.0) / MIN_BOUND_FACTOR))
 
 
 FLOAT64_MAX = float(np.finfo(np.float64).max)

@@ -361,6 +361,11 @@ def _evaluate_here(
 
         resolve_threads(metric_threads)  # a bad value is refused before the codec runs
     array = _validated(array, nonfinite)
+    if mode == "ratio" and bound > array.nbytes:
+        # a stream holds at least one byte: such a target cannot be reached by any codec,
+        # and the search would report its closest trial as if the request made sense
+        raise InputError(f"a target ratio of {bound:g} on {array.nbytes} bytes of data would need a stream "
+                         f"smaller than one byte; no codec can exceed {array.nbytes}x here")
     record = CompressionResult(
         run_id=run_id, task_key=task_key, dataset=dataset or field_name or "array",
         shape=shape_str(array.shape), dtype=dtype_tag(array.dtype),
