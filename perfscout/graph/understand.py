@@ -604,6 +604,8 @@ def parse(text: str) -> Intent:
     _read_devices(t, intent)
     _read_metrics(t, intent)
     _read_question(t, intent, cue_spans)
+    if intent.question in CODEC_QUESTIONS:
+        _ask_about_machine_clause(work, intent)
     if intent.question in ("profile", "diagnose") and (intent.codecs or intent.codec_groups or intent.bounds or intent.data):
         # "profile ./a.out and compare sz3 with zfp at ...": one run does one thing; the rest is asked, not dropped
         rest = ", ".join(intent.codecs + [f"{b:g}" for b in intent.bounds] + [d.label() for d in intent.data])
@@ -1320,6 +1322,10 @@ def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int
         intent.question = "fastest_decompress"  # "is sz3 faster than sz2 at decompressing X?"
     if intent.question in (None, "evaluate", "compare", "list_codecs", "describe_machine"):
         _read_about_question(t, intent)
+    if (intent.question in ("evaluate", "compare") and not intent.codecs and not intent.codec_groups
+            and re.search(r"\bwhich\s+(?:codec|compressor|one)s?\b|哪个压缩器|哪种压缩器|哪一个压缩器", t.low)):
+        intent.codec_groups = ["all"]  # "which codec ... at 16x": a choice among all of them
+        intent.question = "best_ratio"
     if intent.question is None and (intent.codecs or intent.data or intent.bounds or intent.codec_groups):
         intent.question = "compare" if len(intent.codecs) >= 2 or intent.codec_groups else "evaluate"
 
@@ -1350,6 +1356,25 @@ def _about_rx(question: str, part: str) -> re.Pattern[str] | None:
     words = sorted({str(w).lower() for w in ((vocabulary().get("about_questions") or {}).get(question) or {}).get(part) or []},
                    key=len, reverse=True)
     return re.compile("|".join(f"(?:{_phrase_pattern(w)})" for w in words)) if words else None
+
+
+def _ask_about_machine_clause(work: str, intent: Intent) -> None:
+    """"compare sz3 and zfp ..., and what is the GPU here?": a second question of its own in a
+    measurement request is asked about, not read as a device or dropped."""
+    low = work.lower()
+    cuts = [0] + [m.end() for m in _CLAUSE.finditer(low)] + [len(low)]
+    nouns, asks = _about_rx("describe_machine", "nouns"), _about_rx("describe_machine", "asks")
+    if nouns is None or asks is None:
+        return
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        clause = low[a:b]
+        if (re.search(r"^\W*(?:what|which|how\s+many|how\s+much|is\s+there|do\s+(?:i|we)\s+have)\b|什么|几个|多少|有没有", clause)
+                and nouns.search(clause) and not re.search(r"\d|\bsz|\bzfp|\bszp|cusz|nvcomp", clause)):
+            text = work[a:b].strip(" ,;:，；。?？")
+            intent.devices = [d for d in intent.devices if not re.search(r"gpu|cuda|显卡|cpu", clause)] or intent.devices
+            intent.missing.append(Pending(slot="clause", detail=text, question=_say(
+                intent, "two_questions", clause=text, first=intent.question)))
+            return
 
 
 def _read_about_question(t: _Text, intent: Intent) -> None:
@@ -1519,6 +1544,9 @@ _Q = {
         "two_requests": "The request asks for two things: to {first}, and a measurement of compressors ({rest}). One "
                         "run does one of them: answer 'ignore' to {first} only, and ask for the measurement in a run of "
                         "its own.",
+        "two_questions": "The request also asks \"{clause}\", a question of its own (it describes this machine). One "
+                         "run answers one: answer 'ignore' to go on with the measurement ({first}), and ask it in a "
+                         "run of its own.",
         "two_modes": "The request names two error modes ({cands}); one run measures every codec in one mode. Which "
                      "one: {cands}?",
         "typo_read": "\"{word}\" read as {meant}",
@@ -1569,6 +1597,8 @@ _Q = {
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
         "two_requests": "这个请求要做两件事：{first}，以及测量压缩器（{rest}）。一次运行只做一件：回答“忽略”只做 {first}，"
                         "测量请另起一次运行。",
+        "two_questions": "这个请求还问了“{clause}”，这是另一个问题（描述这台机器）。一次运行只回答一个：回答“忽略”继续测量（{first}），"
+                         "这个问题请另起一次运行。",
         "two_modes": "请求里有两种误差模式（{cands}）；一次运行对所有压缩器用同一种模式。用哪一种：{cands}？",
         "typo_read": "“{word}”按 {meant} 理解",
         "repeats_zero": "“{written}”不是计时次数：使用默认的 3 次",
