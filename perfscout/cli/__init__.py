@@ -166,6 +166,9 @@ class LazyGroup(TyperGroup):
             _print_error(str(exc))
         except OSError as exc:
             _print_error(_describe_os_error(exc))
+        except MemoryError as exc:
+            _print_error(f"out of memory{f': {exc}' if str(exc) else ''} (the input, or what was asked of it, is "
+                         "larger than this machine's free memory)")
         except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
             import logging
 

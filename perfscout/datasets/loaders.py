@@ -70,6 +70,12 @@ def load_raw(
             f"{p}: expected {expected} bytes for shape {dims} of {dt.name} "
             f"({n} values x {dt.itemsize} bytes) but the file has {actual} bytes{hint}"
         )
+    from perfscout.datasets.synthetic import available_bytes
+
+    have = available_bytes()
+    if 2 * expected > have:  # a sparse file claims any size; the values and their native copy
+        raise InputError(f"{p}: {expected / 2**30:.3g} GiB of {dt.name} values (shape {dims}); loading them needs "
+                         f"about {2 * expected / 2**30:.3g} GiB and {have / 2**30:.3g} GiB is available here")
     raw = np.fromfile(p, dtype=dt.newbyteorder(order), count=n).reshape(dims)
     arr = validate_array(raw, allow_nonfinite=allow_nonfinite, what=str(p))
     return Field(

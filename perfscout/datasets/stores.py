@@ -187,6 +187,26 @@ def resolve_name(names: list[str], wanted: str, p: Path) -> str:
     raise InputError(f"{p}: no variable {wanted!r}{hint}; variables: {', '.join(names) or 'none'}")
 
 
+#: Bytes per element beyond the stored ones that loading surely holds at once (the decoded
+#: float32 copy at least): a floor, so only what cannot fit is refused.
+LOAD_BYTES_PER_ELEMENT = 4
+
+
+def _check_fits_memory(p: Path, info: StoredVariable) -> None:
+    """InputError before reading a variable this machine cannot hold: a chunked HDF5, Zarr
+    or netCDF-4 variable of 4 TiB takes a few KiB on disk (unwritten chunks are the fill
+    value), and the libraries would try to allocate all of it."""
+    from perfscout.datasets.synthetic import available_bytes
+
+    n = math.prod(int(d) for d in info.shape)
+    need = n * (LOAD_BYTES_PER_ELEMENT + (info.dtype.itemsize if info.dtype is not None else 8))
+    have = available_bytes()
+    if need > have:
+        raise InputError(f"{p}:{info.name} has shape {tuple(info.shape)} ({n:.3g} values); loading it needs about "
+                         f"{need / 2**30:.3g} GiB and {have / 2**30:.3g} GiB is available here (perfscout reads a "
+                         "variable whole: slices are not supported)")
+
+
 def _guard(p: Path, what: str, call: Callable[[], Any]) -> Any:
     """Run a reading library's call; its failure on a bad file becomes an InputError.
 
@@ -264,6 +284,7 @@ def _netcdf_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
         info = _guard(p, "netCDF", lambda: _netcdf_record(name, var, classic))
         if info.dtype is None:
             return info, np.empty(0)
+        _check_fits_memory(p, info)
 
         def read() -> np.ndarray:
             var.set_auto_maskandscale(False)  # CF decoding is ours (perfscout.datasets.cf)
@@ -340,6 +361,7 @@ def _hdf5_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
         info = _guard(p, "HDF5", lambda: _h5_record(ds))
         if info.dtype is None or ds.shape is None:
             return info, np.empty(0)
+        _check_fits_memory(p, info)
         values = _guard(p, "HDF5", lambda: np.asarray(ds[()]))
         if ds.chunks is not None:
             expected = math.prod(-(-n // c) for n, c in zip(ds.shape, ds.chunks))
@@ -422,6 +444,7 @@ def _zarr_read(p: Path, wanted: str) -> tuple[StoredVariable, np.ndarray]:
     if info.dtype is None:
         return info, np.empty(0)
     arr = arrays[name]
+    _check_fits_memory(p, info)
     values = _guard(p, "Zarr", lambda: np.asarray(arr[...]))
     _note_unwritten(info, _guard(p, "Zarr", lambda: arr.nchunks_initialized), arr.nchunks, arr.fill_value)
     return info, values

@@ -329,3 +329,34 @@ def test_profile_cells_ncu_never_prints_are_said(metrics: str, units: str, cells
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert any(needle in w for w in doc["warnings"]), doc["warnings"]
+
+
+@pytest.mark.parametrize("kind", ["hdf5", "zarr", "netcdf", "raw"])
+def test_a_variable_larger_than_memory_is_refused_before_reading(kind: str, tmp_path: Path) -> None:
+    """A few KiB on disk can claim terabytes: chunked HDF5/Zarr/netCDF-4 variables whose
+    chunks were never written, a sparse raw file. Refused with the sizes before the library
+    is asked to allocate (h5py raised MemoryError for 4 TiB, which reached the user as a
+    bug)."""
+    n = 2**40
+    if kind == "hdf5":
+        h5py = pytest.importorskip("h5py")
+        path, var = tmp_path / "huge.h5", "v"
+        with h5py.File(path, "w") as f:
+            f.create_dataset(var, shape=(n,), dtype="f4", chunks=(2**20,))
+    elif kind == "zarr":
+        zarr = pytest.importorskip("zarr")
+        path, var = tmp_path / "huge.zarr", "array"
+        zarr.open_array(str(path), mode="w", shape=(2**20, 2**20), chunks=(1024, 1024), dtype="f4")
+    elif kind == "netcdf":
+        netCDF4 = pytest.importorskip("netCDF4")
+        path, var = tmp_path / "huge.nc", "v"
+        with netCDF4.Dataset(path, "w") as d:
+            d.createDimension("x", n)
+            d.createVariable(var, "f4", ("x",))
+    else:
+        path, var = tmp_path / "sparse.f32", None
+        with open(path, "wb") as fh:
+            fh.truncate(n * 4)  # sparse: no block is written
+    args = ["--var", var] if var else ["--shape", str(n), "--dtype", "f32"]
+    result = runner.invoke(app, ["eval", "--data", str(path), *args, *E])
+    assert_clean_failure(result, 2, "is available here")
