@@ -65,6 +65,28 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+def refuse_overwriting_inputs(out: Any, *inputs: Any) -> None:
+    """InputError when the output path ``out`` is one of the ``inputs`` (the same file, through
+    any spelling or link): ``eval --data f --save-compressed f`` would replace the data with
+    its own stream, ``decompress f --out f`` the stream with its decoding."""
+    import os
+
+    from perfscout.errors import InputError
+
+    if out is None:
+        return
+    for given in inputs:
+        if given is None:
+            continue
+        try:
+            same = os.path.samefile(out, given)
+        except OSError:  # one of them does not exist (yet): not the same file
+            same = False
+        if same:
+            raise InputError(f"the output {out} is the input {given}: writing it would replace what is being read; "
+                             "choose another output path")
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a clear error on stderr and exit non-zero (no traceback)."""
     stderr.print(f"[bold red]error:[/] {message}")

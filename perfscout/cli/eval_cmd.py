@@ -25,7 +25,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from perfscout.cli.common import emit_json, fail, stderr, stdout
+from perfscout.cli.common import emit_json, fail, refuse_overwriting_inputs, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
 
 
@@ -169,6 +169,7 @@ def eval_command(
     from perfscout.tools.evaluate import evaluate_full
 
     try:
+        refuse_overwriting_inputs(save_compressed, data)  # before the measurement, not after it
         field = load_input(data, synthetic, dataset, shape, dtype, endian, var, fill_masked, nonfinite)
         ev = evaluate_full(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
@@ -226,6 +227,7 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
 
     if not path.is_file():
         raise InputError(f"compressed file not found: {path}")
+    refuse_overwriting_inputs(out, path)
     compressed, sections = from_bytes(path.read_bytes())
     cls = codec_class(compressed.codec_id)
     # The stream's own header must agree with the container before any decoder runs

@@ -360,3 +360,24 @@ def test_a_variable_larger_than_memory_is_refused_before_reading(kind: str, tmp_
     args = ["--var", var] if var else ["--shape", str(n), "--dtype", "f32"]
     result = runner.invoke(app, ["eval", "--data", str(path), *args, *E])
     assert_clean_failure(result, 2, "is available here")
+
+
+def test_an_output_that_is_the_input_is_refused(bad: Path, tmp_path: Path) -> None:
+    """``--save-compressed`` naming the data file (or a link to it), ``decompress --out``
+    naming the stream: refused before anything runs, the input byte for byte intact."""
+    data = tmp_path / "field.f32"
+    data.write_bytes((bad / "r1000.f32").read_bytes())
+    original = data.read_bytes()
+    (tmp_path / "alias").symlink_to(data)
+    for target in (data, tmp_path / "alias", tmp_path / "." / "field.f32"):
+        result = runner.invoke(app, ["eval", "--data", str(data), "--shape", "1000", "--dtype", "f32", *E,
+                                     "--save-compressed", str(target)])
+        assert_clean_failure(result, 2, "is the input")
+        assert data.read_bytes() == original
+    packed = tmp_path / "f.pscz"
+    ok = runner.invoke(app, ["eval", "--data", str(data), "--shape", "1000", "--dtype", "f32", *E,
+                             "--save-compressed", str(packed)])
+    assert ok.exit_code == 0, ok.stderr
+    stream = packed.read_bytes()
+    assert_clean_failure(runner.invoke(app, ["decompress", str(packed), "--out", str(packed)]), 2, "is the input")
+    assert packed.read_bytes() == stream
