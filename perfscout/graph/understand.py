@@ -184,7 +184,7 @@ _QUOTE = re.compile(r"`([^`]+)`|“([^”]+)”|「([^」]+)」|‘([^’]+)’|
                     r"|(?:(?<=\s)|^)\"([^\"]+)\"(?=[\s,.;:!?)，。]|$)")
 _SHAPE_SEP = r"\s*[x×*]\s*"
 _SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*))|(?<![\w.])(\d+)\s*(?:\^|\*\*)\s*([23])(?!\d)"
-                    r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\bshape\s*[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
+                    r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\b(?:shape|dims?|dimensions?|size)\s*(?:of\s+)?[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
                     r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
 _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
 _REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|runs(?=\s*[.,;)]|\s*$|\s+(?:each|per)\b)"
@@ -661,8 +661,15 @@ def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
         ref.path, ref.var = path, var
         return
     known = _file_variables(ref.path)
-    for m in t.finditer(_VAR):
-        ref.var = _resolve_variable(next(g for g in m.groups() if g), known)
+    names = [v["name"] for v in known]
+    found = [(m, next(g for g in m.groups() if g)) for m in t.finditer(_VAR, take=False)]
+    # "compress variable z": the verb before "variable" is not its name; a name the file has wins
+    found = [(m, w) for m, w in found if w in names or _resolve_variable(w, known) in names or w.lower() not in _filler()]
+    found.sort(key=lambda mw: _resolve_variable(mw[1], known) not in names)
+    if found:
+        m, word = found[0]
+        t.take(m.start(), m.end())
+        ref.var = _resolve_variable(word, known)
         return
     # a bare word that is one of the file's variables, or its long/standard name
     for word_m in t.finditer(r"(?<![\w.])([A-Za-z_][\w]*)(?![\w.])", take=False):
@@ -1117,10 +1124,27 @@ def _shape_of(m: re.Match[str]) -> list[int] | None:
     return None
 
 
+_ROWS_COLS = re.compile(r"(?<![\w.])(\d+)\s*rows?\s*(?:and|x|×|by|,)?\s*(\d+)\s*col(?:umn)?s?\b")
+_NXYZ = re.compile(r"\bn([xyz])\s*[=:]\s*(\d+)\b")
+
+
+def _written_shape(t: _Text, intent: Intent) -> list[int] | None:
+    """Shapes written in words: "64 rows and 64 columns", "nx=91 ny=91 nz=91" (C order: z, y, x)."""
+    for m in t.finditer(_ROWS_COLS):
+        return [int(m.group(1)), int(m.group(2))]
+    axes = {m.group(1): int(m.group(2)) for m in t.finditer(_NXYZ)}
+    if len(axes) >= 2:
+        shape = [axes[a] for a in "zyx" if a in axes]
+        intent.notes.append(f"nx/ny/nz read in C order (slowest axis first): {'x'.join(map(str, shape))}")
+        return shape
+    return None
+
+
 def _read_shape_dtype(t: _Text, intent: Intent) -> None:
+    worded = _written_shape(t, intent) if any(d.kind == "raw" for d in intent.data) else None
     dtypes = [(m, dt) for dt, rx in _table("dtypes") for m in t.finditer(rx)]
     endians = [(m, e) for e, rx in _table("endian") for m in t.finditer(rx)]
-    shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+    shapes = ([worded] if worded else []) + [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
     raws = [d for d in intent.data if d.kind in ("raw", "file")]
     target = raws[0] if raws else None
     if target is None and (shapes or dtypes) and not any(d.kind in ("named", "synthetic") for d in intent.data):
