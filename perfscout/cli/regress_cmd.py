@@ -11,9 +11,11 @@ decided), so it gates a CI pipeline; 2 bad input.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from perfscout.cli.common import emit_json, fail, stderr, stdout
+from perfscout.cli.common import emit_json, fail, refuse_overwriting_inputs, stderr, stdout
 
 _STYLE = {"improved": "green", "regressed": "bold red", "unchanged": "", "too_noisy": "yellow"}
 
@@ -113,6 +115,9 @@ def regress_command(
         if len(sources) != 2:
             fail(f"give a BASELINE and a CANDIDATE (got {len(sources)} argument(s)); "
                  "see `perfscout regress --help`")
+        for out in (md, html):  # a report written over the samples or store it compares
+            refuse_overwriting_inputs(out, *sources, *(Path(s) / n for s in sources
+                                                       for n in ("samples.json", "results.sqlite")))
         fields = [f.strip() for f in match.split(",") if f.strip()] if match else None
         result = G.compare_runs(sources[0], sources[1], threshold=threshold, quality_threshold=quality_threshold,
                                 alpha=alpha, min_repeats=min_repeats, match=fields, metrics=metric or None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,7 @@ def check(setting: Setting, data: np.ndarray, directory: str | Path, *, targets:
         raise InputError(f"--chunks {tuple(chunks)} is larger than the data {data.shape} on some axis")
     chunks = tuple(chunks or _default_chunks(data))
     directory = Path(directory)
+    _check_folder_is_ours(directory)
     directory.mkdir(parents=True, exist_ok=True)
     finite = np.isfinite(data)
     if not finite.all() and setting.nonfinite == "refuse":
@@ -374,6 +376,24 @@ def _tree_bytes(path: Path, *, skip_metadata: bool) -> int:
     if skip_metadata:
         files = [p for p in files if p.name not in ("zarr.json", ".zattrs", ".zarray", ".zgroup", ".zmetadata")]
     return sum(p.stat().st_size for p in files)
+
+
+#: What :func:`check` writes in its folder (each target's sample); nothing else is touched.
+CHECK_FILES = frozenset({"sample.pscz", "sample.zarr", "sample-xarray.zarr", "sample.h5"})
+
+
+def _check_folder_is_ours(directory: Path) -> None:
+    """InputError unless ``directory`` is new, empty or holds only an earlier check's samples:
+    the targets write (zarr and xarray in mode "w": replacing) the names in CHECK_FILES."""
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise InputError(f"cannot keep the check files in {directory}: it is a file, not a directory")
+    foreign = sorted(set(os.listdir(directory)) - CHECK_FILES)
+    if foreign:
+        raise InputError(f"{directory} holds files that are not export's samples ({', '.join(foreign[:5])}"
+                         f"{', ...' if len(foreign) > 5 else ''}); the check writes {', '.join(sorted(CHECK_FILES))} "
+                         "there: choose a new or empty folder")
 
 
 def _write_numcodecs(s: Setting, data: np.ndarray, d: Path, chunks: tuple[int, ...]) -> Any:

@@ -135,3 +135,12 @@ def test_a_store_held_by_another_writer(runs: dict[str, Path], tmp_path: Path) -
     finally:
         release.set()
         t.join()
+
+
+def test_a_regression_report_never_replaces_what_it_compares(runs: dict[str, Path]) -> None:
+    store = runs["a"] / "results.sqlite"
+    before = store.read_bytes()
+    for flag in ("--md", "--html"):
+        result = runner.invoke(app, ["regress", str(runs["a"]), str(runs["a"]), flag, str(store)])
+        _clean(result, 2, "is the input")
+    assert store.read_bytes() == before
