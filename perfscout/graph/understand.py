@@ -14,6 +14,8 @@ that must be answered before anything runs; :func:`apply_answer` folds an answer
 
 from __future__ import annotations
 
+import contextvars
+import copy
 import difflib
 import math
 import re
@@ -68,25 +70,45 @@ def _filler() -> frozenset[str]:
     return frozenset(str(w).lower() for w in f["en"]) | frozenset(str(w) for w in f["zh"])
 
 
+#: the catalogues, asked once per parse (probing the codecs runs the linker's search; the
+#: dataset registry is a YAML file): one request sees one state of the installation
+_CATALOGUES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("perfscout_catalogues", default=None)
+
+
+def _memo(key: str, make: Any) -> Any:
+    memo = _CATALOGUES.get()
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return copy.deepcopy(memo[key])
+
+
 def codec_catalogue() -> dict[str, dict[str, Any]]:
     """Every registered codec by id: device, modes, whether usable here and why not."""
-    try:
-        from perfscout.codecs.registry import list_codecs
+    def make() -> dict[str, dict[str, Any]]:
+        try:
+            from perfscout.codecs.registry import list_codecs
 
-        return {i.id: i.model_dump() for i in list_codecs()}
-    except Exception:  # a broken optional backend must not take the planner down
-        return {}
+            return {i.id: i.model_dump() for i in list_codecs()}
+        except Exception:  # a broken optional backend must not take the planner down
+            return {}
+
+    return _memo("codecs", make)
 
 
 def dataset_catalogue() -> list[dict[str, Any]]:
     """Registry datasets (name, kind, shape, description); empty if the registry fails."""
-    try:
-        from perfscout.datasets import list_datasets
+    def make() -> list[dict[str, Any]]:
+        try:
+            from perfscout.datasets import list_datasets
 
-        return [{"name": d.name, "kind": d.kind, "shape": list(d.shape), "description": d.description,
-                 "available": d.available, "reason": getattr(d, "reason", "") or ""} for d in list_datasets()]
-    except Exception:
-        return []
+            return [{"name": d.name, "kind": d.kind, "shape": list(d.shape), "description": d.description,
+                     "available": d.available, "reason": getattr(d, "reason", "") or ""} for d in list_datasets()]
+        except Exception:
+            return []
+
+    return _memo("datasets", make)
 
 
 # ---------------------------------------------------------------------------- the text
@@ -532,6 +554,15 @@ def _program_start(work: str) -> int | None:
 
 def parse(text: str) -> Intent:
     """Read a request into an Intent (then :func:`assess` adds what must be asked)."""
+    token = _CATALOGUES.set({}) if _CATALOGUES.get() is None else None
+    try:
+        return _parse(text)
+    finally:
+        if token is not None:
+            _CATALOGUES.reset(token)
+
+
+def _parse(text: str) -> Intent:
     raw = str(text)
     norm = normalise(raw)
     intent = Intent(text=raw, language=detect_language(norm))
