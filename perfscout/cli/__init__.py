@@ -173,6 +173,10 @@ class LazyGroup(TyperGroup):
             import logging
 
             logging.getLogger("perfscout").debug("unexpected error", exc_info=True)
+            if type(exc).__module__ == "sqlite3":  # a database file in the way: damaged, locked, unwritable
+                _print_error(f"a SQLite database could not be used: {exc} (a damaged or locked file, or a folder "
+                             "perfscout cannot write: check $PERFSCOUT_HOME and the run directory)")
+                raise typer.Exit(2) from None
             _print_error(f"unexpected {type(exc).__name__}: {exc} (a perfscout bug: please report it with "
                          "the command line; `perfscout --verbose ...` prints the traceback)")
         raise typer.Exit(2)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from perfscout.cli.common import emit_json, fail, stderr, stdout
+from perfscout.cli.common import emit_json, fail, stderr, stdout, usable_home
 from perfscout.errors import InputError
 
 EXIT_WAITING = 3
@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
             from perfscout.tools.input_files import check_input_file
 
             check_input_file(spec, "spec", max_bytes=16 * 2**20)
+        usable_home()  # checkpoints and the run directory go there: a bad home is said first, by name
         request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
         ctx = Context(allow_plugins=allow_plugins, **({"planner": planner} if planner else {}))
         _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)
@@ -125,6 +126,7 @@ def register(app: typer.Typer) -> None:
         """Continue a run: answer its question, or pick up after a crash."""
         from perfscout import agent
 
+        usable_home()
         events = (agent.resume_stream(thread_id, _parse_answer(answer)) if answer is not None
                   else agent.resume_stream(thread_id))
         _finish(events, as_json, interactive=True)

@@ -65,6 +65,34 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+def usable_home() -> Any:
+    """The perfscout home (``$PERFSCOUT_HOME`` or the per-user data directory), created if
+    need be and written to once, or InputError naming the variable: a home that is a file,
+    under a file, on a read-only or pseudo file system (``/sys``, ``/proc``) or spelled with
+    an unknown ``~user`` otherwise fails deep inside the checkpointer's SQLite."""
+    import os
+    import tempfile
+
+    from perfscout.errors import InputError
+    from perfscout.home import ENV_HOME, perfscout_home
+
+    raw = os.environ.get(ENV_HOME, "").strip()
+    named = f"${ENV_HOME}={raw}" if raw else "the per-user data directory"
+    try:
+        home = perfscout_home()
+    except RuntimeError as exc:  # Path.expanduser: "~nobody/x"
+        raise InputError(f"the perfscout home ({named}) cannot be used: {exc}") from None
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=home):
+            pass
+    except OSError as exc:
+        why = "it is a file, not a directory" if home.is_file() else (exc.strerror or str(exc))
+        raise InputError(f"the perfscout home {home} ({named}) cannot be used: {why}; set {ENV_HOME} to a "
+                         "writable directory") from None
+    return home
+
+
 def refuse_overwriting_inputs(out: Any, *inputs: Any) -> None:
     """InputError when the output path ``out`` is one of the ``inputs`` (the same file, through
     any spelling or link): ``eval --data f --save-compressed f`` would replace the data with

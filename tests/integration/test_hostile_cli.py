@@ -256,6 +256,20 @@ def test_perfscout_home_that_is_a_file(bad: Path, tmp_path: Path, monkeypatch: p
     assert home.read_text() == "not a directory"
 
 
+@pytest.mark.parametrize(("home", "needle"), [
+    ("~no-such-user-perfscout/x", "Could not determine home directory"),
+    ("/proc/no/such/place", "cannot be used"),
+])
+def test_perfscout_home_that_cannot_be_used(home: str, needle: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's checkpoints live in the home: one that cannot be created or written is
+    said by name before the graph starts (it failed inside SQLite or pathlib, as a bug)."""
+    monkeypatch.setenv("PERFSCOUT_HOME", home)
+    for args in (["run", "what is this machine?"], ["resume", "abc"]):
+        result = runner.invoke(app, args)
+        assert_clean_failure(result, 2, needle)
+        assert "PERFSCOUT_HOME" in " ".join(result.stderr.split())
+
+
 def test_read_only_output_directory_keeps_what_is_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if os.geteuid() == 0:
         pytest.skip("root writes into read-only directories; the permission check cannot fail here")
