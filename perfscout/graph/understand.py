@@ -1954,7 +1954,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     _fill_slot(new, pending, text, sub)
     after = assess(new)
     if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
-            p.slot == pending.slot for p in after.missing):
+            p.slot == pending.slot and p.question == pending.question for p in after.missing):
         return after, f"I could not use the answer {text!r}."
     return after, ""
 
@@ -1967,7 +1967,7 @@ def _cancelled(intent: Intent) -> Intent:
 
 
 def _pick_candidate(text: str, candidates: list[str]) -> str:
-    low = text.lower().strip()
+    low = re.sub(r"\s+(?:one|option|choice)$|^(?:use\s+|take\s+)", "", text.lower().strip(" .!。"))
     if low.isdigit() and 1 <= int(low) <= len(candidates):
         return candidates[int(low) - 1]
     ordinal = {"first": 0, "second": 1, "third": 2, "the first": 0, "the second": 1, "第一个": 0, "第二个": 1, "第三个": 2}
@@ -2019,11 +2019,13 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         if not sub.codecs and not sub.codec_groups and text.lower() in ("all", "全部", "所有", "every", "everything"):
             new.codec_groups.append("all")
     elif slot == "mode":
-        mode = sub.mode or (text.lower() if text.lower() in POINTWISE_BOUND_MODES else None)
+        word = text.lower().strip(" .!。")
+        mode = sub.mode or (word if word in REQUEST_MODES else None)
         new.mode = mode  # type: ignore[assignment]
-        own_bounds = any(re.search(r"\d", c) for c in pending.candidates)  # "rel 0.001" or "abs 0.001"
-        if sub.bounds and (not new.bounds or own_bounds):
+        if sub.bounds:  # the answer's own numbers are the newer word
             new.bounds = sub.bounds
+        elif mode in ("psnr", "ratio", "fixed_rate") and pending.detail:
+            new.bounds = []  # a point-wise value is no PSNR, ratio or rate: asked next
     elif slot == "bounds":
         values = sub.bounds or _number_list(text)
         if sub.mode and not new.mode:
@@ -2039,6 +2041,16 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
             new.data += [d for d in sub.data if d not in new.data]
         elif pending.candidates and text in pending.candidates:
             new.data.append(DataRef(kind="named", name=text, text=text))
+        elif pending.candidates and re.search(r"\b(?:both|all|each|every)\b|两个|都|全部|所有", text.lower()):
+            new.data += [DataRef(kind="named", name=c, text=text) for c in pending.candidates]  # "both"
+        elif pending.candidates and (dims := re.search(r"\b([123])\s*-?\s*d\b|([一二三])维", text.lower())):
+            n = int(dims.group(1)) if dims.group(1) else "一二三".index(dims.group(2)) + 1
+            shapes = {d["name"]: len(d["shape"]) for d in dataset_catalogue()}
+            picked = [c for c in pending.candidates if shapes.get(c) == n]  # "the 2D one"
+            if len(picked) == 1:
+                new.data.append(DataRef(kind="named", name=picked[0], text=text))
+            else:
+                new.missing.insert(0, pending)
         else:
             new.missing += [p for p in sub.missing if p.slot == "data"]
             new.missing.insert(0, pending) if not sub.missing else None

@@ -148,3 +148,23 @@ def test_excluded_codecs_are_never_measured():
     plan = plan_from_intent(intent)
     assert {t.args["codec"] for t in plan.tasks}.isdisjoint({"zfp", "sz2"}) and plan.tasks
     assert any("left out" in n and "zfp" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize("request_text, answer, check", [
+    ("compare sz3 and zfp at 1e-3 on vorticity.512_512", "the second one", lambda n: n.mode == "rel"),
+    ("compare sz3 and zfp at rel 1e-3 on vorticity", "the 2D one", lambda n: [d.name for d in n.data] == ["vorticity.512_512"]),
+    ("compare sz3 and zfp at rel 1e-3 on vorticity", "both", lambda n: len(n.data) == 2),
+    ("use SZ3 with L2 norm error bound 1e-2 on the 2D vorticity", "rel 1e-3", lambda n: (n.mode, n.bounds) == ("rel", [1e-3])),
+    ("use SZ3 with L2 norm error bound 1e-2 on the 2D vorticity", "psnr",
+     lambda n: n.mode == "psnr" and not n.bounds and n.missing[0].slot == "bounds"),
+])
+def test_answers_in_words_fill_the_slot_asked(request_text, answer, check):
+    intent = parse(request_text)
+    new, problem = apply_answer(intent, intent.missing[0], answer)
+    assert problem == "" and check(new), new
+
+
+def test_a_typo_in_an_answer_is_asked_about_not_refused_as_unusable():
+    intent = parse("compress vorticity.512_512 at rel 1e-3")
+    new, problem = apply_answer(intent, intent.missing[0], "zpf")
+    assert problem == "" and new.missing[0].candidates == ["zfp"]
