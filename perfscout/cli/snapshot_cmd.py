@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Snapshot CPU, memory, NUMA, GPUs, compilers, MPI, scheduler, perf counters."""
         profile = take_snapshot(gpus=not no_gpu)
-        saved = save_snapshot(profile, save) if save else None
+        saved = save_snapshot(profile, save) if save is not None else None  # --save "" is refused by name
         if json_out:
             emit_json(profile.model_dump(mode="json"))
         else:

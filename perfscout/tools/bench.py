@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from perfscout.errors import InputError, ToolRefused
-from perfscout.tools.input_files import read_input_text
+from perfscout.tools.input_files import check_output_dir, read_input_text
 from perfscout.tools.regress import SAMPLES_NAME, RunSamples, TaskSamples, write_samples
 from perfscout.tools.safe_yaml import load_yaml
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
@@ -322,6 +322,7 @@ def run_bench(spec: BenchSpec, out: str | Path, *, cwd: Path | None = None,
     ``OUT/<variant>/samples.json``.
     """
     out = Path(out).resolve()
+    check_output_dir(out, "bench.spec.json", "bench")
     out.mkdir(parents=True, exist_ok=True)
     variants: list[tuple[str, Variant | None]] = list(spec.variants.items()) or [("", None)]
     jobs = [(vname, b, *_variant_of(b, v)) for vname, v in variants for b in spec.benchmarks]

@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from perfscout.analysis import regression as R
 from perfscout.errors import InputError
 from perfscout.tools import bench as B
-from perfscout.tools.input_files import read_input_text
+from perfscout.tools.input_files import check_output_dir, read_input_text
 from perfscout.tools.regress import (SAMPLES_NAME, RegressionResult, RunSamples, compare_runs,
                                      regression_blocks, write_samples)
 from perfscout.tools.safe_yaml import load_yaml
@@ -430,6 +430,7 @@ def run_tune(spec: TuneSpec, out: str | Path, *, findings: list[FindingRef] = ()
     import optuna
 
     out = Path(out).resolve()
+    check_output_dir(out, "tune.spec.json", "tune")
     out.mkdir(parents=True, exist_ok=True)
     findings = list(findings)
     space, narrowing = narrowed_space(spec, findings)

@@ -211,6 +211,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["bench", "--repeats", "1000000000", "--", "true"], 2, "repeats"),
     (["bench", "--figure", "(unclosed", "--", "true"], 2, "does not compile"),
     (["bench", "--env", "NOEQUALS", "--", "true"], 2, "NAME=VALUE"),
+    (["bench", "--repeats", "1", "--out", "{F}", "--", "true"], 2, "holds files that are not a bench run's"),
+    (["snapshot", "--save", "", "--no-gpu"], 2, "snapshot name"),
     (["profile", "--tool", "gdb", "--", "true"], 2, "--tool"),
     (["profile", "--timeout", "-1", "--", "true"], 2, "wall-clock limit must be a finite number"),
     (["profile", "--timeout", "nan", "--", "true"], 2, "wall-clock limit must be a finite number"),
