@@ -33,7 +33,7 @@ from perfscout.errors import InputError, ToolRefused
 from perfscout.tools.input_files import check_output_dir, read_input_text
 from perfscout.tools.regress import SAMPLES_NAME, RunSamples, TaskSamples, write_samples
 from perfscout.tools.safe_yaml import load_yaml
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, run_subdir, write_run_file
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -271,8 +271,9 @@ def run_once(box: Sandbox, argv: list[str], env: dict[str, str], figure: Figure,
     res: SandboxResult = box.run(argv, env=env)
     rep = Repeat(index=index, status=res.status, wall_s=res.wall_s, returncode=res.returncode, reason=res.reason)
     if raw_dir is not None:
-        raw_dir.mkdir(parents=True, exist_ok=True)
-        # the program ran in this folder and may have planted links: never follow them
+        # the program ran in this folder and may have planted links: never follow them,
+        # neither at the files' names nor at the folders above them
+        raw_dir = run_subdir(box.run_dir, raw_dir)
         write_run_file(raw_dir / f"{index:03d}.stdout", res.stdout)
         write_run_file(raw_dir / f"{index:03d}.stderr", res.stderr)
     if res.status != "ok":
@@ -349,8 +350,8 @@ def run_bench(spec: BenchSpec, out: str | Path, *, cwd: Path | None = None,
             if v == vname:
                 run.tasks.append(task_from_repeats(b.name, b, argv, env, results[(v, b.name)],
                                                    {"variant": vname} if vname else None))
-        write_samples(run, (out / vname if vname else out) / SAMPLES_NAME)
+        write_samples(run, (run_subdir(out, vname) if vname else out) / SAMPLES_NAME)
         runs[vname] = run
     repeats_doc = {f"{v}/{n}" if v else n: [r.model_dump() for r in reps] for (v, n), reps in results.items()}
-    (out / "repeats.json").write_text(json.dumps(repeats_doc, indent=1), encoding="utf-8")
+    write_run_file(out / "repeats.json", json.dumps(repeats_doc, indent=1))  # the program may have planted a link
     return runs

@@ -483,6 +483,37 @@ def write_run_file(path: str | os.PathLike[str], text: str) -> Path:
     raise OSError(f"{p} keeps being replaced; not writing it")
 
 
+def run_subdir(run_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """The directory ``path`` inside ``run_dir``, made without following a planted link.
+
+    :func:`write_run_file` never follows a link at the file's own name; the folders above it
+    need the same care: a program that replaced ``raw`` or ``baseline`` with a symlink to a
+    directory elsewhere would have perfscout write there. Each component below ``run_dir``
+    that is not a real directory (a symlink, a file the program left) is removed and made
+    afresh. ``path`` may be absolute (it must then be inside ``run_dir``) or relative to it.
+    """
+    root = Path(run_dir).resolve()
+    p = Path(path)
+    rel = p.relative_to(root) if p.is_absolute() else p
+    if any(part == ".." for part in rel.parts):
+        raise ToolRefused(f"{path} is outside the run directory {root}")
+    current = root
+    for part in rel.parts:
+        if part in ("", "."):
+            continue
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            current.unlink()  # a link or a file planted where perfscout keeps a folder
+            st = None
+        if st is None:
+            os.mkdir(current, 0o755)
+    return current
+
+
 def read_run_file(path: str | os.PathLike[str], limit: int | None = None) -> str:
     """Read a file a sandboxed program may have replaced: never through a link, and never
     anything but a regular file (a FIFO would block)."""

@@ -42,6 +42,7 @@ from perfscout.tools.input_files import check_output_dir, read_input_text
 from perfscout.tools.regress import (SAMPLES_NAME, RegressionResult, RunSamples, compare_runs,
                                      regression_blocks, write_samples)
 from perfscout.tools.safe_yaml import load_yaml
+from perfscout.tools.sandbox import run_subdir, write_run_file
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -543,8 +544,8 @@ def run_tune(spec: TuneSpec, out: str | Path, *, findings: list[FindingRef] = ()
                 c_reps.append(B.run_once(box, c_argv, c_env, fig, i, out / "raw" / "confirm-best"))
             cb = _samples(spec, "confirm-baseline", baseline_params, b_reps, out)
             cc = _samples(spec, "confirm-best", best.params, c_reps, out)
-            write_samples(cb, out / "confirm-baseline" / SAMPLES_NAME)
-            write_samples(cc, out / "confirm-best" / SAMPLES_NAME)
+            write_samples(cb, run_subdir(out, "confirm-baseline") / SAMPLES_NAME)
+            write_samples(cc, run_subdir(out, "confirm-best") / SAMPLES_NAME)
             conf = compare_runs(cb, cc, threshold=spec.threshold)
             outcome.confirmation = conf
             m = next((x for x in conf.tasks[0].metrics if x.metric == metric), None) if conf.tasks else None
@@ -604,14 +605,17 @@ def _write_outputs(outcome: TuneOutcome, base: RunSamples, out: Path) -> None:
     from perfscout.analysis.report.html import to_html
     from perfscout.analysis.report.markdown import to_markdown
 
-    write_samples(base, out / "baseline" / SAMPLES_NAME)
-    (out / "trials.json").write_text(json.dumps([t.model_dump() for t in outcome.trials], indent=1), encoding="utf-8")
-    (out / "cards.json").write_text(json.dumps([c.model_dump() for c in outcome.cards], indent=1), encoding="utf-8")
+    # The tuned program ran in ``out`` and may have planted links there: every write below
+    # goes through the sandbox's no-follow writers (a planted cards.json -> ~/.bashrc was
+    # written through before).
+    write_samples(base, run_subdir(out, "baseline") / SAMPLES_NAME)
+    write_run_file(out / "trials.json", json.dumps([t.model_dump() for t in outcome.trials], indent=1))
+    write_run_file(out / "cards.json", json.dumps([c.model_dump() for c in outcome.cards], indent=1))
     doc = Document(f"perfscout tune: {outcome.name}", tune_blocks(outcome))
     outcome.report_md, outcome.report_html = str(out / "report.md"), str(out / "report.html")
-    (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
-    (out / "report.html").write_text(to_html(doc), encoding="utf-8")
-    (out / "tune.json").write_text(outcome.model_dump_json(indent=1), encoding="utf-8")
+    write_run_file(out / "report.md", to_markdown(doc, out))
+    write_run_file(out / "report.html", to_html(doc))
+    write_run_file(out / "tune.json", outcome.model_dump_json(indent=1))
 
 
 def card_blocks(card: ExperimentCard, level: int = 3) -> list[Any]:
