@@ -1094,7 +1094,7 @@ def _read_synthetic(t: _Text, intent: Intent) -> None:
                 t.take(off + dims_m.start(), off + dims_m.end())
             default = next((d["shape"] for d in dataset_catalogue() if d["name"] == kind), [64, 64, 64])
             shape = list(default) if ndim in (None, len(default)) else [64] * ndim if ndim > 1 else [4096]
-            intent.notes.append(f"no shape given for the synthetic {kind} field: using {'x'.join(map(str, shape))}")
+            intent.notes.append(_say(intent, "synthetic_shape", kind=kind, shape="x".join(map(str, shape))))
         intent.data.append(DataRef(kind="synthetic", name=f"{kind}:{','.join(map(str, shape))}",
                                    text=t.orig[start:end]))
 
@@ -1166,7 +1166,7 @@ def _written_shape(t: _Text, intent: Intent) -> list[int] | None:
     axes = {m.group(1): int(m.group(2)) for m in t.finditer(_NXYZ)}
     if len(axes) >= 2:
         shape = [axes[a] for a in "zyx" if a in axes]
-        intent.notes.append(f"nx/ny/nz read in C order (slowest axis first): {'x'.join(map(str, shape))}")
+        intent.notes.append(_say(intent, "nxyz_order", shape="x".join(map(str, shape))))
         return shape
     return None
 
@@ -1594,6 +1594,9 @@ _Q = {
                           "CUDA program where ncu and a GPU are here, perf stat otherwise); `perfscout profile --tool "
                           "ncu -- CMD` forces one",
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
+        "synthetic_shape": "no shape given for the synthetic {kind} field: using {shape}",
+        "nxyz_order": "nx/ny/nz read in C order (slowest axis first): {shape}",
+        "rates_as_settings": "no error bound named: run at {rates} bits/value (fixed_rate mode)",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "dataset_context": "\"{word}\" (read as context: the data named is {data})",
         "two_requests": "The request asks for two things: to {first}, and a measurement of compressors ({rest}). One "
@@ -1648,6 +1651,9 @@ _Q = {
         "profiler_named": "请求里提到了 {tool}：剖析步骤会自己选择剖析器（有 ncu 和 GPU 时对 CUDA 程序用 Nsight Compute，否则用 "
                           "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
+        "synthetic_shape": "合成场 {kind} 没有给出形状：使用 {shape}",
+        "nxyz_order": "nx/ny/nz 按 C 顺序（最慢的轴在前）读取：{shape}",
+        "rates_as_settings": "没有给出误差界：以每个值 {rates} 位运行（fixed_rate 模式）",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
         "two_requests": "这个请求要做两件事：{first}，以及测量压缩器（{rest}）。一次运行只做一件：回答“忽略”只做 {first}，"
@@ -1853,8 +1859,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         if target is not None and target.metric == "bitrate":  # "16 bits per value and 8 bits per value": each a setting
             rates = [t.value for t in goals if t.metric == "bitrate"]
             intent.mode, intent.bounds = "fixed_rate", list(dict.fromkeys(rates))
-            intent.notes.append(f"no error bound named: run at {', '.join(f'{r:g}' for r in intent.bounds)} bits/value "
-                                "(fixed_rate mode)")
+            intent.notes.append(_say(intent, "rates_as_settings", rates=", ".join(f"{r:g}" for r in intent.bounds)))
         elif target is not None:
             intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
             intent.bounds = [target.value]
