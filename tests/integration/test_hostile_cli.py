@@ -401,3 +401,17 @@ def test_an_output_that_is_the_input_is_refused(bad: Path, tmp_path: Path) -> No
     stream = packed.read_bytes()
     assert_clean_failure(runner.invoke(app, ["decompress", str(packed), "--out", str(packed)]), 2, "is the input")
     assert packed.read_bytes() == stream
+
+
+@pytest.mark.slow
+def test_a_large_binary_profile_is_refused_from_its_first_bytes(tmp_path: Path) -> None:
+    """64 MiB of random bytes as --ncu-csv: refused from the first 64 KiB, not read whole."""
+    path = tmp_path / "junk.csv"
+    path.write_bytes(np.random.default_rng(0).bytes(64 * 2**20))
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = runner.invoke(app, ["diagnose", "--ncu-csv", str(path)])
+    assert_clean_failure(result, 2, "binary data")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 32 * 1024, f"peak RSS grew by {grown_kib} KiB reading a file it refuses"
