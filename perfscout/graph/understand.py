@@ -854,6 +854,7 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
                 r"(?![\w.%^]|\s*(?:x\b|×|倍|db\b|times\b|repeats?\b|runs?\b|次|遍|bits?\b|bpv\b|:1))", t.low[e_:])):
             if t.free(e_, e_ + plain.end()) and not intent.bounds:
                 t.take(e_, e_ + plain.end())
+                _take_unit(t, intent, e_ + plain.end(), "abs")
                 intent.mode = intent.mode or "abs"
                 if intent.mode == "abs":
                     intent.bounds.append(float(plain.group(1)))
@@ -898,6 +899,7 @@ def _read_targets_and_bounds(t: _Text, intent: Intent) -> None:
             continue
         mode = _nearest_mode(mode_hits, m.start(), m.end(), t.low)
         t.take(m.start(), m.end())
+        _take_unit(t, intent, m.end(), mode or intent.mode)
         if mode is None and mode_hits:
             mode = mode_hits[-1][2]
         by_mode.setdefault(mode or intent.mode or "", []).extend(values)
@@ -970,6 +972,21 @@ def _read_bound_count(t: _Text, intent: Intent) -> None:
                                       question=_say(intent, "bounds_count", n=n, mode=mode,
                                                     series=", ".join(f"{b:g}" for b in series))))
         return
+
+
+def _take_unit(t: _Text, intent: Intent, at: int, mode: str | None) -> None:
+    """A unit right after a bound ("abs 0.5 K"): used, and for an absolute bound said to be the field's own."""
+    unit = _units_rx().match(t.low, at)
+    if unit and unit.end() > unit.start() and t.free(unit.start(), unit.end()):
+        t.take(unit.start(), unit.end())
+        if mode == "abs":
+            intent.notes.append(_say(intent, "units", unit=t.original(unit).strip(" ()")))
+
+
+@lru_cache(maxsize=1)
+def _units_rx() -> re.Pattern[str]:
+    units = sorted({str(u).lower() for u in vocabulary().get("units") or []}, key=len, reverse=True)
+    return re.compile(r"\s*\(?\s*(?:" + "|".join(re.escape(u) for u in units) + r")(?![\w/^*])\s*\)?")
 
 
 def _looks_like_bound(written: str, low: str, start: int, end: int) -> bool:
@@ -1597,6 +1614,7 @@ _Q = {
         "synthetic_shape": "no shape given for the synthetic {kind} field: using {shape}",
         "nxyz_order": "nx/ny/nz read in C order (slowest axis first): {shape}",
         "rates_as_settings": "no error bound named: run at {rates} bits/value (fixed_rate mode)",
+        "units": "the bound is in the field's own units ({unit}), taken as given: perfscout does not convert units",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "dataset_context": "\"{word}\" (read as context: the data named is {data})",
         "two_requests": "The request asks for two things: to {first}, and a measurement of compressors ({rest}). One "
@@ -1654,6 +1672,7 @@ _Q = {
         "synthetic_shape": "合成场 {kind} 没有给出形状：使用 {shape}",
         "nxyz_order": "nx/ny/nz 按 C 顺序（最慢的轴在前）读取：{shape}",
         "rates_as_settings": "没有给出误差界：以每个值 {rates} 位运行（fixed_rate 模式）",
+        "units": "误差界按场本身的单位（{unit}）理解：perfscout 不做单位换算",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
         "two_requests": "这个请求要做两件事：{first}，以及测量压缩器（{rest}）。一次运行只做一件：回答“忽略”只做 {first}，"
