@@ -105,8 +105,9 @@ class Codec(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("decompress")
-        if own is not None and not getattr(own, "__isabstractmethod__", False) \
-                and not getattr(own, "_decode_errors_wrapped", False):
+        # a plain method of this class (not a staticmethod or other descriptor, not abstract)
+        if callable(own) and getattr(own, "__get__", None) is not None and not isinstance(own, (staticmethod, classmethod)) \
+                and not getattr(own, "__isabstractmethod__", False) and not getattr(own, "_decode_errors_wrapped", False):
             cls.decompress = _decode_errors_as_codec_error(own)  # type: ignore[method-assign]
 
     codec_id: ClassVar[str]  # registry key, e.g. "sz3"
