@@ -643,7 +643,10 @@ def _parse(text: str) -> Intent:
         intent.missing.append(Pending(slot="clause", detail=rest, question=_say(intent, "two_requests", first=intent.question,
                                                                                 rest=rest)))
     if intent.question == "profile" and named_profiler:
-        intent.notes.append(_say(intent, "profiler_named", tool=_profiler_rx().search(low).group(0)))
+        tool = _profiler_rx().search(low).group(0)
+        kinds = vocabulary().get("profilers") or {}
+        runs_it = any(re.fullmatch(_phrase_pattern(str(p)), tool) for k in ("ncu", "perf") for p in kinds.get(k) or [])
+        intent.notes.append(_say(intent, "profiler_named" if runs_it else "profiler_not_run", tool=tool))
     _account(t, intent)
     return assess(intent)
 
@@ -1627,6 +1630,8 @@ _Q = {
                      "one: {cands}?",
         "typo_read": "\"{word}\" read as {meant}",
         "repeats_zero": "\"{written}\" is not a number of timed runs: the default (3) is used",
+        "profiler_not_run": "the request names {tool}, which perfscout does not run: it profiles with Nsight Compute "
+                            "(a CUDA program where ncu and a GPU are here) or perf stat",
         "metrics_reported": "{metrics}: in every result's figures (the report's table and details)",
         "metric_reported": "{metric} is reported for every result (named without a number, it is a figure to show, "
                            "not the error mode)",
@@ -1682,6 +1687,7 @@ _Q = {
         "two_modes": "请求里有两种误差模式（{cands}）；一次运行对所有压缩器用同一种模式。用哪一种：{cands}？",
         "typo_read": "“{word}”按 {meant} 理解",
         "repeats_zero": "“{written}”不是计时次数：使用默认的 3 次",
+        "profiler_not_run": "请求里提到了 {tool}，perfscout 不运行它：剖析用 Nsight Compute（有 ncu 和 GPU 时的 CUDA 程序）或 perf stat",
         "metrics_reported": "{metrics}：每个结果的指标里都有（报告的表格和详情）",
         "metric_reported": "每个结果都会报告 {metric}（没有数值时它是要看的指标，不是误差模式）",
         "data": "用哪份数据？这里已知的场：{known}；或者一个文件路径（netCDF/HDF5/Zarr 加变量名，或原始二进制文件加形状和类型），"
