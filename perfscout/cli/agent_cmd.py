@@ -70,6 +70,13 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
                      f"report: {outcome.report_path or '-'}; html: {outcome.html_path or '-'}")
     if outcome.status != "done":
         raise typer.Exit(1)
+    # A run whose every tool call was refused (a path outside what the request may touch, a
+    # missing executable, a shape too large) measured nothing: as exit 0 it reads as success.
+    observations = [o for o in (outcome.values.get("observations") or []) if isinstance(o, dict)]
+    if observations and all(o.get("kind") == "refused" for o in observations):
+        first = next((str(o.get("error") or o.get("summary") or "") for o in observations), "")
+        fail(escape(f"every task of thread {outcome.thread_id} was refused, nothing was measured "
+                    f"(first: {first}); report: {outcome.report_path}"))
 
 
 def _parse_answer(text: str) -> Any:

@@ -430,3 +430,14 @@ def test_a_large_binary_profile_is_refused_from_its_first_bytes(tmp_path: Path) 
 
     grown = peak_kib(large) - peak_kib(small)
     assert grown < 24 * 1024, f"peak RSS grew by {grown} KiB for a file it refuses"
+
+
+def test_an_agent_run_whose_every_task_was_refused_is_not_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``perfscout run "profile `cat /etc/shadow`"``: the profile is refused (a path outside
+    the run directory), the diagnosis has nothing to read; the run "finished" but measured
+    nothing, which exited 0 and read as success. Now exit 2 with the first refusal."""
+    monkeypatch.setenv("PERFSCOUT_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", "profile `cat /etc/shadow`"])
+    assert_clean_failure(result, 2, "was refused, nothing was measured")
+    assert "/etc/shadow" in " ".join(result.stderr.split())
