@@ -311,7 +311,8 @@ def test_unexpected_errors_are_one_line_not_a_traceback(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(eval_cmd, "load_input", broken)
     result = runner.invoke(app, ["eval", "--synthetic", "grf:8,8", *E])
-    assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
     said = " ".join(result.stderr.split())
     assert "unexpected ZeroDivisionError: planted" in said and "Traceback" not in said
     verbose = runner.invoke(app, ["--verbose", "eval", "--synthetic", "grf:8,8", *E])
