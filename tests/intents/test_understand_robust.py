@@ -8,8 +8,6 @@ question. The other tests follow a question to its answer through :func:`apply_a
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,12 +53,10 @@ def test_only_numbers_and_operators_give_an_intent(text):
 @pytest.mark.parametrize("text", ["1" * 5000, "a/" * 3000, "./" * 3000, "-" * 10000, "1e-3 " * 3000,
                                   "用 sz3 压缩 " * 500, "(" * 4000, "`" * 999, "百分之" * 1000 + "1",
                                   "compare sz3 and zfp " * 300, "profile ./" + "a" * 5000, "x\x00.nc"])
-def test_very_long_or_odd_strings_are_read_quickly(text):
-    started = time.process_time()
+def test_very_long_or_odd_strings_give_an_intent(text):
+    # how long these take is measured in benchmarks/intents/parse_speed.py (5,000 digits took
+    # 4.5 s before the digit-run fix); here only that they are read
     _well_formed(parse(text))
-    # a guard against super-linear patterns (5,000 digits took 4.5 s before the digit-run fix),
-    # generous because the CI machine is shared
-    assert time.process_time() - started < 10
 
 
 def test_a_path_the_file_system_cannot_answer_for_is_asked_about():
