@@ -621,6 +621,12 @@ def _codec_capabilities(codec_id: str) -> tuple[str, tuple[str, ...]] | None:
     return cls.device, evaluable_modes(cls)
 
 
+#: The most tasks one spec may expand to: at the measured 2-7 tasks/s of this machine that is
+#: 4-14 hours; a grid beyond it is far more likely a typo (a bounds list pasted twice over
+#: every dataset) than a campaign, and would be expanded, stored and scheduled before any ran.
+MAX_TASKS = 100_000
+
+
 def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
     """All tasks of a spec in a stable order (a task shared by two experiments runs once)."""
     import_plugins(spec.plugins, spec.base_dir)
@@ -657,6 +663,10 @@ def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
                                 if grid["name"] not in tasks[key].experiments:
                                     tasks[key].experiments.append(grid["name"])
                                 continue
+                            if len(tasks) >= MAX_TASKS:
+                                raise SpecError(f"the spec expands to more than {MAX_TASKS} tasks (datasets x codecs "
+                                                "x devices x modes x bounds); split it into several sweeps (each "
+                                                "its own --out) or narrow its grid")
                             tasks[key] = SweepTask(
                                 task_key=key, experiments=[grid["name"]], data=data, codec=codec.id,
                                 options=codec.options, device=device, mode=mode, bound=float(bound),

@@ -442,3 +442,20 @@ def test_an_agent_run_whose_every_task_was_refused_is_not_ok(tmp_path: Path, mon
     result = runner.invoke(app, ["run", "profile `cat /etc/shadow`"])
     assert_clean_failure(result, 2, "was refused, nothing was measured")
     assert "/etc/shadow" in " ".join(result.stderr.split())
+
+
+def test_a_grid_beyond_the_task_cap_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cap (100,000 tasks) lowered to 4 so a real 6-task grid crosses it: refused while
+    expanding, no run directory left (a pasted-twice bounds list would otherwise be
+    expanded, stored and scheduled for hours)."""
+    import perfscout.sweep.spec as spec_module
+
+    monkeypatch.setattr(spec_module, "MAX_TASKS", 4)
+    spec = tmp_path / "big.yaml"
+    spec.write_text("name: big\ndatasets: [{synthetic: 'grf:8,8'}]\ncodecs: [zfp, sz3]\nmodes: [abs]\n"
+                    "bounds: [1.0e-1, 1.0e-2, 1.0e-3]\n")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--no-progress"])
+    assert_clean_failure(result, 2, "expands to more than 4 tasks")
+    assert not out.exists()
