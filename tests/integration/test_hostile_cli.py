@@ -376,8 +376,11 @@ def test_a_variable_larger_than_memory_is_refused_before_reading(kind: str, tmp_
             d.createVariable(var, "f4", ("x",))
     else:
         path, var = tmp_path / "sparse.f32", None
-        with open(path, "wb") as fh:
-            fh.truncate(n * 4)  # sparse: no block is written
+        try:
+            with open(path, "wb") as fh:
+                fh.truncate(n * 4)  # sparse: no block is written
+        except OSError as exc:  # a file system without 4 TiB sparse files
+            pytest.skip(f"cannot make a 4 TiB sparse file in {tmp_path}: {exc}")
     args = ["--var", var] if var else ["--shape", str(n), "--dtype", "f32"]
     result = runner.invoke(app, ["eval", "--data", str(path), *args, *E])
     assert_clean_failure(result, 2, "is available here")
