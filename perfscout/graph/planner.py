@@ -290,6 +290,17 @@ def _data_args(ref: DataRef) -> dict[str, Any]:
     return args
 
 
+def _missing_value_args(intent: Intent, ref: DataRef) -> dict[str, Any]:
+    """The evaluate tool's missing-value policy, as the request stated it (else none: the
+    tool asks when the data has missing values). A fill value is for a variable's masked
+    points only; "nan" also keeps NaN/Inf of any data beside the stream."""
+    if intent.masked == "nan":
+        return {"masked": "nan", "nonfinite": "passthrough"} if ref.kind == "file" else {"nonfinite": "passthrough"}
+    if intent.masked is not None and ref.kind == "file":
+        return {"masked": float(intent.masked)}
+    return {}
+
+
 def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
                  skipped: list[dict[str, str]]) -> list[tuple[str, str]]:
     """(codec, device) to measure: named codecs where they run, groups expanded."""
@@ -372,8 +383,8 @@ def plan_from_intent(intent: Intent, platform: dict[str, Any] | None = None,
         pairs = _codec_pairs(intent, platform, notes, skipped)
         repeats = intent.repeats or 3
         for ref, (codec, dev), b in product(intent.data, pairs, intent.bounds):
-            args = {**_data_args(ref), "codec": codec, "mode": intent.mode, "bound": b, "device": dev,
-                    "repeats": repeats}
+            args = {**_data_args(ref), **_missing_value_args(intent, ref), "codec": codec, "mode": intent.mode,
+                    "bound": b, "device": dev, "repeats": repeats}
             tasks.append(Task(key=_key(len(tasks) + 1, codec, dev, str(intent.mode), _fmt_bound(b)),
                               tool="evaluate_codec", args=args,
                               purpose=f"{codec} on {ref.label()} ({dev}) at {intent.mode} {b:g}"))

@@ -621,6 +621,7 @@ def _parse(text: str) -> Intent:
     cue_spans = [(q, m.start(), m.end()) for q, rx in _table("questions") for m in t.finditer(rx, take=False)]
     _read_paths(t, intent)
     _read_runs(t, intent)
+    _read_missing_values(t, intent)  # before bounds: "fill the missing values with 0" is no bound
     _read_synthetic(t, intent)
     if any(d.kind == "raw" for d in intent.data):
         _read_shape_dtype(t, intent)  # "x.raw 512x512" is a shape, not the field named 512x512
@@ -649,6 +650,33 @@ def _parse(text: str) -> Intent:
         intent.notes.append(_say(intent, "profiler_named" if runs_it else "profiler_not_run", tool=tool))
     _account(t, intent)
     return assess(intent)
+
+
+_FILL_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"
+_MISSING_WORDS_ZH = r"(?:缺测值|缺失值|缺测|缺失|掩码点|被掩码的点|无效值|填充值|nan)"
+#: "fill the missing values with -999", "缺测值填 280", "用 0 填充缺失值": a variable's masked
+#: points filled with a stated value (the phrases that keep them aside are vocabulary data)
+_FILL_MISSING = re.compile(
+    r"\b(?:fill|replace|set)\s+(?:in\s+)?(?:the\s+|all\s+|any\s+)?(?:missing|masked|fill|nan|invalid|land|undefined)"
+    r"\s*(?:values?|points?|data|cells?|entries|ones)?\s+(?:with|by|as|to)\s+(" + _FILL_NUMBER + ")"
+    rf"|{_MISSING_WORDS_ZH}\s*(?:用|填|填成|填为|替换为|换成|设为|设成)\s*(" + _FILL_NUMBER + r")(?:\s*(?:来)?(?:填充|填补|替换|代替))?"
+    rf"|用\s*(" + _FILL_NUMBER + rf")\s*(?:来)?(?:填充|填补|替换|代替)\s*{_MISSING_WORDS_ZH}",
+    re.IGNORECASE)
+
+
+def _read_missing_values(t: _Text, intent: Intent) -> None:
+    """How the request says to treat missing values (Intent.masked): filled with a number,
+    or kept aside so that only the valid values are evaluated. Unsaid, nothing is assumed:
+    the evaluation asks when the data has any."""
+    for m in t.finditer(_FILL_MISSING):
+        value = float(next(g for g in m.groups() if g))
+        if math.isfinite(value) and intent.masked is None:
+            intent.masked = value
+            intent.notes.append(_say(intent, "masked_fill", value=f"{value:g}"))
+    for _, rx in _table("missing_values"):
+        if t.finditer(rx) and intent.masked is None:
+            intent.masked = "nan"
+            intent.notes.append(_say(intent, "masked_nan"))
 
 
 def _read_paths(t: _Text, intent: Intent) -> None:
@@ -1613,6 +1641,10 @@ _Q = {
         "profiler_named": "the request names {tool}: the profile step picks the profiler itself (Nsight Compute for a "
                           "CUDA program where ncu and a GPU are here, perf stat otherwise); `perfscout profile --tool "
                           "ncu -- CMD` forces one",
+        "masked_nan": "missing values as asked: a variable's masked points and any NaN/Inf are kept aside "
+                      "(losslessly, beside the stream) and only the valid values are compressed and checked",
+        "masked_fill": "missing values as asked: a variable's masked points are filled with {value}, then "
+                       "compressed and checked like data",
         "synthetic_kind": "a synthetic field of no named kind: a Gaussian random field ({kind}) is generated",
         "synthetic_shape": "no shape given for the synthetic {kind} field: using {shape}",
         "nxyz_order": "nx/ny/nz read in C order (slowest axis first): {shape}",
@@ -1674,6 +1706,8 @@ _Q = {
         "profiler_named": "请求里提到了 {tool}：剖析步骤会自己选择剖析器（有 ncu 和 GPU 时对 CUDA 程序用 Nsight Compute，否则用 "
                           "perf stat）；`perfscout profile --tool ncu -- CMD` 可以指定",
         "synthetic_kind": "没有指明合成场的类型：生成高斯随机场（{kind}）",
+        "masked_nan": "缺测/被掩码的点和 NaN/Inf 按请求放在一边（无损地存在压缩流旁边），只压缩和检查有效值",
+        "masked_fill": "变量被掩码的点（缺测/填充值）按请求填成 {value}，之后和数据一样被压缩和检查",
         "synthetic_shape": "合成场 {kind} 没有给出形状：使用 {shape}",
         "nxyz_order": "nx/ny/nz 按 C 顺序（最慢的轴在前）读取：{shape}",
         "rates_as_settings": "没有给出误差界：以每个值 {rates} 位运行（fixed_rate 模式）",

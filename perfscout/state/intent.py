@@ -118,6 +118,10 @@ class Intent(BaseModel):
     data: list[DataRef] = Field(default_factory=list)
     devices: list[Literal["cpu", "cuda"]] = Field(default_factory=list)  # empty: as each codec runs
     repeats: int | None = None
+    #: missing values, as the request says to treat them: "nan" = evaluate the valid values
+    #: only (a variable's masked points and any NaN/Inf kept losslessly beside the stream),
+    #: a number = fill a variable's masked points with it; None: asked when the data has any
+    masked: Literal["nan"] | float | None = None
     command: list[str] = Field(default_factory=list)
     profile_file: str = ""
     sweep_spec: str = ""
@@ -159,4 +163,8 @@ class Intent(BaseModel):
             parts.append("runs " + ", ".join(self.runs))
         if self.repeats:
             parts.append(f"{self.repeats} repeat{'s' if self.repeats != 1 else ''}")
+        if self.masked == "nan":
+            parts.append("missing values kept aside (valid values evaluated)")
+        elif self.masked is not None:
+            parts.append(f"missing values filled with {self.masked:g}")
         return "; ".join(parts)

@@ -76,6 +76,23 @@ def test_a_request_in_chinese_is_asked_in_chinese_and_answered_in_words(perfscou
     assert rec["status"] == "ok" and rec["bound_ok"] is True
 
 
+@pytest.mark.parametrize(("words", "masked"), [
+    ("compare sz3 and zfp at rel 1e-3 on the tas variable of {path}, only the valid values", "nan"),
+    ("在 {path} 的 tas 变量上比较 sz3 和 zfp，相对误差 1e-3，忽略缺测值", "nan"),
+    ("compare sz3 and zfp at rel 1e-3 on the tas variable of {path} and fill the missing values with 280", 280.0),
+    ("在 {path} 的 tas 变量上比较 sz3 和 zfp，相对误差 1e-3，缺测值用 280 填充", 280.0),
+])
+def test_a_request_that_says_how_to_treat_missing_values_is_not_asked(perfscout_home, masked_nc, words, masked):
+    path, _ = masked_nc
+    out = agent.run(words.format(path=path), thread_id="said", context=_ctx(perfscout_home))
+    assert out.status == "done", out.question
+    recs = _records(out)
+    assert sorted(r["codec"] for r in recs) == ["sz3", "zfp"]
+    assert all(r["status"] == "ok" and r["bound_ok"] is True for r in recs)
+    said = ("filled with 280", "填成 280") if masked == 280.0 else ("kept aside", "放在一边")
+    assert any(w in out.report for w in said)  # the report says what was done with them
+
+
 def test_a_fill_value_answer_is_compressed_and_checked_like_data(perfscout_home, masked_nc):
     path, _ = masked_nc
     ctx = _ctx(perfscout_home)
