@@ -1,0 +1,299 @@
+""":func:`apply_answer`: an answer to a pending question, folded into the intent."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from perfscout.graph.understand.assess import assess
+from perfscout.graph.understand.commands import _command_refusal, _split_argv, normalise
+from perfscout.graph.understand.messages import _say
+from perfscout.graph.understand.readers import _shape_of, parse
+from perfscout.graph.understand.text import _CANCEL, _IGNORE, _NO, _SHAPE, _YES, _number_list, _Text
+from perfscout.graph.understand.vocab import _table, codec_catalogue, dataset_catalogue
+from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending
+from perfscout.state.modes import REQUEST_MODES
+
+# ---------------------------------------------------------------------------- answers
+
+
+def _normal_answer(answer: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(answer, dict):
+        return "", dict(answer)
+    if isinstance(answer, (list, tuple)):
+        return " ".join(map(str, answer)), {}
+    text = str(answer if answer is not None else "").strip()
+    if text.startswith("{"):
+        import json
+
+        try:
+            doc = json.loads(text)
+            if isinstance(doc, dict):
+                return "", doc
+        except ValueError:
+            pass
+    return text, {}
+
+
+def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent, str]:
+    """Fold the answer to ``pending`` into a copy of ``intent``; (new intent, problem or '').
+
+    The answer is read by the same parser as a request ("rel 1e-3", "vorticity.512_512",
+    "91x91x91 float32", "sz3 and zfp"); "yes" accepts the proposal in the question; a
+    candidate can be named or numbered; a JSON object may name slots directly; "cancel"
+    stops the run and "ignore" drops an unknown clause.
+    """
+    new = intent.model_copy(deep=True)
+    text, doc = _normal_answer(answer)
+    low = text.lower().strip(" .!。！")
+    if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
+        new.ignored.append(f"the run was cancelled when asked: {pending.question}")
+        return _cancelled(new), ""
+    new.missing = [p for p in new.missing if p != pending]
+    if pending.slot == "clause":
+        if low in _IGNORE or low in _YES or doc.get("ignore") is True:
+            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+            return assess(new), ""
+        sub = parse(text) if text else Intent()
+        if sub.refusal:
+            new.refusal = sub.refusal
+            return new, ""
+        _merge(new, sub)
+        return assess(new), ""
+    if low in _YES and pending.proposal:
+        doc = dict(pending.proposal)
+        text = ""
+    if low in _NO and pending.proposal:  # not the guessed shape: ask for it plainly
+        plain = pending.model_copy(update={"proposal": {}, "candidates": [],
+                                           "question": pending.question.split(":")[0] + ": " + _say(
+                                               new, "dtype", detail="it").replace("Is it", "what is its shape, and is it")})
+        new.missing.insert(0, plain)
+        return new, ""
+    if text and pending.candidates:
+        pick = _pick_candidate(text, pending.candidates)
+        if pick:
+            text = pick
+    if doc:
+        problem = _apply_doc(new, pending, doc)
+        if problem:
+            new.missing.insert(0, pending)
+            return new, problem
+        return assess(new), ""
+    if not text:
+        new.missing.insert(0, pending)
+        return new, "the answer was empty."
+    before = new.model_dump()
+    sub = parse(text)
+    if sub.refusal:
+        new.refusal = sub.refusal
+        return new, ""
+    _fill_slot(new, pending, text, sub)
+    after = assess(new)
+    if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
+            p.slot == pending.slot and p.question == pending.question for p in after.missing):
+        return after, f"I could not use the answer {text!r}."
+    return after, ""
+
+
+def _cancelled(intent: Intent) -> Intent:
+    """A run the user stopped at a question ends like a refusal: a report, nothing run."""
+    intent.question, intent.missing = None, []
+    intent.refusal = "cancelled at the user's request"
+    return intent
+
+
+def _pick_candidate(text: str, candidates: list[str]) -> str:
+    low = re.sub(r"\s+(?:one|option|choice)$|^(?:use\s+|take\s+)", "", text.lower().strip(" .!。"))
+    if low.isdigit() and 1 <= int(low) <= len(candidates):
+        return candidates[int(low) - 1]
+    ordinal = {"first": 0, "second": 1, "third": 2, "the first": 0, "the second": 1, "第一个": 0, "第二个": 1, "第三个": 2}
+    if low in ordinal and ordinal[low] < len(candidates):
+        return candidates[ordinal[low]]
+    exact = [c for c in candidates if c.lower() == low]
+    if exact:
+        return exact[0]
+    prefix = [c for c in candidates if c.lower().startswith(low) or low in c.lower()]
+    return prefix[0] if len(prefix) == 1 else ""
+
+
+def _merge(into: Intent, sub: Intent) -> None:
+    """Slots the answer states fill (or, for lists, extend) the intent's."""
+    if sub.question and (into.question is None or into.question in ("evaluate",) and sub.question in CODEC_QUESTIONS):
+        into.question = sub.question
+    for c in sub.codecs:
+        if c not in into.codecs:
+            into.codecs.append(c)
+    for g in sub.codec_groups:
+        if g not in into.codec_groups:
+            into.codec_groups.append(g)
+    if sub.mode and not into.mode:
+        into.mode = sub.mode
+    if sub.bounds:
+        into.bounds = into.bounds or sub.bounds
+    into.targets += [t for t in sub.targets if t not in into.targets]
+    for d in sub.data:
+        if d not in into.data:
+            into.data.append(d)
+    for dev in sub.devices:
+        if dev not in into.devices:
+            into.devices.append(dev)
+    into.repeats = into.repeats or sub.repeats
+    into.command = into.command or sub.command
+    into.profile_file = into.profile_file or sub.profile_file
+    into.sweep_spec = into.sweep_spec or sub.sweep_spec
+    into.runs += [r for r in sub.runs if r not in into.runs]
+    into.notes += sub.notes
+    into.missing += [p for p in sub.missing if p.slot in ("codecs", "data") and p.detail]
+
+
+def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
+    slot = pending.slot
+    if slot == "codecs":
+        if pending.detail:  # an unknown name was asked about: the answer replaces it
+            new.codecs = [c for c in new.codecs if c != pending.detail]
+        _merge(new, sub)
+        if not sub.codecs and not sub.codec_groups and text.lower() in ("all", "全部", "所有", "every", "everything"):
+            new.codec_groups.append("all")
+    elif slot == "mode":
+        word = text.lower().strip(" .!。")
+        mode = sub.mode or (word if word in REQUEST_MODES else None)
+        new.mode = mode  # type: ignore[assignment]
+        if sub.bounds:  # the answer's own numbers are the newer word
+            new.bounds = sub.bounds
+        elif mode in ("psnr", "ratio", "fixed_rate") and pending.detail:
+            new.bounds = []  # a point-wise value is no PSNR, ratio or rate: asked next
+    elif slot == "bounds":
+        values = sub.bounds or _number_list(text)
+        if sub.mode and not new.mode:
+            new.mode = sub.mode
+        if sub.mode and new.mode and sub.mode != new.mode:
+            new.mode = sub.mode
+        new.bounds = [v for v in values if v > 0 and math.isfinite(v)]
+        new.targets += [t for t in sub.targets if t not in new.targets]
+    elif slot == "data":
+        if pending.detail:
+            new.data = [d for d in new.data if d.path != pending.detail and not (d.kind == "named" and d.name == pending.detail)]
+        if sub.data:
+            new.data += [d for d in sub.data if d not in new.data]
+        elif pending.candidates and text in pending.candidates:
+            new.data.append(DataRef(kind="named", name=text, text=text))
+        elif pending.candidates and re.search(r"\b(?:both|all|each|every)\b|两个|都|全部|所有", text.lower()):
+            new.data += [DataRef(kind="named", name=c, text=text) for c in pending.candidates]  # "both"
+        elif pending.candidates and (dims := re.search(r"\b([123])\s*-?\s*d\b|([一二三])维", text.lower())):
+            n = int(dims.group(1)) if dims.group(1) else "一二三".index(dims.group(2)) + 1
+            shapes = {d["name"]: len(d["shape"]) for d in dataset_catalogue()}
+            picked = [c for c in pending.candidates if shapes.get(c) == n]  # "the 2D one"
+            if len(picked) == 1:
+                new.data.append(DataRef(kind="named", name=picked[0], text=text))
+            else:
+                new.missing.insert(0, pending)
+        else:
+            new.missing += [p for p in sub.missing if p.slot == "data"]
+            new.missing.insert(0, pending) if not sub.missing else None
+        new.missing += [p for p in sub.missing if p.slot == "codecs" and p.detail]
+    elif slot in ("shape", "dtype"):
+        ref = next((d for d in new.data if d.path == pending.detail), None)
+        if ref is not None:
+            t = _Text(normalise(text))
+            shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+            if not shapes and re.fullmatch(r"\d+(?:\s*[, ]\s*\d+)+", text.strip()):
+                shapes = [[int(x) for x in re.split(r"\s*[, ]\s*", text.strip())]]
+            dtypes = [dt for dt, rx in _table("dtypes") if rx.search(t.low)]
+            endians = [e for e, rx in _table("endian") if rx.search(t.low)]
+            if shapes:
+                ref.shape = shapes[0]
+            if dtypes:
+                ref.dtype = dtypes[0]  # type: ignore[assignment]
+            if endians:
+                ref.endian = endians[0]  # type: ignore[assignment]
+    elif slot == "var":
+        ref = next((d for d in new.data if d.path == pending.detail), None)
+        if ref is not None:
+            word = text.strip().strip("`'\"")
+            ref.var = _pick_candidate(word, pending.candidates) or word
+    elif slot == "command":
+        new.command = _split_argv(text.strip().strip("`"))
+        if why := _command_refusal(new.command):
+            new.refusal = why
+    elif slot == "profile_file":
+        new.profile_file = sub.profile_file or text.strip()
+    elif slot == "runs":
+        new.runs = list(dict.fromkeys(new.runs + (sub.runs or re.findall(r"[\w./~-]+", text))))[:2]
+    else:  # question
+        _merge(new, sub)
+
+
+def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
+    """A JSON answer: keys name slots (dataset, shape, dtype, var, codecs, mode, bound(s), command)."""
+    ref = next((d for d in new.data if pending.detail and d.path == pending.detail), None)
+    for key, value in doc.items():
+        if key in ("shape", "dtype", "endian", "var") and ref is None:
+            ref = next((d for d in new.data if d.kind in ("raw", "file")), None)
+        if key == "shape":
+            shape = value if isinstance(value, list) else re.split(r"\s*[x×,*]\s*", str(value).strip())
+            try:
+                dims = [int(s) for s in shape]
+            except (TypeError, ValueError):
+                return f"shape {value!r} is not a list of positive integers."
+            if not dims or min(dims) < 1 or ref is None:
+                return f"shape {value!r} is not a list of positive integers."
+            ref.shape = dims
+        elif key == "dtype":
+            tag = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64", "float": "f32", "double": "f64"}.get(str(value).lower())
+            if tag is None or ref is None:
+                return f"dtype must be 'f32' or 'f64', got {value!r}."
+            ref.dtype = tag  # type: ignore[assignment]
+        elif key == "endian":
+            if value not in ("<", ">"):
+                return "endian must be '<' (little) or '>' (big)."
+            if ref is not None:
+                ref.endian = value
+        elif key == "var":
+            if ref is not None:
+                ref.var = str(value)
+        elif key in ("dataset", "path", "data"):
+            sub = parse(str(value))
+            if pending.detail:
+                new.data = [d for d in new.data if d.path != pending.detail]
+            if sub.data:
+                new.data += sub.data
+            else:
+                new.data.append(DataRef(kind="named", name=str(value), text=str(value)))
+        elif key in ("codec", "codecs"):
+            names = value if isinstance(value, list) else [value]
+            known = codec_catalogue()
+            unknown = [n for n in names if known and n not in known and n not in ("all", "cpu", "gpu")]
+            if unknown:
+                return f"unknown codec(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}."
+            if pending.detail:
+                new.codecs = [c for c in new.codecs if c != pending.detail]
+            for n in names:
+                if n in ("all", "cpu", "gpu"):
+                    new.codec_groups.append(n)
+                elif n not in new.codecs:
+                    new.codecs.append(str(n))
+        elif key == "mode":
+            if value not in REQUEST_MODES:
+                return f"mode must be {', '.join(REQUEST_MODES[:-1])} or {REQUEST_MODES[-1]}, got {value!r}."
+            new.mode = value
+        elif key in ("bound", "bounds"):
+            values = value if isinstance(value, list) else [value]
+            try:
+                nums = [float(v) for v in values]
+            except (TypeError, ValueError):
+                return f"a bound must be a number, got {value!r}."
+            if not all(v > 0 and math.isfinite(v) for v in nums):
+                return "bounds must be positive, finite numbers."
+            new.bounds = nums
+        elif key == "command":
+            new.command = value if isinstance(value, list) else _split_argv(str(value))
+            if why := _command_refusal(new.command):
+                new.refusal = why
+        elif key == "runs":
+            new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]
+        elif key in ("ignore", "proceed") and pending.slot == "clause":
+            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+        else:
+            return f"the answer names {key!r}, which is not something I asked for."
+    return ""
