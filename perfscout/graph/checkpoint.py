@@ -31,7 +31,11 @@ def describe(ctx: Context) -> str:
 
         parts = urlsplit(url)
         host = parts.hostname or ""
-        return f"postgresql://{parts.username or ''}@{host}:{parts.port or 5432}{parts.path}"
+        try:
+            port = parts.port or 5432
+        except ValueError:  # "postgresql://h:notaport/db": say it as written (no password there)
+            return "postgresql://" + url.split("://", 1)[1].rsplit("@", 1)[-1]
+        return f"postgresql://{parts.username or ''}@{host}:{port}{parts.path}"
     return str(_sqlite_path(ctx))
 
 
@@ -78,6 +82,9 @@ def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
             saver = cm.__enter__()
         except psycopg.OperationalError as exc:
             raise InputError(f"cannot connect to the checkpoint database {describe(ctx)}: {exc}") from exc
+        except (psycopg.Error, ValueError) as exc:  # "postgresql://%%%": not a connection string at all
+            raise InputError(f"PERFSCOUT_CHECKPOINT_URL is not a usable PostgreSQL URL ({describe(ctx)}): "
+                             f"{str(exc).strip() or type(exc).__name__}; expected postgresql://USER:PASSWORD@HOST:PORT/DB") from exc
         try:
             # first uses from many processes at once: setup() creates tables and runs its
             # migrations, so it runs under a session advisory lock (one at a time). The lock is
