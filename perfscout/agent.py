@@ -74,12 +74,15 @@ class RunInfo:
 def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str, Any]:
     """An intent string, a spec mapping, or a path to a YAML spec -> the graph's request."""
     if isinstance(request_or_spec, Path):
-        from perfscout.sweep.safe_yaml import load_yaml
+        from perfscout.tools.input_files import read_input_text
+        from perfscout.tools.safe_yaml import load_yaml
 
         try:
-            # size, depth and alias limits: a spec is user input (an alias bomb or a spec
-            # nested thousands deep gets a clear error, never a traceback or a huge checkpoint)
-            doc = load_yaml(request_or_spec.read_text(encoding="utf-8"), str(request_or_spec))
+            # the one reader of named files (a FIFO, a device or a directory is refused
+            # unopened; size-limited), then size, depth and alias limits: a spec is user input
+            # (an alias bomb or a spec nested thousands deep gets a clear error, never a
+            # traceback or a huge checkpoint)
+            doc = load_yaml(read_input_text(request_or_spec, "spec"), str(request_or_spec))
         except OSError as exc:
             raise InputError(f"cannot read spec {request_or_spec}: {exc}") from exc
         except yaml.YAMLError as exc:
