@@ -112,14 +112,11 @@ def _check_out_is_a_run_dir(out: Path) -> None:
     """InputError unless ``out`` is new, empty, or a sweep's run directory: a sweep writes
     results.csv, report.md, spec.yaml, platform.json there, and a folder of the user's that
     holds files of those names (or any others) must not be written over."""
-    if not out.exists():
+    from perfscout.tools.input_files import output_dir_entries
+
+    entries = output_dir_entries(out, "run")
+    if entries is None:
         return
-    if not out.is_dir():
-        raise InputError(f"cannot use {out} as the run directory: it is a file, not a directory")
-    try:
-        entries = sorted(os.listdir(out))
-    except OSError as exc:
-        raise InputError(f"cannot read the run directory {out}: {exc.strerror or exc}") from None
     if (out / STORE_NAME).is_file():
         return
     foreign = [e for e in entries if e not in RUN_DIR_NAMES and not e.startswith("spec.session-")]

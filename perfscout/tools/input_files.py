@@ -82,20 +82,29 @@ def read_input_text(path: str | os.PathLike[str], what: str, max_bytes: int | No
                          f"{data[exc.start:exc.start + 1]!r})") from None
 
 
+def output_dir_entries(out: str | os.PathLike[str], what: str) -> list[str] | None:
+    """The sorted names in the output directory ``out``, or None when it does not exist yet;
+    InputError when it is a file or cannot be listed (``what`` names its use)."""
+    p = Path(out)
+    if not p.exists():
+        return None
+    if not p.is_dir():
+        raise InputError(f"cannot use {p} as the {what} directory: it is a file, not a directory")
+    try:
+        return sorted(os.listdir(p))
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} directory {p}: {exc.strerror or exc}") from None
+
+
 def check_output_dir(out: str | os.PathLike[str], marker: str, what: str) -> None:
     """InputError unless ``out`` is new, empty, or an earlier ``what`` run (it holds
     ``marker``): a run directory is the one place a sandboxed program may write, and its
     own files (samples.json, raw/, ...) are written there, so a folder of the user's (their
     project, their results) is never handed over."""
     p = Path(out)
-    if not p.exists():
+    entries = output_dir_entries(p, what)
+    if entries is None:
         return
-    if not p.is_dir():
-        raise InputError(f"cannot use {p} as the {what} directory: it is a file, not a directory")
-    try:
-        entries = sorted(os.listdir(p))
-    except OSError as exc:
-        raise InputError(f"cannot read the {what} directory {p}: {exc.strerror or exc}") from None
     if entries and marker not in entries:
         shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
         raise InputError(f"{p} holds files that are not a {what} run's ({shown}); the {what} writes its results "
