@@ -24,20 +24,6 @@ PARSE_BYTES_PER_BYTE = 4
 SMALL_DOCUMENT_BYTES = 16 * 2**20
 
 
-def _available_bytes() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 1 << 62
-
-
 def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> int:
     """The size of ``path`` if it is a regular file perfscout may read whole, else InputError."""
     p = Path(path)
@@ -55,7 +41,12 @@ def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | N
         kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
                 else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
         raise InputError(f"cannot read {what} {p}: it is {kind}, not a regular file (save the output to a file)")
-    limit = max_bytes if max_bytes is not None else _available_bytes() // PARSE_BYTES_PER_BYTE
+    if max_bytes is None:
+        from perfscout.datasets.synthetic import available_bytes  # NumPy's import only where it is asked
+
+        limit = available_bytes() // PARSE_BYTES_PER_BYTE
+    else:
+        limit = max_bytes
     if st.st_size > limit:
         why = "the limit for this kind of file" if max_bytes is not None else "what this machine's free memory can parse"
         raise InputError(f"{what} {p} is {st.st_size / 2**20:.1f} MiB, more than {why} "
