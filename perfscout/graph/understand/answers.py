@@ -121,23 +121,15 @@ def _merge(into: Intent, sub: Intent) -> None:
     """Slots the answer states fill (or, for lists, extend) the intent's."""
     if sub.question and (into.question is None or into.question in ("evaluate",) and sub.question in CODEC_QUESTIONS):
         into.question = sub.question
-    for c in sub.codecs:
-        if c not in into.codecs:
-            into.codecs.append(c)
-    for g in sub.codec_groups:
-        if g not in into.codec_groups:
-            into.codec_groups.append(g)
+    for mine, theirs in ((into.codecs, sub.codecs), (into.codec_groups, sub.codec_groups), (into.targets, sub.targets),
+                         (into.data, sub.data), (into.devices, sub.devices)):
+        mine += [v for v in theirs if v not in mine]
     if sub.mode and not into.mode:
         into.mode = sub.mode
     if sub.bounds:
         into.bounds = into.bounds or sub.bounds
-    into.targets += [t for t in sub.targets if t not in into.targets]
-    for d in sub.data:
-        if d not in into.data:
-            into.data.append(d)
-    for dev in sub.devices:
-        if dev not in into.devices:
-            into.devices.append(dev)
+    if into.masked is None:
+        into.masked = sub.masked  # "only the valid values" said in an answer counts too
     into.repeats = into.repeats or sub.repeats
     into.command = into.command or sub.command
     into.profile_file = into.profile_file or sub.profile_file
