@@ -15,7 +15,6 @@ back, rejecting truncated or corrupt files with a clear message.
 from __future__ import annotations
 
 import math
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, refuse_overwriting_inputs, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
+from perfscout.io import write_atomic
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:

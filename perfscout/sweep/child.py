@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from perfscout.io import write_atomic
 from perfscout.state.records import CompressionResult
 from perfscout.tools.process_limits import resident_mb
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
@@ -55,17 +56,6 @@ def free_bytes(path: Path) -> int:
     except OSError:
         return 1 << 62
     return st.f_bavail * st.f_frsize
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file (unique to this process) + rename: readers see the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def attempt_paths(work_dir: Path, tag: str) -> dict[str, Path]:

@@ -47,7 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
+from perfscout.io import write_atomic
+from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record
 from perfscout.sweep.forkserver import ForkServer, ForkServerError
 from perfscout.sweep.spec import SweepTask
 

@@ -10,13 +10,13 @@ records ``codec_crashed`` / ``codec_timeout`` from the outside.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from perfscout.io import write_atomic
 from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 
@@ -82,9 +82,7 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
     except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's record
         traceback.print_exc()
         record = CompressionResult(**base, status="error", error=f"{type(exc).__name__}: {exc}")
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(record.model_dump_json(indent=1))
-    os.replace(tmp, result_path)  # the parent only ever sees a whole record
+    write_atomic(result_path, record.model_dump_json(indent=1))  # the parent only ever sees a whole record
     return 0
 
 

@@ -12,8 +12,9 @@ registry's) and fails on
 
 Where the small top-level modules sit, and why:
 
-- ``errors.py`` and ``home.py`` are at the bottom with ``state/``: they import nothing of
-  perfscout, and every layer raises perfscout's errors and finds its home directory.
+- ``errors.py``, ``home.py`` and ``io.py`` are at the bottom with ``state/``: they import nothing of
+  perfscout, and every layer raises perfscout's errors, finds its home directory and writes
+  its files atomically with ``io.write_atomic``.
 - ``platform_profiles/`` (the spec table of known hardware and saved snapshots) sits with
   ``codecs/`` and ``datasets/``: like them it is a source of data that loads into
   ``state`` records (``PlatformProfile``), needs ``errors``/``home``, and is read by tools.
@@ -48,7 +49,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "perfscout"
 
 #: Layer of each top-level unit of the package (a unit = the first name under perfscout).
 LAYERS: dict[str, int] = {
-    "state": 0, "errors": 0, "home": 0,
+    "state": 0, "errors": 0, "home": 0, "io": 0,
     "codecs": 1, "datasets": 1, "platform_profiles": 1,
     "analysis": 2,
     "tools": 3,
