@@ -154,7 +154,7 @@ def evaluate_codec(
         info = _run_info(runtime)
         options = {"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else None
         ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
-                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, **info)
+                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, keep_reconstruction=False, **info)
     except (CodecUnavailable, InputError) as exc:
         if (asked := _missing_policy(exc)) is not None:
             return f"needs input: {asked['error']}", asked

@@ -123,7 +123,7 @@ def evaluate(data: Any, codec: str, mode: str, bound: float,
 
     A thin wrapper: ``evaluate_full(...).result``, with the same options
     (:class:`EvaluateOptions`); the codec runs in a child process by default."""
-    return evaluate_full(data, codec, mode, bound, **options).result
+    return evaluate_full(data, codec, mode, bound, keep_reconstruction=False, **options).result
 
 
 class _RunFailed(Exception):
@@ -288,8 +288,13 @@ def evaluate_full(
     timeout_s: float | None = None,
     memory_limit_mb: int | None = None,
     metric_threads: int | None = None,
+    keep_reconstruction: bool = True,
 ) -> Evaluation:
     """Like :func:`evaluate`, returning the :class:`Evaluation` with the detail.
+
+    ``keep_reconstruction=False`` leaves the decompressed array out of the Evaluation
+    (``reconstructed`` is None): an isolated child then sends back only the record and the
+    stream, not a copy of the whole field through shared memory (two more passes over it).
 
     ``isolate`` (default): the whole evaluation runs in a child process
     (:func:`perfscout.tools.isolate.run_isolated`: forked for CPU codecs, from a clean
@@ -303,7 +308,8 @@ def evaluate_full(
     kwargs = dict(device=device, repeats=repeats, dataset=dataset, nonfinite=nonfinite, options=options,
                   run_id=run_id, task_key=task_key, platform_id=platform_id, metric_threads=metric_threads)
     if not isolate:
-        return _evaluate_here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
+        here = _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction
+        return here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
     from perfscout.tools.isolate import CodecCrashed, run_isolated
 
     started_at = _now()
@@ -312,9 +318,10 @@ def evaluate_full(
     what = f"{codec} {mode} {bound:g}"
     try:
         return run_isolated(
-            _evaluate_here, (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
+            _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction,
+            (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
             what=what, device=device, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
-            input_array=array, result_nbytes=int(array.nbytes),
+            input_array=array, result_nbytes=int(array.nbytes) if keep_reconstruction else 0,
         )
     except CodecCrashed as exc:
         record = CompressionResult(
@@ -326,6 +333,16 @@ def evaluate_full(
         )
         return Evaluation(result=record, notes=[f"{exc.status}: the evaluation ran in a child process, "
                                                  "which did not survive; this process did"])
+
+
+def _evaluate_without_reconstruction(*args: Any, **kwargs: Any) -> Evaluation:
+    """:func:`_evaluate_here`, its decompressed arrays dropped before they are returned (in a
+    child: before the reply is packed)."""
+    ev = _evaluate_here(*args, **kwargs)
+    ev.reconstructed = None
+    if ev.search is not None:
+        ev.search.reconstructed = None
+    return ev
 
 
 def _dtype_text(dtype: np.dtype) -> str:

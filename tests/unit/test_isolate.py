@@ -170,3 +170,31 @@ def test_sz3_h5_bounds_below_the_dtypes_resolution_are_refused() -> None:
     r = evaluate(x, "sz3-h5", "abs", 1e-53, repeats=1)
     assert r.status == "error" and "below the smallest float32 value" in r.error
     assert evaluate(x, "sz3-h5", "abs", 1e-40, repeats=1).status in ("ok", "bound_overshoot")
+
+
+def test_a_record_only_evaluation_sends_no_field_back(grf: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate() (the record alone) and keep_reconstruction=False: the child replies with the
+    record and the stream, and no shared mapping the size of the field is made or filled."""
+    big = np.random.default_rng(0).standard_normal((128, 128, 16)).astype(np.float32)  # 1 MiB
+    maps: list[int] = []
+    real_mmap = isolate.mmap.mmap
+
+    def counting_mmap(fileno: int, length: int, *args: object, **kwargs: object) -> object:
+        maps.append(length)
+        return real_mmap(fileno, length, *args, **kwargs)
+
+    monkeypatch.setattr(isolate.mmap, "mmap", counting_mmap)
+    kept = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1)
+    assert maps and maps[-1] >= big.nbytes and kept.reconstructed is not None
+    maps.clear()
+    lean = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1, keep_reconstruction=False)
+    record = evaluate(big, "zfp", "abs", 1e-2, repeats=1)
+    assert maps == []
+    assert lean.reconstructed is None and lean.compressed is not None
+    assert lean.compressed.data == kept.compressed.data
+    for r in (lean.result, record):
+        assert r.status == "ok" and r.bound_ok is True
+        assert (r.ratio, r.max_abs_err, r.psnr) == (kept.result.ratio, kept.result.max_abs_err, kept.result.psnr)
+    # in process too
+    here = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1, isolate=False, keep_reconstruction=False)
+    assert here.reconstructed is None and here.result.max_abs_err == kept.result.max_abs_err
