@@ -28,7 +28,7 @@ from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
 from perfscout.state.modes import RequestMode
 from perfscout.state.shapes import is_shape, parse_shape
 
-from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's API
+from perfscout.graph.tool_common import (  # noqa: F401 - part of this module's API
     TRANSIENT_ERRORS,
     Artifact,
     _artifact,
@@ -478,9 +478,9 @@ def run_sweep(
 
 
 def _regression_tools() -> tuple[BaseTool, ...]:
-    from perfscout.tools.regress_tools import compare_runs
+    from perfscout.graph.regress_tools import TOOLS as regression_tools  # compare_runs, tune_command
 
-    return (compare_runs,)
+    return regression_tools
 
 
 #: The whitelist, in the order a model sees it. Extend only here.
