@@ -316,6 +316,10 @@ def evaluate_full(
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)  # the cheap refusals, before any child starts
     what = f"{codec} {mode} {bound:g}"
+    if device == "cpu":  # forked children inherit the metric pass's compiled kernels
+        from perfscout.analysis.streaming import warm_before_fork
+
+        warm_before_fork(array)
     try:
         return run_isolated(
             _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction,

@@ -198,3 +198,28 @@ def test_a_record_only_evaluation_sends_no_field_back(grf: np.ndarray, monkeypat
     # in process too
     here = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1, isolate=False, keep_reconstruction=False)
     assert here.reconstructed is None and here.result.max_abs_err == kept.result.max_abs_err
+
+
+def _compiled_signatures() -> int:
+    from perfscout.analysis import stream_compiled
+
+    return len(stream_compiled._beyond_kernel.signatures) + len(stream_compiled._pass_a_kernel.signatures)
+
+
+def test_children_inherit_the_metric_pass_kernels_warmed_before_the_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An isolated CPU evaluation that takes the compiled metric pass loads its kernels in the
+    caller once, so every forked child starts with them (none re-imports numba or re-loads
+    the cache); a pair that takes the NumPy pass loads nothing."""
+    from perfscout.analysis import streaming
+
+    streaming._warmed.cache_clear()
+    monkeypatch.setenv(streaming.ENV_BACKEND, "numpy")
+    assert streaming.warm_before_fork(np.zeros(8, np.float32)) is False
+    monkeypatch.setenv(streaming.ENV_BACKEND, "bogus")
+    assert streaming.warm_before_fork(np.zeros(8, np.float32)) is False  # the pass itself says why
+    monkeypatch.setenv(streaming.ENV_BACKEND, "numba")
+    x = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32)
+    r = evaluate(x, "sz3", "abs", 1e-3, repeats=1)  # isolated: warms here, then forks
+    assert r.status == "ok" and r.bound_ok is True
+    assert streaming._warmed.cache_info().currsize == 1  # evaluate() warmed the caller before it forked
+    assert isolate.run_isolated(_compiled_signatures, (), {}, what="signatures", device="cpu") >= 2
