@@ -3,17 +3,16 @@
 // cuSZp's C API (cuSZp_compress / cuSZp_decompress) allocates and zeroes its three look-back
 // arrays, launches one kernel, copies the size back (compress) and frees the arrays in every
 // call, so CUDA events around it time all of that. This small library launches the same
-// kernels that libcuSZp.so exports, with the grid its entry points compute, on buffers the
+// kernels, with the grid its entry points compute, on buffers the
 // caller owns: the look-back arrays are allocated once and zeroed before each launch,
 // outside the events, so a sample is the kernel alone. No cuSZp code is copied here: the
-// kernels are declared (their signatures are cuSZp's public headers') and linked from the
-// library the user built with scripts/build_cuszp.sh.
+// kernels are declared (their signatures are cuSZp's public headers') and compiled from the
+// user's cuSZp checkout into the same library, with the flags of scripts/build_cuszp.sh's
+// Release build (libcuSZp.so itself does not export the kernels' host stubs to link against).
 //
-// Build (on the GPU machine; benchmarks/gpu_fair_device.sh does it):
-//   nvcc -O3 -arch=sm_90 -shared -Xcompiler -fPIC -cudart shared -o libcuszp_timer.so \
-//        benchmarks/cuszp_kernel_timer.cu -L$LIBDIR -lcuSZp -Xlinker -rpath,$LIBDIR
-// (-cudart shared: the launch configuration this file pushes must reach the kernel stubs in
-// libcuSZp.so through the same CUDA runtime, which scripts/build_cuszp.sh also links shared.)
+// Build (on the GPU machine; benchmarks/gpu_fair_device.sh does it), SRC a cuSZp checkout:
+//   nvcc -O3 -DNDEBUG -arch=sm_90 -shared -Xcompiler -fPIC -I$SRC/include -I$SRC/include/cuSZp \
+//        -o libcuszp_timer.so benchmarks/cuszp_kernel_timer.cu $SRC/src/cuSZp_kernels_{1,2,3}D_f32.cu
 #include <cuda_runtime.h>
 #include <cstddef>
 

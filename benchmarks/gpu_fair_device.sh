@@ -37,9 +37,8 @@ do_build() {
     timeout 240 scripts/build_cuszp.sh "$CUSZP_SRC" "$PERFSCOUT_HOME/cuszp" >>"$LOG" 2>&1
   echo "cuSZp build exit $?: $(cat $PERFSCOUT_CUSZP_LIB.json 2>/dev/null)" | tee -a "$LOG"
   step "build the cuSZp kernel timer"
-  L=$(dirname "$PERFSCOUT_CUSZP_LIB")
-  timeout 120 nvcc -O3 -arch=sm_90 -shared -Xcompiler -fPIC -cudart shared -o $TIMER benchmarks/cuszp_kernel_timer.cu \
-    -L"$L" -lcuSZp -Xlinker -rpath,"$L" >>"$LOG" 2>&1
+  timeout 180 nvcc -O3 -DNDEBUG -arch=sm_90 -shared -Xcompiler -fPIC -I"$CUSZP_SRC/include" -I"$CUSZP_SRC/include/cuSZp" \
+    -o $TIMER benchmarks/cuszp_kernel_timer.cu "$CUSZP_SRC"/src/cuSZp_kernels_{1,2,3}D_f32.cu >>"$LOG" 2>&1
   echo "timer build exit $?" | tee -a "$LOG"
 }
 export PYTHONPATH=/tmp/site:$PWD
