@@ -32,6 +32,8 @@ do_build() {
   step "install wheels"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHL"/*.whl \
     >>"$LOG" 2>&1 || { echo "wheel install failed" | tee -a "$LOG"; exit 1; }
+  PYTHONPATH=/tmp/site:$PWD python3 -c "import perfscout.tools.gpu_eval, perfscout.codecs.registry" >>"$LOG" 2>&1 \
+    || { echo "perfscout does not import with these wheels" | tee -a "$LOG"; tail -5 "$LOG"; exit 1; }
   step "build cuSZp"
   CUSZP_COMMIT=$(cat "$CUSZP_SRC/PERFSCOUT_COMMIT" 2>/dev/null || echo unknown) \
     timeout 240 scripts/build_cuszp.sh "$CUSZP_SRC" "$PERFSCOUT_HOME/cuszp" >>"$LOG" 2>&1
