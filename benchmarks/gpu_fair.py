@@ -258,7 +258,12 @@ def bench_cuszp(x: Any, eb: float, encoding: str, dim: int, repeats: int, timer:
 
 
 # -- szp-gpu ------------------------------------------------------------------------------
-def bench_szp(x: Any, eb: float, block_ndim: int | str, repeats: int) -> dict:
+def bench_szp(x: Any, eb: float, block_ndim: int | str, repeats: int, mode: str = "abs", rel: float = 0.0) -> dict:
+    """szp-gpu with ``block_ndim`` ("auto": chosen inside the timed compress, or given). In
+    ``rel`` mode szp-gpu resolves REL ``rel`` to the same absolute bound with its own range
+    pass (inside its compress time) and, knowing max |x|, leaves its quantiser the room for
+    float32 rounding (FORMAT.md "Room for rounding"); in ``abs`` mode it has no range pass
+    and no room: on fields far from zero at tight bounds its rounding then costs outliers."""
     import cupy as cp
     from gpu_codec import batched_events
 
@@ -266,27 +271,31 @@ def bench_szp(x: Any, eb: float, block_ndim: int | str, repeats: int) -> dict:
     from perfscout.codecs.szp import format as F
     from perfscout.codecs.szp import gpu as G
 
-    row: dict = {"codec": "szp-gpu", "block_ndim": block_ndim}
+    row: dict = {"codec": "szp-gpu", "block_ndim": block_ndim, "szp_mode": mode}
+    bound = rel if mode == "rel" else eb
     if block_ndim == "auto":
-        codec = get_codec("szp-gpu", "abs", eb)
+        codec = get_codec("szp-gpu", mode, bound)
 
         def compress():
             return codec.compress_on_device(x)
     else:
         def compress():
-            return G.compress_device(x, "abs", eb, int(block_ndim))
+            return G.compress_device(x, mode, bound, int(block_ndim))
     ds = compress()  # warm-up (kernel compilation, pool growth)
     G.decompress_device(ds)
     ds = None
     comp, ds = _timed_calls(compress, repeats)
     bnd = int(ds.header.block_ndim)
-    row.update(chosen_block_ndim=bnd, stream_nbytes=int(ds.body.size) + 4, ratio=x.nbytes / (int(ds.body.size) + 4),
+    row.update(chosen_block_ndim=bnd, szp_abs_bound=float(ds.header.abs_bound), szp_step=float(ds.header.step), stream_nbytes=int(ds.body.size) + 4, ratio=x.nbytes / (int(ds.body.size) + 4),
                n_outliers=int(ds.header.n_outliers), payload_words=int(ds.header.payload_words))
     dec = _events(lambda: G.decompress_device(ds), repeats)
     y = G.decompress_device(ds)
     row.update(_check(x, y, eb))
     del y
-    qz = F.resolve_quantizer(x.dtype, "abs", eb, None)
+    frange = G.device_range(x) if mode == "rel" else None
+    qz = F.resolve_quantizer(x.dtype, mode, bound, frange, version=int(ds.header.version))
+    if float(qz.step) != float(ds.header.step):
+        raise RuntimeError(f"kernel timing's quantiser (step {qz.step}) is not the stream's ({ds.header.step})")
     geo = G.geometry(tuple(x.shape), bnd)
     scratch = G.new_scratch(geo)
     kc = batched_events(lambda: G._launch_compress(x, geo, qz, G._outlier_cap(x.size), scratch), repeats)
@@ -346,13 +355,14 @@ def bench(args: argparse.Namespace) -> None:
                 eb = rel * (hi - lo)
                 configs: list[tuple[str, Any]] = []
                 if "szp" in args.codecs:
-                    configs += [("szp", "auto")] + [("szp", b) for b in (1, 2, 3) if b <= max(x.ndim, 1)]
+                    configs += [("szp", ("auto", "rel"))] + [("szp", (b, "rel")) for b in (1, 2, 3) if b <= max(x.ndim, 1)]
+                    configs += [("szp", ("auto", "abs"))]
                 if "cuszp" in args.codecs:
                     configs += [("cuszp", (e, d)) for d in cuszp_dims_for(x) for e in ENCODINGS]
                 for kind, cfg in configs:
                     try:
                         if kind == "szp":
-                            row = bench_szp(x, eb, cfg, args.repeats)
+                            row = bench_szp(x, eb, cfg[0], args.repeats, mode=cfg[1], rel=rel)
                         else:
                             row = bench_cuszp(x, eb, cfg[0], cfg[1], args.repeats, timer)
                     except Exception as exc:  # noqa: BLE001 - a failing config is a finding, the run goes on
@@ -375,7 +385,7 @@ def bench(args: argparse.Namespace) -> None:
 def label(r: dict) -> str:
     if r["codec"] == "szp-gpu":
         b = r.get("block_ndim")
-        return f"szp-gpu {b}" + (f"->{r['chosen_block_ndim']}-D" if b == "auto" and "chosen_block_ndim" in r else
+        return f"szp-gpu {r.get('szp_mode', 'abs')} {b}" + (f"->{r['chosen_block_ndim']}-D" if b == "auto" and "chosen_block_ndim" in r else
                                  ("-D" if b != "auto" and b is not None else ""))
     if "encoding" in r:
         return f"cuSZp {r['encoding']} {r['dim']}-D"
@@ -403,9 +413,14 @@ def pair_summary(rows: list[dict]) -> dict:
     ok = [r for r in rows if "error" not in r and r.get("ratio")]
     szp = [r for r in ok if r["codec"] == "szp-gpu"]
     cz = [r for r in ok if r["codec"] == "cuszp"]
-    auto = next((r for r in szp if r.get("block_ndim") == "auto"), None)
-    given = next((r for r in szp if auto and r.get("block_ndim") == auto.get("chosen_block_ndim")), None)
-    out: dict = {"szp_auto": auto, "szp_given": given}
+    def pick(rows_: list[dict], **want) -> dict | None:
+        return next((r for r in rows_ if all(r.get(k, "abs" if k == "szp_mode" else None) == v
+                                             for k, v in want.items())), None)
+
+    mode = "rel" if pick(szp, block_ndim="auto", szp_mode="rel") else "abs"  # rel: what a REL request runs
+    auto = pick(szp, block_ndim="auto", szp_mode=mode)
+    given = pick(szp, block_ndim=auto.get("chosen_block_ndim"), szp_mode=mode) if auto else None
+    out: dict = {"szp_auto": auto, "szp_given": given, "szp_auto_abs": pick(szp, block_ndim="auto", szp_mode="abs")}
     if not cz or auto is None:
         return out
 
@@ -440,10 +455,11 @@ def _mode(r: dict | None) -> str:
 
 def summary(doc: dict) -> str:
     """The Markdown table: one line per field and bound."""
-    lines = ["| field | REL | szp shape | CR szp (cuSZp best, mode) | CR × | compress e2e auto / given GB/s | "
+    lines = ["| field | REL | szp shape | CR szp (cuSZp best, mode) | CR × | cuSZp best CR within its bound | "
+             "compress e2e auto / given GB/s | "
              "× cuSZp fastest (mode) | decompress e2e GB/s | × cuSZp fastest fair (mode) · with memset | "
              "kernels c / d GB/s (× copy) | cuSZp fastest kernels c / d (× copy) | beyond bound szp / cuSZp rows |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pairs: dict = {}
     for r in doc["rows"]:
         pairs.setdefault((r["field"], r["rel"]), []).append(r)
@@ -465,9 +481,11 @@ def summary(doc: dict) -> str:
             return f"{r[key]:.0f} ({r[key] / copy:.2f})" if r and isinstance(r.get(key), (int, float)) else "-"
 
         gc = g["compress_e2e_GBps"] if g else math.nan
+        w = s.get("cuszp_best_cr_within_bound")
+        within = f"{w['ratio']:.2f} ({_mode(w)})" if w else "none held it"
         lines.append(
             f"| {field} | {rel:.0e} | {a['chosen_block_ndim']}-D | {a['ratio']:.2f} ({b['ratio']:.2f}, {_mode(b)}) | "
-            f"{s['cr_over_cuszp_best']:.3f} | {a['compress_e2e_GBps']:.0f} / {gc:.0f} | "
+            f"{s['cr_over_cuszp_best']:.3f} | {within} | {a['compress_e2e_GBps']:.0f} / {gc:.0f} | "
             f"{s['compress_auto_e2e_over_cuszp_fastest']:.2f} / {s.get('compress_given_e2e_over_cuszp_fastest', math.nan):.2f}"
             f" ({fc['compress_e2e_GBps']:.0f}, {_mode(fc)}) | {a['decompress_e2e_GBps']:.0f} | "
             f"{s['decompress_e2e_over_cuszp_fastest']:.2f} ({fd['decompress_e2e_GBps']:.0f}, {_mode(fd)}) · "

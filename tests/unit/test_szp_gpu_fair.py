@@ -22,10 +22,12 @@ def _row(codec: str, **kw) -> dict:
 
 def _rows() -> list[dict]:
     return [
-        _row("szp-gpu", block_ndim="auto", chosen_block_ndim=2, ratio=10.0, compress_e2e_s=1e-3,
+        _row("szp-gpu", block_ndim="auto", szp_mode="abs", chosen_block_ndim=2, ratio=9.5, compress_e2e_s=0.5e-3,
+             decompress_e2e_s=0.8e-3),
+        _row("szp-gpu", block_ndim="auto", szp_mode="rel", chosen_block_ndim=2, ratio=10.0, compress_e2e_s=1e-3,
              decompress_e2e_s=0.8e-3, compress_kernel_s=0.7e-3, decompress_kernel_s=0.6e-3),
-        _row("szp-gpu", block_ndim=2, chosen_block_ndim=2, ratio=10.0, compress_e2e_s=0.9e-3, decompress_e2e_s=0.8e-3),
-        _row("szp-gpu", block_ndim=1, chosen_block_ndim=1, ratio=11.0, compress_e2e_s=0.9e-3, decompress_e2e_s=0.8e-3),
+        _row("szp-gpu", block_ndim=2, szp_mode="rel", chosen_block_ndim=2, ratio=10.0, compress_e2e_s=0.9e-3, decompress_e2e_s=0.8e-3),
+        _row("szp-gpu", block_ndim=1, szp_mode="rel", chosen_block_ndim=1, ratio=11.0, compress_e2e_s=0.9e-3, decompress_e2e_s=0.8e-3),
         _row("cuszp", encoding="fixed", dim=1, ratio=3.0, compress_e2e_s=1.0e-3, decompress_e2e_s=0.9e-3,
              decompress_memset_e2e_s=1.2e-3, compress_kernel_s=0.8e-3, decompress_kernel_s=0.5e-3),
         _row("cuszp", encoding="outlier", dim=2, ratio=9.0, compress_e2e_s=2.0e-3, decompress_e2e_s=1.6e-3,
@@ -38,7 +40,8 @@ def _rows() -> list[dict]:
 
 def test_best_and_fastest_cuszp_rows_are_picked_over_every_mode():
     s = GF.pair_summary(_rows())
-    assert s["szp_auto"]["block_ndim"] == "auto" and s["szp_given"]["block_ndim"] == 2
+    assert s["szp_auto"]["block_ndim"] == "auto" and s["szp_auto"]["szp_mode"] == "rel"  # what a REL request runs
+    assert s["szp_given"]["block_ndim"] == 2 and s["szp_auto_abs"]["ratio"] == 9.5
     assert (s["cuszp_best_cr"]["encoding"], s["cuszp_best_cr"]["dim"]) == ("outlier", 2)
     assert s["cuszp_best_cr_within_bound"]["encoding"] == "plain"  # the outlier row went beyond its bound
     assert s["cuszp_fastest_compress_e2e_GBps"]["encoding"] == "fixed"
@@ -63,7 +66,7 @@ def test_summary_line_names_the_modes_and_says_incomplete_pairs():
     text = GF.summary(doc)
     lines = text.splitlines()
     assert len(lines) == 4
-    assert "| f | 1e-03 | 2-D | 10.00 (9.00, outlier 2-D) | 1.111 |" in lines[2]
+    assert "| f | 1e-03 | 2-D | 10.00 (9.00, outlier 2-D) | 1.111 | 8.00 (plain 2-D) |" in lines[2]
     assert "(1074, fixed 1-D)" in lines[2]  # cuSZp's fastest compress, with its mode
     assert "5 / 1 of 3" not in lines[2] and lines[2].endswith("| 0 / 1 of 3 |")
     assert lines[3].startswith("| g | 1e-02 | incomplete:") and "RuntimeError: x" in lines[3]
