@@ -67,16 +67,24 @@ do_ab() {
 do_ncu() {
   step "ncu"
   command -v ncu >/dev/null || { echo "no ncu" | tee -a "$LOG"; return; }
-  timeout $(cap ${NCU_S:-150}) ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
-    --section Occupancy --section LaunchStats --section InstructionStats --section SchedulerStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    -k 'regex:szp_(compress|decompress|width_scan|corner_scan|corner_unpack)|cuSZp_' -c ${NCU_C:-12} -f -o /tmp/fair \
+  # NCU_FULL=1: --set full (source counters too) of szp-gpu's two main kernels only, skipping
+  # the shape choice's three small szp_compress launches
+  if [ "${NCU_FULL:-0}" = 1 ]; then
+    SEL=(--set full -k 'regex:^szp_(compress|decompress)$' --launch-skip 3 -c 2); TAG=_full
+  else
+    SEL=(--section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats
+         --section InstructionStats --section SchedulerStats --section ComputeWorkloadAnalysis
+         --section MemoryWorkloadAnalysis -k 'regex:szp_(compress|decompress|width_scan|corner_scan|corner_unpack)|cuSZp_'
+         -c ${NCU_C:-12}); TAG=
+  fi
+  timeout $(cap ${NCU_S:-150}) ncu --clock-control none "${SEL[@]}" -f -o /tmp/fair \
     python3 benchmarks/gpu_fair.py ncu --data "$DATA" --gib ${NCU_GIB:-0.5} --bounds 1e-3 >> "$LOG" 2>&1
   echo "ncu exit $?" | tee -a "$LOG"
-  ncu --import /tmp/fair.ncu-rep --csv --page raw > "$O/gpu_fair_ncu_h200_raw.csv" 2>>"$LOG"
-  ncu --import /tmp/fair.ncu-rep --page details > "$O/gpu_fair_ncu_h200_details.txt" 2>>"$LOG"
+  ncu --import /tmp/fair.ncu-rep --csv --page raw > "$O/gpu_fair_ncu${TAG}_h200_raw.csv" 2>>"$LOG"
+  ncu --import /tmp/fair.ncu-rep --page details > "$O/gpu_fair_ncu${TAG}_h200_details.txt" 2>>"$LOG"
+  [ -n "$TAG" ] && ncu --import /tmp/fair.ncu-rep --page source --csv --print-source sass > "$O/gpu_fair_ncu${TAG}_h200_sass.csv" 2>>"$LOG"
   grep -E "^  [a-zA-Z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Registers Per|Achieved Occupancy|Theoretical Occupancy" \
-    "$O/gpu_fair_ncu_h200_details.txt" | head -120
+    "$O/gpu_fair_ncu${TAG}_h200_details.txt" | head -120
 }
 
 do_tests() {
