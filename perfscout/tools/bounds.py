@@ -81,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from perfscout.analysis.metrics import psnr
+from perfscout.analysis.rate_distortion import PSNR_WINDOW_DB, RATIO_TOLERANCE
 from perfscout.analysis.stream_fast import ChunkView
 from perfscout.analysis.tile_pool import resolve_threads
 from perfscout.codecs.base import ALL_MODES, Compressed
@@ -646,12 +647,11 @@ class AbsControl:
         return min(max(guess, lo * 1.0001), hi / 1.0001)
 
 
-#: PSNR targets land in [target, target + PSNR_WINDOW_DB] dB.
-PSNR_WINDOW_DB = 0.5
+# PSNR targets land in [target, target + PSNR_WINDOW_DB] dB, ratio targets within
+# +-RATIO_TOLERANCE (relative): defined once, beside the equal-quality table that reads them
+# (perfscout.analysis.rate_distortion).
 #: The PSNR search's budget: trials, each one compress, one decompress and one PSNR pass.
 PSNR_MAX_TRIALS = 12
-#: Ratio targets land within +-RATIO_TOLERANCE (relative) of the target.
-RATIO_TOLERANCE = 0.01
 #: The ratio search's budget: trials, each one compress (the ratio needs no decompression).
 RATIO_MAX_ITER = 24
 
