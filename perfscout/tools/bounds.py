@@ -830,13 +830,13 @@ def _steer(first_eb: float, run: Callable[[float], float], window: tuple[float, 
                 return "too_coarse"
             eb = nxt
         else:  # one side only: extrapolate towards the window
-            est = slope
+            est, scale = slope, reach
             if previous is not None and previous[0] != u and math.isfinite(s) and math.isfinite(previous[1]):
                 secant = (s - previous[1]) / (u - previous[0])
-                if secant > 0:
-                    est = min(max(secant, slope / 10), slope * 10)
+                if secant > 0:  # two trials on this side measure the slope: aim by it, no reach
+                    est, scale = min(max(secant, slope / 10), slope * 10), 1.0
             du = (mid - s) / est if math.isfinite(s) else math.copysign(math.log(1e3), mid - s)
-            du = math.copysign(min(abs(du) * reach, math.log(1e6)), du)
+            du = math.copysign(min(abs(du) * scale, math.log(1e6)), du)
             reach *= 2
             nxt = control.snap(min(max(math.exp(u + du), floor), ceil))
             if nxt in tried and control.step > 1.0:  # the same setting: one step on
