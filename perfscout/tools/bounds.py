@@ -799,6 +799,7 @@ def _steer(first_eb: float, run: Callable[[float], float], window: tuple[float, 
 
     a, b = sorted((score(window[0]), score(window[1])))
     mid = 0.5 * (a + b)
+    floor = max(floor, math.ulp(0.0))  # a bound is > 0 (a tiny range's floor may underflow to 0)
     # (bound, log bound, score): the loosest bound scoring below a, the tightest scoring above b
     small: tuple[float, float, float] | None = None
     large: tuple[float, float, float] | None = None
@@ -806,7 +807,7 @@ def _steer(first_eb: float, run: Callable[[float], float], window: tuple[float, 
     tried: set[float] = set()
     reach = 1.0  # how far an extrapolation reaches, doubled each time it falls short
     last_width = math.inf
-    eb = control.snap(min(max(first_eb, floor), ceil))
+    eb = control.snap(min(max(first_eb, floor), ceil)) or floor
     for _ in range(budget):
         tried.add(eb)
         s = score(run(eb))
@@ -838,7 +839,8 @@ def _steer(first_eb: float, run: Callable[[float], float], window: tuple[float, 
             du = (mid - s) / est if math.isfinite(s) else math.copysign(math.log(1e3), mid - s)
             du = math.copysign(min(abs(du) * scale, math.log(1e6)), du)
             reach *= 2
-            nxt = control.snap(min(max(math.exp(u + du), floor), ceil))
+            # clamped in log space first: a bound near float64's largest value would overflow exp
+            nxt = control.snap(min(max(math.exp(min(max(u + du, math.log(floor)), math.log(ceil))), floor), ceil))
             if nxt in tried and control.step > 1.0:  # the same setting: one step on
                 nxt = nxt * control.step if du > 0 else nxt / control.step
             if nxt in tried or not floor <= nxt <= ceil:
