@@ -4,7 +4,12 @@ report sets the codecs side by side at equal quality (real sweep, real sz3 and z
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from perfscout.api_sweep import report, sweep
 from perfscout.tools.results_store import open_results
@@ -51,3 +56,21 @@ def test_a_psnr_sweep_stores_its_searches_and_reports_at_equal_quality(tmp_path:
         how = r[6]
         assert "measured:" in how or "interpolated between" in how or "outside the measured range" in how
         assert (r[4].strip() == "–") == ("outside" in how)  # a figure only where one was measured or bracketed
+
+
+def test_a_dask_sweep_brings_the_searches_back_to_the_driver(tmp_path: Path) -> None:
+    pytest.importorskip("distributed", reason="pip install 'perfscout[dask]'")
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("abs: [1.0e-1, 1.0e-2, 1.0e-3]", "abs: [1.0e-2]"))
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-c", "from perfscout.cli import main; main()", "sweep",
+                          str(tmp_path / "spec.yaml"), "--out", str(out), "--executor", "dask", "--workers", "1",
+                          "--json"], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    df = open_results(out)
+    psnr = df[df["mode"] == "psnr"]
+    assert len(psnr) == 4
+    for row in psnr.itertuples():  # the worker's search outcome, written by the driver beside the record
+        doc = json.loads((out / "raw" / row.task_key / "search.json").read_text())
+        assert CONTRACT <= set(doc) and doc["chosen"][0] == row.abs_bound
