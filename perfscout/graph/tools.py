@@ -168,7 +168,10 @@ def evaluate_codec(
     summary = (f"{codec} on {dataset} ({device}) {mode} {bound:g}: status={row['status']} "
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))
-    return summary, _artifact("result", data={"record": row, "timing": timing, "notes": list(ev.notes)})
+    data = {"record": row, "timing": timing, "notes": list(ev.notes)}
+    if "search" in ev.extra:  # a psnr/ratio search: its window, trials and closest (SearchOutcome.summary)
+        data["search"] = ev.extra["search"]
+    return summary, _artifact("result", data=data)
 
 
 def _missing_policy(exc: Exception) -> Artifact | None:

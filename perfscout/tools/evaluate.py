@@ -196,21 +196,33 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
     if mode == "fixed_rate":
         return _Plan(make("fixed_rate", bound))
     make("abs", 1.0)  # options are checked before the search spends time
+    control = B.AbsControl(float(getattr(cls, "abs_control_step", 0.0) or 0.0))  # zfp: powers of two
     if mode == "psnr":
         ev.search = _guarded("psnr search failed", lambda: B.search_psnr(
             work, bound, lambda eb: make("abs", eb).compress(work),
-            lambda c: make("abs", c.bound).decompress(c),
+            lambda c: make("abs", c.bound).decompress(c), control=control, side_nbytes=side_nbytes,
         ))
     else:
         ev.search = _guarded("ratio search failed", lambda: B.search_ratio(
-            work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes,
+            work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes, control=control,
         ))
     assert ev.search is not None
-    ev.notes.append(
-        f"{mode} search: {ev.search.iterations} trial(s), achieved {ev.search.achieved:.6g} "
-        f"(target {bound:g}) at abs bound {ev.search.abs_bound:.6g}"
-    )
+    ev.notes.append(search_note(ev.search))
+    ev.extra["search"] = ev.search.summary()
     return _Plan(make("abs", ev.search.abs_bound), abs_bound=ev.search.abs_bound)
+
+
+def search_note(search: B.SearchOutcome) -> str:
+    """One sentence on a psnr/ratio search: its trials against the budget, where it landed
+    against the window, and why when it did not land inside it."""
+    each = "one compress and one decompress" if search.metric == "psnr" else "one compress"
+    unit = " dB" if search.metric == "psnr" else ""
+    lo, hi = search.window
+    text = (f"{search.metric} search: {search.iterations} trial(s) of at most {search.max_trials} ({each} "
+            f"each), achieved {search.achieved:.6g}{unit} at abs bound {search.abs_bound:.6g}")
+    if search.in_window:
+        return f"{text}, in the window [{lo:.6g}, {hi:.6g}]{unit}"
+    return f"{text}; {search.note(search.metric.upper() if search.metric == 'psnr' else 'ratio')}"
 
 
 def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: CompressionResult,
