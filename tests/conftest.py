@@ -14,6 +14,7 @@ and what a test writes through a relative path lands in its own folder.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import subprocess
@@ -57,6 +58,21 @@ def _pin_environment() -> Path:
 
 
 SESSION_HOME = _pin_environment()
+
+
+def _fault_dump_to_own_stderr() -> None:
+    """In every forked child: pytest's faulthandler plugin writes to a copy of the real
+    stderr that it keeps around its capture, and a child forked from pytest inherits that
+    handler, so each deliberate crash (the crash-containment tests, fake or real codec)
+    printed "Fatal Python error" and every loaded extension module into the test run's
+    output. Re-pointed at the child's own fd 2, the dump goes where the child's other output
+    goes (pytest's capture: shown with a failing test only, or a sweep child's log, which it
+    re-points itself); the parent still sees and asserts the signal."""
+    if faulthandler.is_enabled():
+        faulthandler.enable(file=2)
+
+
+os.register_at_fork(after_in_child=_fault_dump_to_own_stderr)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
