@@ -42,12 +42,13 @@ def test_diagnose_format_text_has_no_markdown_escapes_and_markdown_keeps_them() 
 
 def test_diagnose_on_a_real_terminal_prints_text() -> None:
     primary, secondary = os.openpty()  # the child's stdout is a terminal, as a person's is
+    chunks = []
     try:
-        proc = subprocess.run([sys.executable, "-m", "perfscout", "diagnose", "--ncu-csv", FIXTURE],
-                              stdout=secondary, stderr=subprocess.PIPE, timeout=300, cwd=ROOT,
-                              env={**os.environ, "TERM": "dumb", "NO_COLOR": "1"})
+        proc = subprocess.Popen([sys.executable, "-m", "perfscout", "diagnose", "--ncu-csv", FIXTURE],
+                                stdout=secondary, stderr=subprocess.PIPE, cwd=ROOT,
+                                env={**os.environ, "TERM": "dumb", "NO_COLOR": "1"})
         os.close(secondary)
-        chunks = []
+        # read while it writes: a terminal's buffer is small, a child writing into a full one waits
         while True:
             try:
                 chunk = os.read(primary, 65536)
@@ -56,9 +57,10 @@ def test_diagnose_on_a_real_terminal_prints_text() -> None:
             if not chunk:
                 break
             chunks.append(chunk)
+        stderr = proc.stderr.read().decode("utf-8", "replace")
+        assert proc.wait(timeout=300) == 0, stderr
     finally:
         os.close(primary)
     out = b"".join(chunks).decode("utf-8", "replace")
-    assert proc.returncode == 0, proc.stderr
     assert "limiter if >= 53%]" in out and "Diagnosis\r\n=========" in out
     assert "\\]" not in out and "| share |" not in out

@@ -78,7 +78,10 @@ def test_export_check_on_a_netcdf_file_takes_the_var_its_message_names(netcdf_fi
     assert "No such option" not in asked.output + done.output + alone.output
 
 
-def test_the_raw_file_example_asks_for_the_shape_first_as_its_comment_says(perfscout_home: Path) -> None:
+def test_the_raw_file_example_asks_for_the_shape_first_as_its_comment_says(perfscout_home: Path,
+                                                                          builtin_codecs_only: None) -> None:
+    # builtin_codecs_only: "codecs: cpu" is every installed CPU codec, and a test module that
+    # imports tests.fakes at collection (test_isolate) registers fake-crash for the whole run
     spec = ROOT / "examples" / "agent_raw_file.yaml"
     comment = [line[1:].strip() for line in spec.read_text().splitlines() if line.startswith("#")]
     make = next(line for line in comment if line.startswith("python3 -c"))
