@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from perfscout.io import write_atomic
+from perfscout.io import write_atomic, write_json_atomic
 from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 
@@ -44,12 +44,6 @@ def search_path(result_path: Path) -> Path:
     name = result_path.name
     return result_path.with_name("search" + name[len("result"):] if name.startswith("result")
                                  else f"{result_path.stem}.search.json")
-
-
-def write_json_atomic(path: Path, doc: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
 
 
 def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
