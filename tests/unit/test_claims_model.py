@@ -1,0 +1,36 @@
+"""The claim model's contract: ids in order, the claims.json shape, bad input refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from perfscout.state.claims import CLAIMS_FILE, Claim, claims_doc, numbered, read_claims
+
+
+def test_numbered_gives_ids_in_answer_order_without_touching_the_input():
+    cs = [Claim(kind="ranking", text="a"), Claim(kind="warning", text="b")]
+    out = numbered(cs)
+    assert [c.id for c in out] == ["c1", "c2"]
+    assert [c.id for c in cs] == ["", ""]
+
+
+def test_claims_doc_round_trips_through_claims_json(tmp_path):
+    c = Claim(id="c1", kind="ranking", subjects=["sz3", "zfp"], figure="ratio", values={"sz3": 12.5, "zfp": 7.0},
+              spread={"sz3": [12.0, 13.0]}, verdict="higher", records=["t01", "t02"], text="sz3 wins")
+    doc = claims_doc("zh", [c])
+    assert set(doc) == {"language", "claims"}
+    assert set(doc["claims"][0]) >= {"id", "kind", "subjects", "figure", "values", "spread", "verdict", "records",
+                                     "text"}
+    (tmp_path / CLAIMS_FILE).write_text(json.dumps(doc), encoding="utf-8")
+    back = read_claims(tmp_path)
+    assert back.language == "zh" and back.claims[0] == c
+
+
+def test_bad_language_and_unknown_fields_are_refused():
+    with pytest.raises(ValidationError):
+        claims_doc("fr", [])
+    with pytest.raises(ValidationError):
+        Claim(kind="x", colour="red")
