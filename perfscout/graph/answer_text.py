@@ -81,7 +81,7 @@ def _en(c: Claim) -> str:
     if k == "nothing":
         return "No result was measured."
     if k == "could_not_run":
-        what = "the GPU" if c.subjects == ["GPU"] else c.subjects[0]
+        what = "The GPU" if c.subjects == ["GPU"] else c.subjects[0]
         verb = "could not be used" if c.subjects == ["GPU"] else (
             "did not finish" if c.verdict == "failed" else "could not run here")
         inst = (f"; what ran instead: {_join(d['instead'], 'en')}" if d.get("instead")
@@ -141,7 +141,8 @@ def _target_en(c: Claim) -> str:
     v = g(c.values[s])
     by = g(abs(d["margin"]), ".3g")
     on = f"{s} on {c.where['dataset']} at {bound_label(c.where['mode'], c.where['bound'])}"
-    fig = _figures(d["figures"], "en")
+    f = d["figures"]
+    fig = f"ratio {g(f.get('ratio'))}, PSNR {g(f.get('psnr'))} dB, max abs error {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":
         return f"{label}: met by {on}, {t['metric']} {v}{unit} ({by}{unit} to spare); {fig}."
     if c.verdict == "met_within_tolerance":
@@ -276,7 +277,8 @@ def _target_zh(c: Claim) -> str:
     unit = _UNIT.get(t["metric"], "")
     v, by = g(c.values[s]), g(abs(d["margin"]), ".3g")
     on = f"{s}（{c.where['dataset']}，{bound_label(c.where['mode'], c.where['bound'])}）"
-    fig = _figures(d["figures"], "zh")
+    f = d["figures"]
+    fig = f"压缩比 {g(f.get('ratio'))}，PSNR {g(f.get('psnr'))} dB，最大绝对误差 {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":
         return f"{label}：{on} 满足，{t['metric']} 为 {v}{unit}（余量 {by}{unit}）；{fig}。"
     if c.verdict == "met_within_tolerance":

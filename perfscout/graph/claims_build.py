@@ -169,6 +169,10 @@ def group_claims(f: RunFacts, rows: list[dict[str, Any]]) -> list[Claim]:
 SINGLE_FIGURES = ("ratio", "bitrate", "psnr", "max_abs_err", "compress_MBps", "decompress_MBps")
 
 
+#: What a target's sentence adds beside the target's own figure.
+TARGET_FIGURES = ("ratio", "psnr", "max_abs_err")
+
+
 def single_figures(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r.get(k) for k in SINGLE_FIGURES}
 
@@ -227,7 +231,7 @@ def target_claims(f: RunFacts) -> list[Claim]:
     for t in targets:
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in f.records:
-            if r.get("ratio") is not None and r.get(t["metric"]) is not None:
+            if usable(r) and r.get(t["metric"]) is not None:  # a broken bound has its own claim
                 if t.get("from_mode") and not (r.get("mode") == t["metric"] and float(r["bound"]) == t["value"]):
                     continue
                 by[(f.name(r), str(r.get("dataset")))].append(r)
@@ -245,7 +249,7 @@ def target_claims(f: RunFacts) -> list[Claim]:
                                      "margin": j["margin"], "tolerance": j["tolerance"], "why": j["why"],
                                      "too_coarse": bool(s.get("too_coarse")),
                                      "closest_below": s.get("closest_below"), "closest_above": s.get("closest_above"),
-                                     "figures": single_figures(r)}))
+                                     "figures": {k: r.get(k) for k in TARGET_FIGURES}}))
     return out
 
 

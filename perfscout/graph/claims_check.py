@@ -13,7 +13,7 @@ import logging
 import math
 from typing import Any
 
-from perfscout.graph.claims_build import SINGLE_FIGURES, ratio_tolerance, where_of
+from perfscout.graph.claims_build import SINGLE_FIGURES, TARGET_FIGURES, ratio_tolerance, where_of
 from perfscout.graph.claims_facts import RunFacts, base_codec, usable
 from perfscout.graph.claims_rules import judge_target, mbps_range, speed_verdict, warnings_for
 from perfscout.state.claims import Claim
@@ -126,8 +126,8 @@ def _target(c: Claim, f: RunFacts, recs: list[dict[str, Any]]) -> str:
                                                                                           c.detail.get("margin")):
         return f"target {t}: re-derived {j['verdict']} at {j['value']} (claim: {c.verdict} at {c.values.get(name)})"
     figs = c.detail.get("figures") or {}
-    bad = [k for k in SINGLE_FIGURES if not _same(figs.get(k), r.get(k))]
-    return f"figures {bad} differ from the record" if bad else ""
+    bad = [k for k in TARGET_FIGURES if not _same(figs.get(k), r.get(k))]
+    return f"figures {bad} differ from the record" if bad or not usable(r) else ""
 
 
 def _violation(c: Claim, f: RunFacts, recs: list[dict[str, Any]]) -> str:
