@@ -63,6 +63,34 @@ def _figures(fig: dict[str, Any], lang: str) -> str:
             f"and decompresses at {g(fig.get('decompress_MBps'))} MB/s")
 
 
+def _pct(x: Any) -> str:
+    return f"{float(x):+.0%}".replace("%", " %")
+
+
+def speed_reason(d: dict[str, Any], lang: str) -> str:
+    """Why a speed was or was not ranked, from the statistics the claim carries."""
+    why, n = d.get("why"), d.get("n", 0)
+    if lang == "zh":
+        if why == "separated":
+            if d.get("ci") is None:
+                return f"中位时间相差 {_pct(d['change'])}（编解码器自行计时，没有逐次数据）"
+            test = f"，Mann-Whitney p = {g(d['p_value'], '.2g')}" if d.get("strict") else f"，{n} 次重复互不重叠"
+            return f"中位时间 {_pct(d['change'])}，95 % 区间 {_pct(d['ci'][0])} 到 {_pct(d['ci'][1])}{test}"
+        return {"overlap": f"{n} 次以上的重复相互重叠", "scatter": "差距在重复测量自身的离散范围之内",
+                "few_repeats": f"只有 {n} 次计时重复，至少需要 2 次才有离散度",
+                "unsampled": "编解码器自行计时、没有逐次数据，且差距不到 3 倍",
+                "one_speed": "只测到一个速度"}.get(str(why), "统计上无法判定")
+    if why == "separated":
+        if d.get("ci") is None:
+            return f"median times {_pct(d['change'])} apart (the codec timed itself: no per-repeat times)"
+        test = f", Mann-Whitney p = {g(d['p_value'], '.2g')}" if d.get("strict") else f", no overlap in {n} repeats"
+        return f"median time {_pct(d['change'])}, 95 % interval {_pct(d['ci'][0])} to {_pct(d['ci'][1])}{test}"
+    return {"overlap": f"their {n}+ repeats overlap", "scatter": "the gap is within the repeats' own scatter",
+            "few_repeats": f"{n} timed repeat(s): a spread needs at least 2",
+            "unsampled": "the codecs timed themselves (no per-repeat times) and are less than 3x apart",
+            "one_speed": "only one speed was measured"}.get(str(why), "the statistics do not decide")
+
+
 def _speed(c: Claim, s: str) -> str:
     rng = c.spread.get(s)
     fig = g(c.values.get(s))
@@ -100,12 +128,12 @@ def _en(c: Claim) -> str:
         a, b = c.subjects[0], c.subjects[1]
         rest = "".join(f", {s} {_speed(c, s)}" for s in c.subjects[2:4])
         return (f"{w}, {a} {_FIG['en'][d['what']]} fastest: {_speed(c, a)} against {b} {_speed(c, b)}{rest} "
-                f"(per-repeat range in brackets; the repeats separate them: {d['reason']}).")
+                f"(range over the repeats in brackets; the repeats separate them: {speed_reason(d, 'en')}).")
     if k == "too_close":
         what = "compression" if d.get("what", "compress") == "compress" else "decompression"
         figs = _join([f"{s} {_speed(c, s)}" for s in c.subjects[:4]], "en")
         return (f"{w}, {what} speed is too close to call on this machine: {figs} "
-                f"(per-repeat range in brackets; {d.get('reason')}).")
+                f"(range over the repeats in brackets; {speed_reason(d, 'en')}).")
     if k == "ranking":
         fig = _FIG["en"][c.figure or "ratio"]
         spec = ".3g" if c.figure == "max_abs_err" else ".4g"
@@ -239,11 +267,11 @@ def _zh(c: Claim) -> str:
         a, b = c.subjects[0], c.subjects[1]
         rest = "".join(f"，{s} {_speed(c, s)}" for s in c.subjects[2:4])
         return (f"{w}，{a} {_FIG['zh'][d['what']]}最快：{_speed(c, a)}，{b} 为 {_speed(c, b)}{rest}"
-                f"（括号内为各次重复的范围；重复测量能区分两者：{d['reason']}）。")
+                f"（括号内为各次重复的范围；重复测量能区分两者：{speed_reason(d, 'zh')}）。")
     if k == "too_close":
         what = "压缩" if d.get("what", "compress") == "compress" else "解压"
         figs = "；".join(f"{s} {_speed(c, s)}" for s in c.subjects[:4])
-        return f"{w}，{what}速度在这台机器上差距太小，无法判定快慢：{figs}（括号内为各次重复的范围；{d.get('reason')}）。"
+        return f"{w}，{what}速度在这台机器上差距太小，无法判定快慢：{figs}（括号内为各次重复的范围；{speed_reason(d, 'zh')}）。"
     if k == "ranking":
         fig = _FIG["zh"][c.figure or "ratio"]
         spec = ".3g" if c.figure == "max_abs_err" else ".4g"

@@ -205,14 +205,15 @@ def speed_claim(f: RunFacts, good: list[dict[str, Any]], what: str, where: dict[
     if len(ranked) < 2:
         return Claim(kind="too_close", subjects=names, figure=figure, values=values, spread=spread,
                      verdict="too_close_to_call", records=[r["task_key"] for r in ranked], where=where,
-                     detail={"reason": "fewer than two speeds measured"})
+                     detail={"what": what, "why": "one_speed", "n": 0})
     a, b = ranked[0], ranked[1]
     v = speed_verdict(f.samples(a["task_key"], what), f.samples(b["task_key"], what),
                       a.get(f"{what}_s"), b.get(f"{what}_s"))
     return Claim(kind="ranking" if v["decided"] else "too_close", subjects=names, figure=figure, values=values,
                  spread=spread, verdict="faster" if v["decided"] else "too_close_to_call",
                  records=[r["task_key"] for r in ranked], where=where,
-                 detail={"what": what, "reason": v["reason"], "p_value": v["p_value"], "ci": v["ci"],
+                 detail={"what": what, **{k: v[k] for k in ("why", "n", "change", "ci", "p_value", "strict",
+                                                            "statistics")},
                          "ratios": {f.name(r): r.get("ratio") for r in ranked}})
 
 

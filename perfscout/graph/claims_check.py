@@ -94,8 +94,12 @@ def _speed(c: Claim, f: RunFacts, recs: list[dict[str, Any]]) -> str:
     decided = False
     if len(recs) >= 2:
         a, b = recs[0], recs[1]
-        decided = speed_verdict(f.samples(a["task_key"], what), f.samples(b["task_key"], what),
-                                a.get(f"{what}_s"), b.get(f"{what}_s"))["decided"]
+        v = speed_verdict(f.samples(a["task_key"], what), f.samples(b["task_key"], what),
+                          a.get(f"{what}_s"), b.get(f"{what}_s"))
+        decided = v["decided"]
+        stated = {k: c.detail.get(k) for k in ("why", "n", "change", "p_value", "strict")}
+        if any(not _same(stated[k], v[k]) for k in stated) or not _same_list(c.detail.get("ci"), v["ci"]):
+            return f"speed statistics {stated} are not what the repeats give"
     if decided != (c.verdict == "faster") or (c.kind == "too_close") == decided:
         return f"speed verdict {c.verdict} but the repeats {'do' if decided else 'do not'} separate them"
     return ""

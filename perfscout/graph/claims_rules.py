@@ -30,30 +30,33 @@ UNSAMPLED_FACTOR = 3.0
 
 def speed_verdict(fast_s: list[float], slow_s: list[float], fast_median: float | None = None,
                   slow_median: float | None = None) -> dict[str, Any]:
-    """Does ``fast`` (per-repeat seconds) really beat ``slow``? ``{"decided": bool, "reason":
-    str, "p_value", "ci": [lo, hi] of the change of median time}``. Deterministic: the
-    bootstrap has a fixed seed."""
-    if len(fast_s) < MIN_SPEED_REPEATS or len(slow_s) < MIN_SPEED_REPEATS:
+    """Does ``fast`` (per-repeat seconds) really beat ``slow``? ``{"decided": bool, "why": code,
+    "n": repeats of the smaller side, "change": of the median time, "ci": its 95 % bootstrap
+    interval, "p_value", "strict": the rank test was applied, "statistics": the runner's reason}``.
+    ``why`` is ``separated``, ``overlap``, ``scatter``, ``few_repeats``, ``unsampled`` or
+    ``undecided``. Deterministic: the bootstrap has a fixed seed."""
+    n = min(len(fast_s), len(slow_s))
+    out: dict[str, Any] = {"decided": False, "n": n, "change": None, "ci": None, "p_value": None, "strict": False,
+                           "statistics": ""}
+    if n < MIN_SPEED_REPEATS:
         if fast_median and slow_median and not fast_s and not slow_s:
             ratio = slow_median / fast_median
-            return {"decided": ratio >= UNSAMPLED_FACTOR and min(fast_median, slow_median) >= MIN_TIMABLE_S,
-                    "reason": f"no per-repeat times (the codec timed itself): medians {ratio:.2f}x apart, "
-                              f"{UNSAMPLED_FACTOR:g}x needed", "p_value": None, "ci": None}
-        return {"decided": False, "p_value": None, "ci": None,
-                "reason": f"{min(len(fast_s), len(slow_s))} timed repeat(s): a spread needs at least "
-                          f"{MIN_SPEED_REPEATS}"}
-    strict = min(len(fast_s), len(slow_s)) >= 5
+            out.update(decided=ratio >= UNSAMPLED_FACTOR and min(fast_median, slow_median) >= MIN_TIMABLE_S,
+                       change=fast_median / slow_median - 1.0, why="unsampled")
+            if out["decided"]:
+                out["why"] = "separated"
+            return out
+        return {**out, "why": "few_repeats"}
+    strict = n >= 5
     cmp = compare_measured("time", slow_s, fast_s, better="lower", threshold=SPEED_THRESHOLD,
                            floor=MIN_TIMABLE_S, min_repeats=MIN_SPEED_REPEATS,
                            **({} if strict else {"alpha": 1.0}))
-    decided = cmp.verdict == "improved"
-    if decided and not strict and not max(fast_s) < min(slow_s):
-        decided = False
-        reason = f"{cmp.reason}; but with {min(len(fast_s), len(slow_s))} repeats the repeats must not overlap"
-    else:
-        reason = cmp.reason
+    overlap = not max(fast_s) < min(slow_s)
+    decided = cmp.verdict == "improved" and (strict or not overlap)
     ci = [cmp.ci_low, cmp.ci_high] if cmp.ci_low is not None else None
-    return {"decided": decided, "reason": reason, "p_value": cmp.p_value, "ci": ci}
+    why = "separated" if decided else "overlap" if overlap else "scatter" if cmp.change is not None else "undecided"
+    return {**out, "decided": decided, "why": why, "change": cmp.change, "ci": ci, "p_value": cmp.p_value,
+            "strict": strict, "statistics": cmp.reason}
 
 
 def mbps_range(nbytes: int | None, samples_s: list[float]) -> list[float] | None:

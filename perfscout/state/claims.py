@@ -32,7 +32,7 @@ CLAIMS_FILE = "claims.json"
 CLAIM_KINDS: tuple[str, ...] = (
     "refused", "no_plan", "nothing",
     "could_not_run", "cpu_instead",
-    "ranking", "too_close", "single", "target",
+    "ranking", "too_close", "single", "bounds", "target",
     "violation", "failure", "warning",
     "profile", "machine", "codecs", "sweep", "regression", "tool_error", "ignored", "note",
 )
@@ -101,5 +101,35 @@ def read_claims(path: str | Path) -> ClaimsFile:
     return ClaimsFile.model_validate(json.loads(p.read_text(encoding="utf-8")))
 
 
-__all__ = ["CLAIMS_FILE", "CLAIM_KINDS", "VERDICTS", "Claim", "ClaimsFile", "claims_doc", "numbered",
-           "read_claims"]
+def is_speed(c: Claim) -> bool:
+    """A claim about throughput (its figures are timings: they differ between two runs)."""
+    return bool(c.figure and c.figure.endswith("_MBps"))
+
+
+def answer_differences(a: list[Claim], b: list[Claim]) -> list[str]:
+    """How two runs' Answers differ, claim by claim ([] when they say the same).
+
+    Everything but the sentence must agree (kind, subjects, figure, values, verdict, records),
+    except on speed: timings differ from run to run, so their values are not compared, and one
+    run may name a winner where the other finds the speeds too close to call. Two runs that
+    name *different* winners differ.
+    """
+    out: list[str] = []
+    if len(a) != len(b):
+        out.append(f"{len(a)} claims against {len(b)}: {[c.kind for c in a]} vs {[c.kind for c in b]}")
+    for x, y in zip(a, b):
+        where = f"{x.id or '?'} ({x.kind})"
+        if is_speed(x) and is_speed(y):
+            if sorted(x.subjects) != sorted(y.subjects) or x.figure != y.figure or x.where != y.where:
+                out.append(f"{where}: speed of {x.subjects} at {x.where} vs {y.subjects} at {y.where}")
+            elif x.verdict == y.verdict == "faster" and x.subjects[0] != y.subjects[0]:
+                out.append(f"{where}: {x.subjects[0]} is named faster in one run, {y.subjects[0]} in the other")
+            continue
+        for name in ("kind", "subjects", "figure", "values", "verdict", "records", "where"):
+            if getattr(x, name) != getattr(y, name):
+                out.append(f"{where}: {name} {getattr(x, name)!r} vs {getattr(y, name)!r}")
+    return out
+
+
+__all__ = ["CLAIMS_FILE", "CLAIM_KINDS", "VERDICTS", "Claim", "ClaimsFile", "answer_differences", "claims_doc",
+           "is_speed", "numbered", "read_claims"]
