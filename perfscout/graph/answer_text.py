@@ -109,15 +109,20 @@ def _en(c: Claim) -> str:
     if k == "nothing":
         return "No result was measured."
     if k == "could_not_run":
-        what = "The GPU" if c.subjects == ["GPU"] else c.subjects[0]
-        verb = "could not be used" if c.subjects == ["GPU"] else (
-            "did not finish" if c.verdict == "failed" else "could not run here")
+        parts = []
+        for subject, verdict, why in d["items"]:
+            what = "the GPU" if subject == "GPU" else subject
+            verb = "could not be used" if subject == "GPU" else "did not finish" if verdict == "failed" else \
+                "could not run here"
+            parts.append(f"{what} {verb} ({why or 'no reason given'})")
         inst = (f"; what ran instead: {_join(d['instead'], 'en')}" if d.get("instead")
                 else "; nothing ran in its place")
-        return f"{what} {verb} ({d.get('why') or 'no reason given'}){inst}."
+        text = "; ".join(parts) + inst + "."
+        return text[0].upper() + text[1:] if text.startswith("the GPU") else text
     if k == "cpu_instead":
         s = c.subjects[0]
         verdict = {"held": "bound held", "violated": "bound NOT held"}.get(c.verdict or "", "no bound to check")
+        w = w[:1].lower() + w[1:]
         return (f"{s.split(' (')[0]} had no GPU here, so it ran on its CPU reference: {w}, ratio {g(c.values[s])}, "
                 f"max abs error {g(d.get('max_abs_err'), '.3g')} ({verdict}); these are CPU figures, labelled "
                 f"\"{s}\" below.")
@@ -251,10 +256,12 @@ def _zh(c: Claim) -> str:
     if k == "nothing":
         return "没有测到结果。"
     if k == "could_not_run":
-        what = "GPU" if c.subjects == ["GPU"] else c.subjects[0]
-        verb = "无法使用" if c.subjects == ["GPU"] else ("未能完成" if c.verdict == "failed" else "在这里无法运行")
+        parts = []
+        for subject, verdict, why in d["items"]:
+            verb = "无法使用" if subject == "GPU" else "未能完成" if verdict == "failed" else "在这里无法运行"
+            parts.append(f"{subject} {verb}（{why or '未给出原因'}）")
         inst = f"；改为运行的是：{_join(d['instead'], 'zh')}" if d.get("instead") else "；没有可替代的运行"
-        return f"{what} {verb}（{d.get('why') or '未给出原因'}）{inst}。"
+        return "；".join(parts) + inst + "。"
     if k == "cpu_instead":
         s = c.subjects[0]
         verdict = {"held": "满足误差界", "violated": "违反误差界"}.get(c.verdict or "", "无误差界可检查")

@@ -65,37 +65,38 @@ def build_claims(f: RunFacts) -> list[Claim]:
 # ---- what could not be done --------------------------------------------------------
 
 def could_not_run(f: RunFacts) -> list[Claim]:
-    """A codec the plan skipped, a codec whose every task failed, a GPU asked for and not used."""
+    """One claim, the Answer's first: every codec the plan skipped, every codec whose tasks all
+    failed, the GPU where one was asked for and none was used; each with why, and what ran
+    instead. ``detail["items"]``: ``[[subject, verdict (not_run | failed), why], ...]``."""
     ran = [f.name(r) for r in f.records if usable(r) or r.get("bound_ok") is False]
     instead = [n for i, n in enumerate(ran) if n not in ran[:i]]
-    out: list[Claim] = []
+    items: list[list[str]] = []
+    keys: list[str] = []
     for s in f.plan.get("skipped") or []:
-        out.append(Claim(kind="could_not_run", subjects=[str(s.get("codec"))], verdict="not_run",
-                         detail={"why": str(s.get("why") or ""), "instead": instead}))
+        items.append([str(s.get("codec")), "not_run", str(s.get("why") or "")])
     by_codec: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in f.records:
         by_codec[str(r.get("codec"))].append(r)
     for codec, rows in by_codec.items():
-        if any(r.get("ratio") is not None for r in rows):
-            continue
-        first = rows[0]
-        out.append(Claim(kind="could_not_run", subjects=[codec], verdict="failed", records=[r["task_key"] for r in rows],
-                         detail={"why": f"{first.get('status')}: {str(first.get('error') or '')[:200]}",
-                                 "instead": [n for n in instead if base_codec(n) != codec]}))
+        if not any(r.get("ratio") is not None for r in rows):
+            items.append([codec, "failed", f"{rows[0].get('status')}: {str(rows[0].get('error') or '')[:200]}"])
+            keys += [r["task_key"] for r in rows]
     for o in f.finals:  # an evaluation refused or failed before it made a record
         if o.get("tool") == "evaluate_codec" and o.get("kind") in ("error", "refused"):
             codec = str((o.get("args") or {}).get("codec") or o.get("task_key"))
-            if codec not in by_codec and not any(codec in c.subjects for c in out):
-                out.append(Claim(kind="could_not_run", subjects=[codec], verdict="failed", records=[o["task_key"]],
-                                 detail={"why": f"{o.get('kind')}: {str(o.get('error') or o.get('summary'))[:200]}",
-                                         "instead": instead}))
+            if codec not in by_codec and all(i[0] != codec for i in items):
+                items.append([codec, "failed", f"{o.get('kind')}: {str(o.get('error') or o.get('summary'))[:200]}"])
+                keys.append(str(o["task_key"]))
     if "cuda" in (f.intent.get("devices") or []) or "gpu" in (f.intent.get("codec_groups") or []):
         if f.records and not any((r.get("device") or "cpu") == "cuda" for r in f.records):
             why = next((str(r.get("error") or "") for r in f.records if f.gpu_reference(r)), "") or \
                 "no GPU codec ran on a GPU here"
-            out.append(Claim(kind="could_not_run", subjects=["GPU"], verdict="not_run",
-                             detail={"why": why[:200], "instead": instead}))
-    return out
+            items.append(["GPU", "not_run", why.removeprefix("gpu_unavailable:").strip()[:200]])
+    if not items:
+        return []
+    return [Claim(kind="could_not_run", subjects=[i[0] for i in items],
+                  verdict="not_run" if any(i[1] == "not_run" for i in items) else "failed", records=keys,
+                  detail={"items": items, "instead": instead})]
 
 
 def cpu_instead(f: RunFacts) -> list[Claim]:
@@ -125,7 +126,7 @@ def codec_claims(f: RunFacts) -> list[Claim]:
             out.append(Claim(kind="violation", subjects=[f.name(r)], figure="max_abs_err",
                              values={f.name(r): r.get("max_abs_err")}, verdict="violated", records=[r["task_key"]],
                              where=where_of(r), detail={"error": str(r.get("error") or "")[:160]}))
-    failed_codecs = {c.subjects[0] for c in out if c.kind == "could_not_run"}
+    failed_codecs = {s for c in out if c.kind == "could_not_run" for s in c.subjects}
     for r in f.records:
         if (r.get("status") not in ("ok", "gpu_unavailable") and r.get("bound_ok") is not False
                 and r.get("ratio") is None and any(x.get("ratio") is not None for x in f.records

@@ -156,19 +156,24 @@ def _warning(c: Claim, f: RunFacts, recs: list[dict[str, Any]]) -> str:
 
 
 def _could_not_run(c: Claim, f: RunFacts) -> str:
-    subject = c.subjects[0] if c.subjects else ""
     ran = {f.name(r) for r in f.records if usable(r) or r.get("bound_ok") is False}
     if any(n not in ran for n in c.detail.get("instead") or []):
         return f"names {c.detail.get('instead')} as run instead, but only {sorted(ran)} ran"
-    if subject == "GPU":
-        return "a record ran on a GPU" if any((r.get("device") or "cpu") == "cuda" for r in f.records) else ""
-    if any(base_codec(n) == subject for n in ran):
-        return f"{subject} did produce a result"
+    if [i[0] for i in c.detail.get("items") or []] != c.subjects:
+        return "its items are not its subjects"
     skipped = {str(s.get("codec")) for s in f.plan.get("skipped") or []}
     failed = {str(r.get("codec")) for r in f.records if r.get("ratio") is None}
     failed |= {str((o.get("args") or {}).get("codec")) for o in f.finals
                if o.get("tool") == "evaluate_codec" and o.get("kind") in ("error", "refused")}
-    return "" if subject in skipped | failed else f"{subject} was neither skipped nor failed"
+    for subject in c.subjects:
+        if subject == "GPU":
+            if any((r.get("device") or "cpu") == "cuda" for r in f.records):
+                return "a record ran on a GPU"
+        elif any(base_codec(n) == subject for n in ran):
+            return f"{subject} did produce a result"
+        elif subject not in skipped | failed:
+            return f"{subject} was neither skipped nor failed"
+    return ""
 
 
 _CHECKS = {"ranking": _ranking, "too_close": _speed, "single": _single, "bounds": _bounds, "target": _target,
