@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from perfscout.graph.claims_facts import RunFacts, base_codec, usable
+from perfscout.graph.claims_facts import RunFacts, usable
 from perfscout.graph.claims_rules import judge_target, mbps_range, speed_verdict, warnings_for
 from perfscout.state.claims import Claim
 
