@@ -76,7 +76,7 @@ def speed_reason(d: dict[str, Any], lang: str) -> str:
                 return f"中位时间相差 {_pct(d['change'])}（编解码器自行计时，没有逐次数据）"
             test = f"，Mann-Whitney p = {g(d['p_value'], '.2g')}" if d.get("strict") else f"，{n} 次重复互不重叠"
             return f"中位时间 {_pct(d['change'])}，95 % 区间 {_pct(d['ci'][0])} 到 {_pct(d['ci'][1])}{test}"
-        return {"overlap": f"{n} 次以上的重复相互重叠", "scatter": "差距在重复测量自身的离散范围之内",
+        return {"overlap": f"重复测量相互重叠（每个至少 {n} 次）", "scatter": "差距在重复测量自身的离散范围之内",
                 "few_repeats": f"只有 {n} 次计时重复，至少需要 2 次才有离散度",
                 "unsampled": "编解码器自行计时、没有逐次数据，且差距不到 3 倍",
                 "one_speed": "只测到一个速度"}.get(str(why), "统计上无法判定")
@@ -85,16 +85,22 @@ def speed_reason(d: dict[str, Any], lang: str) -> str:
             return f"median times {_pct(d['change'])} apart (the codec timed itself: no per-repeat times)"
         test = f", Mann-Whitney p = {g(d['p_value'], '.2g')}" if d.get("strict") else f", no overlap in {n} repeats"
         return f"median time {_pct(d['change'])}, 95 % interval {_pct(d['ci'][0])} to {_pct(d['ci'][1])}{test}"
-    return {"overlap": f"their {n}+ repeats overlap", "scatter": "the gap is within the repeats' own scatter",
+    return {"overlap": f"the repeats overlap (at least {n} each)", "scatter": "the gap is within the repeats' own scatter",
             "few_repeats": f"{n} timed repeat(s): a spread needs at least 2",
             "unsampled": "the codecs timed themselves (no per-repeat times) and are less than 3x apart",
             "one_speed": "only one speed was measured"}.get(str(why), "the statistics do not decide")
 
 
+def mbps(v: Any) -> str:
+    """A throughput without an exponent: whole MB/s from 100 up, three figures below."""
+    if v is None:
+        return "–"
+    return f"{float(v):.0f}" if abs(float(v)) >= 100 else f"{float(v):.3g}"
+
+
 def _speed(c: Claim, s: str) -> str:
     rng = c.spread.get(s)
-    fig = g(c.values.get(s))
-    return f"{fig} MB/s" + (f" ({g(rng[0], '.3g')}–{g(rng[1], '.3g')})" if rng else "")
+    return f"{g(c.values.get(s))} MB/s" + (f" ({mbps(rng[0])}–{mbps(rng[1])})" if rng else "")
 
 
 # ---- English -----------------------------------------------------------------------
@@ -194,11 +200,13 @@ def _warning_en(c: Claim) -> str:
     d, s = c.detail, c.subjects[0]
     kind = d["warning"]
     if kind == "bound_vs_range":
-        return (f"Warning: {s}'s absolute bound {g(d['abs_bound'], '.3g')} is {g(d['fraction'], '.3g')} of the "
+        s = " and ".join(c.subjects) if len(c.subjects) < 3 else ", ".join(c.subjects)
+        return (f"Warning: the absolute bound {g(d['abs_bound'], '.3g')} of {s} is {g(d['fraction'], '.3g')} of the "
                 f"field's value range {g(d['value_range'], '.3g')} on {c.where['dataset']}: at half the range or "
-                "more, any constant field meets it, so its ratio and PSNR say little.")
+                "more, one constant (the middle of the range) meets it, so the ratio and PSNR say little.")
     if kind == "bound_below_resolution":
-        return (f"Warning: {s}'s absolute bound {g(d['abs_bound'], '.3g')} on {c.where['dataset']} is below "
+        s = " and ".join(c.subjects) if len(c.subjects) < 3 else ", ".join(c.subjects)
+        return (f"Warning: the absolute bound {g(d['abs_bound'], '.3g')} of {s} on {c.where['dataset']} is below "
                 f"{d['dtype']}'s spacing {g(d['spacing'], '.3g')} at the data's largest magnitude "
                 f"{g(d['absmax'], '.3g')}: the largest values can only be kept exactly (near-lossless).")
     if kind == "unpacked":
@@ -331,10 +339,12 @@ def _warning_zh(c: Claim) -> str:
     d, s = c.detail, c.subjects[0]
     kind = d["warning"]
     if kind == "bound_vs_range":
+        s = "、".join(c.subjects)
         return (f"警告：{s} 的绝对误差界 {g(d['abs_bound'], '.3g')} 是 {c.where['dataset']} 取值范围 "
                 f"{g(d['value_range'], '.3g')} 的 {g(d['fraction'], '.3g')} 倍：达到范围的一半或更多时，"
-                "一个常数场也能满足它，压缩比和 PSNR 说明不了什么。")
+                "一个常数（范围的中点）就能满足它，压缩比和 PSNR 说明不了什么。")
     if kind == "bound_below_resolution":
+        s = "、".join(c.subjects)
         return (f"警告：{s} 在 {c.where['dataset']} 上的绝对误差界 {g(d['abs_bound'], '.3g')} 小于 {d['dtype']} "
                 f"在数据最大幅值 {g(d['absmax'], '.3g')} 处的间隔 {g(d['spacing'], '.3g')}：最大的值只能原样保存（近乎无损）。")
     if kind == "unpacked":

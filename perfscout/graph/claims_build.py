@@ -255,19 +255,31 @@ def target_claims(f: RunFacts) -> list[Claim]:
     return out
 
 
+#: Warnings about the setting itself (the same for every codec at that bound on that field):
+#: one claim names every codec it concerns.
+SHARED_WARNINGS = ("bound_vs_range", "bound_below_resolution")
+
+
 def warning_claims(f: RunFacts) -> list[Claim]:
-    """One claim per kind of warning and dataset (the first record that shows it)."""
+    """One claim per warning: a bound's warning per (dataset, bound) naming every codec at it,
+    an unpacked field's per codec (each has its own ratio), a small field's per dataset."""
     out: list[Claim] = []
-    seen: set[tuple[str, str, Any]] = set()
+    index: dict[tuple[Any, ...], Claim] = {}
     for r in f.records:
         for w in warnings_for(r, f.fields.get(r["task_key"])):
-            per_codec = w["warning"] in ("bound_vs_range", "bound_below_resolution", "unpacked")
-            key = (w["warning"], str(r.get("dataset")), (f.name(r), r.get("bound")) if per_codec else None)
-            if key in seen:
+            kind = w["warning"]
+            key = (kind, str(r.get("dataset")),
+                   w.get("abs_bound") if kind in SHARED_WARNINGS else f.name(r) if kind == "unpacked" else None)
+            if key in index:
+                c = index[key]
+                if kind in SHARED_WARNINGS and f.name(r) not in c.subjects:
+                    c.subjects.append(f.name(r))
+                    c.records.append(r["task_key"])
                 continue
-            seen.add(key)
-            out.append(Claim(kind="warning", subjects=[f.name(r)] if per_codec else [str(r.get("dataset"))],
-                             verdict="flagged", records=[r["task_key"]], where=where_of(r), detail=w))
+            subject = str(r.get("dataset")) if kind == "small_field" else f.name(r)
+            index[key] = Claim(kind="warning", subjects=[subject], verdict="flagged", records=[r["task_key"]],
+                               where=where_of(r), detail=w)
+            out.append(index[key])
     return out
 
 

@@ -186,3 +186,29 @@ def test_the_same_speed_question_twice_under_load_never_names_two_winners(perfsc
     winners = {s.subjects[0] for s in speeds if s.verdict == "faster"}
     assert len(winners) <= 1, f"two runs named different winners: {[s.text for s in speeds]}"
     assert answer_differences(claims[0], claims[1]) == []
+
+
+def test_perfscout_run_prints_the_run_id_first_then_the_answer_a_table_and_the_report_path(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from perfscout.state.claims import read_claims
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PERFSCOUT_HOME": str(tmp_path / "home"),
+           "PERFSCOUT_PLANNER": "deterministic", "PERFSCOUT_NOISE_THRESHOLD": "1e9", "COLUMNS": "80"}
+    p = subprocess.run([sys.executable, "-m", "perfscout", "run", "compare sz3 and zfp at abs 1e-2 on "
+                        "synthetic:grf:24,24 with 2 repeats", "--thread-id", "term"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = " ".join(p.stderr.split())
+    # the id and the resume command come before anything ran
+    assert said.startswith("run term started; if it stops, resume it with: perfscout resume term")
+    assert said.index("perfscout resume term") < said.index("act ")
+    out = p.stdout
+    assert "<details>" not in out and "## " not in out and "|---" not in out
+    claims = read_claims(tmp_path / "home" / "runs" / "term").claims
+    assert claims and all(c.text in out.splitlines() for c in claims)  # the Answer: the claims' texts, one a line
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["sz3"], ["zfp"])]
+    assert sorted(r[0] for r in rows) == ["sz3", "zfp"] and all("abs" in r for r in rows)  # the compact table
+    assert f"Report: {tmp_path / 'home' / 'runs' / 'term' / 'report.md'} (HTML: " in out  # whole, not folded
