@@ -37,16 +37,28 @@ def target_label(t: dict[str, Any]) -> str:
     return f"{t['metric']} {t['op']} {float(t['value']):g}{_UNIT.get(t['metric'], '')}"
 
 
+def setting(w: dict[str, Any], lang: str = "en") -> str:
+    """"ABS 1e-3", "fixed rate 8 bits/value", "PSNR 60", in the run's language."""
+    if w["mode"] == "fixed_rate":
+        return f"固定码率 {g(w['bound'])} 位/值" if lang == "zh" else f"fixed rate {g(w['bound'])} bits/value"
+    return bound_label(w["mode"], w["bound"])
+
+
 def _where(c: Claim, lang: str) -> str:
     w = c.where
     if not w:
         return ""
-    label = "fixed rate " + g(w["bound"]) + " bits/value" if w["mode"] == "fixed_rate" else \
-        bound_label(w["mode"], w["bound"])
     if lang == "zh":
-        label = label.replace("fixed rate ", "固定码率 ").replace(" bits/value", " 位/值")
-        return f"在 {w['dataset']} 上以 {label}"
-    return f"At {label} on {w['dataset']}"
+        return f"在 {w['dataset']} 上以 {setting(w, 'zh')}"
+    return f"At {setting(w)} on {w['dataset']}"
+
+
+def _close(v: float, target: float) -> str:
+    """A value beside its target with enough figures to show how far off it is (8.000488, not 8)."""
+    for digits in (4, 6, 8, 10):
+        if format(v, f".{digits}g") != format(target, f".{digits}g") or v == target:
+            return format(v, f".{digits}g")
+    return repr(v)
 
 
 def _join(items: list[str], lang: str) -> str:
@@ -177,9 +189,9 @@ def _target_en(c: Claim) -> str:
     t = d["target"]
     label = target_label(t)
     unit = _UNIT.get(t["metric"], "")
-    v = g(c.values[s])
+    v = _close(float(c.values[s]), float(t["value"]))
     by = g(abs(d["margin"]), ".3g")
-    on = f"{s} on {c.where['dataset']} at {bound_label(c.where['mode'], c.where['bound'])}"
+    on = f"{s} on {c.where['dataset']} at {setting(c.where)}"
     f = d["figures"]
     fig = f"ratio {g(f.get('ratio'))}, PSNR {g(f.get('psnr'))} dB, max abs error {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":
@@ -318,8 +330,8 @@ def _target_zh(c: Claim) -> str:
     t = d["target"]
     label = target_label(t)
     unit = _UNIT.get(t["metric"], "")
-    v, by = g(c.values[s]), g(abs(d["margin"]), ".3g")
-    on = f"{s}（{c.where['dataset']}，{bound_label(c.where['mode'], c.where['bound'])}）"
+    v, by = _close(float(c.values[s]), float(t["value"])), g(abs(d["margin"]), ".3g")
+    on = f"{s}（{c.where['dataset']}，{setting(c.where, 'zh')}）"
     f = d["figures"]
     fig = f"压缩比 {g(f.get('ratio'))}，PSNR {g(f.get('psnr'))} dB，最大绝对误差 {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":

@@ -156,6 +156,8 @@ def group_claims(f: RunFacts, rows: list[dict[str, Any]]) -> list[Claim]:
             out.append(speed_claim(f, good, _SPEED[q], where))
         else:
             figure, higher = _RANK.get(q, ("ratio", True))
+            if figure == "ratio" and where["mode"] == "ratio":  # at a matched ratio, the better one keeps more
+                figure = "psnr"
             out.append(rank_claim(f, good, figure, higher, where))
             if q in ("compare", "evaluate"):
                 out.append(speed_claim(f, good, "compress", where))
