@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from perfscout.graph.claims_facts import RunFacts, usable
+from perfscout.graph.claims_facts import RunFacts, psnr_short, target_candidate, usable
 from perfscout.graph.claims_rules import judge_target, mbps_range, speed_verdict, warnings_for
 from perfscout.state.claims import Claim
 
@@ -122,7 +122,7 @@ def codec_claims(f: RunFacts) -> list[Claim]:
         out.append(Claim(kind="note", detail={"more_groups": len(gs) - MAX_GROUPS}))
     out += target_claims(f)
     for r in f.records:
-        if r.get("bound_ok") is False:
+        if r.get("bound_ok") is False and not psnr_short(r):  # a PSNR short of its target: a target claim
             out.append(Claim(kind="violation", subjects=[f.name(r)], figure="max_abs_err",
                              values={f.name(r): r.get("max_abs_err")}, verdict="violated", records=[r["task_key"]],
                              where=where_of(r), detail={"error": str(r.get("error") or "")[:160]}))
@@ -235,7 +235,7 @@ def target_claims(f: RunFacts) -> list[Claim]:
     for t in targets:
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in f.records:
-            if usable(r) and r.get(t["metric"]) is not None:  # a broken bound has its own claim
+            if target_candidate(r) and r.get(t["metric"]) is not None:  # a broken bound has its own claim
                 if t.get("from_mode") and not (r.get("mode") == t["metric"] and float(r["bound"]) == t["value"]):
                     continue
                 by[(f.name(r), str(r.get("dataset")))].append(r)

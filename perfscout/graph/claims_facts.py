@@ -33,6 +33,18 @@ def usable(r: dict[str, Any]) -> bool:
             and r.get("bound_ok") is not False)
 
 
+def psnr_short(r: dict[str, Any]) -> bool:
+    """A psnr-mode record that fell short of its target PSNR (the evaluation marks it
+    ``bound_violated``): the Answer reads it as a missed target, not as a broken error bound."""
+    return (r.get("mode") == "psnr" and r.get("bound_ok") is False and r.get("psnr") is not None
+            and r.get("ratio") is not None and float(r["psnr"]) < float(r.get("bound") or 0))
+
+
+def target_candidate(r: dict[str, Any]) -> bool:
+    """A record a target may be judged on: usable, or short of its own PSNR target."""
+    return usable(r) or psnr_short(r)
+
+
 @dataclass
 class RunFacts:
     """The run, as the Answer sees it."""

@@ -291,3 +291,13 @@ def test_refusals_and_lines_in_chinese():
     a, b = _rec("t1", "sz3", ratio=8.0), _rec("t2", "zfp", ratio=4.0)
     zh = answer_lines(_state("compare", "zh", codecs=["sz3", "zfp"]), [a, b], [_obs(a), _obs(b)])
     assert "sz3 的压缩比最高，为 8；其后 zfp 为 4" in zh[0]
+
+
+def test_a_psnr_search_that_falls_short_is_a_missed_target_not_a_broken_bound():
+    rec = _rec("t1", "zfp", mode="psnr", bound=60.0, psnr=59.2, ok=False, status="bound_violated", ratio=9.0,
+               error="PSNR target 60 not reached after 5 trial(s)")
+    claims = _one(rec)
+    assert not [c for c in claims if c.kind == "violation"]
+    target = next(c for c in claims if c.kind == "target")
+    assert target.verdict == "missed" and target.detail["margin"] == pytest.approx(-0.8)
+    assert "psnr >= 60 dB: missed by zfp" in target.text and "0.8 dB short" in target.text
