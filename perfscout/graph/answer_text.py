@@ -195,17 +195,35 @@ def _target_en(c: Claim) -> str:
     f = d["figures"]
     fig = f"ratio {g(f.get('ratio'))}, PSNR {g(f.get('psnr'))} dB, max abs error {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":
-        return f"{label}: met by {on}, {t['metric']} {v}{unit} ({by}{unit} to spare); {fig}."
+        return f"{label}: met by {on}, {t['metric']} {v}{unit} ({by}{unit} to spare); {fig}.{_coarse(c, 'en')}"
     if c.verdict == "met_within_tolerance":
         why = ("the stream's own header (and block padding) adds it" if d.get("why") == "header"
                else "the ratio search stops within its tolerance of the target")
         return (f"{label}: met within tolerance by {on}, {t['metric']} {v}{unit}, {by}{unit} off the target, "
                 f"inside the tolerance of {g(d['tolerance'], '.3g')}{unit} ({why}); {fig}.")
-    coarse = ""
-    if d.get("too_coarse"):
-        coarse = (f" {s}'s control is too coarse to land nearer (closest trials: {g(d.get('closest_below'))} below, "
-                  f"{g(d.get('closest_above'))} above).")
-    return f"{label}: missed by {on}; the closest is {t['metric']} {v}{unit}, {by}{unit} short.{coarse}"
+    return f"{label}: missed by {on}; the closest is {t['metric']} {v}{unit}, {by}{unit} short.{_coarse(c, 'en')}"
+
+
+def _trial(x: Any, unit: str, lang: str) -> str:
+    """A search trial, (abs_bound, achieved) or the achieved value alone."""
+    if isinstance(x, (list, tuple)) and len(x) == 2:
+        return (f"{g(x[1])}{unit}（绝对误差界 {g(x[0], '.3g')}）" if lang == "zh"
+                else f"{g(x[1])}{unit} at abs bound {g(x[0], '.3g')}")
+    return f"{g(x)}{unit}"
+
+
+def _coarse(c: Claim, lang: str) -> str:
+    """The search's own word that the codec's control cannot land in the target's window."""
+    d = c.detail
+    if not d.get("too_coarse"):
+        return ""
+    unit = _UNIT.get(d["target"]["metric"], "")
+    below = _trial(d.get("closest_below"), unit, lang) if d.get("closest_below") is not None else "–"
+    above = _trial(d.get("closest_above"), unit, lang) if d.get("closest_above") is not None else "–"
+    if lang == "zh":
+        return f"{c.subjects[0]} 的控制参数太粗，落不进目标窗口（最近的试验：低于 {below}，高于 {above}）。"
+    return f" {c.subjects[0]}'s control is too coarse to land in the target's window (closest trials: below {below}, " \
+           f"above {above})."
 
 
 def _warning_en(c: Claim) -> str:
@@ -335,16 +353,12 @@ def _target_zh(c: Claim) -> str:
     f = d["figures"]
     fig = f"压缩比 {g(f.get('ratio'))}，PSNR {g(f.get('psnr'))} dB，最大绝对误差 {g(f.get('max_abs_err'), '.3g')}"
     if c.verdict == "met":
-        return f"{label}：{on} 满足，{t['metric']} 为 {v}{unit}（余量 {by}{unit}）；{fig}。"
+        return f"{label}：{on} 满足，{t['metric']} 为 {v}{unit}（余量 {by}{unit}）；{fig}。{_coarse(c, 'zh')}"
     if c.verdict == "met_within_tolerance":
         why = "这是码流自身的头部（和块填充）带来的" if d.get("why") == "header" else "压缩比搜索在目标的容差内停止"
         return (f"{label}：{on} 在容差内满足，{t['metric']} 为 {v}{unit}，与目标相差 {by}{unit}，"
                 f"在容差 {g(d['tolerance'], '.3g')}{unit} 之内（{why}）；{fig}。")
-    coarse = ""
-    if d.get("too_coarse"):
-        coarse = (f"{s} 的控制参数太粗，无法更接近（最近的试验：低于目标 {g(d.get('closest_below'))}，"
-                  f"高于目标 {g(d.get('closest_above'))}）。")
-    return f"{label}：{on} 未达到；最接近的是 {t['metric']} {v}{unit}，差 {by}{unit}。{coarse}"
+    return f"{label}：{on} 未达到；最接近的是 {t['metric']} {v}{unit}，差 {by}{unit}。{_coarse(c, 'zh')}"
 
 
 def _warning_zh(c: Claim) -> str:

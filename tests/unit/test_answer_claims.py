@@ -95,7 +95,7 @@ def generated_run(seed: int) -> tuple[dict[str, Any], list[dict[str, Any]], list
             elif mode == "ratio":
                 kw.update(ok=True, ratio=rng.choice([19.98, 20.3, 17.0]))
                 search = {"target": 20.0, "metric": "ratio", "tolerance": 0.01, "reached": kw["ratio"] != 17.0,
-                          "trials": [[1e-3, kw["ratio"]]], "closest_below": 17.0, "closest_above": 23.0,
+                          "trials": [[1e-3, kw["ratio"]]], "closest_below": [2e-3, 17.0], "closest_above": [5e-4, 23.0],
                           "too_coarse": kw["ratio"] == 17.0}
             elif mode == "psnr":
                 kw.update(psnr=rng.choice([60.2, 59.0, 75.0]), ratio=rng.uniform(4, 30))
@@ -210,10 +210,11 @@ def test_a_ratio_search_within_its_tolerance_meets_the_ratio_and_says_so():
     assert "met within tolerance" in target.text and "0.02x off the target" in target.text
     # beyond the tolerance it is missed, with the closest value and the control's coarseness
     rec2 = _rec("t1", "zfp", mode="ratio", bound=20.0, ratio=16.0)
-    coarse = {**search, "reached": False, "too_coarse": True, "closest_below": 16.0, "closest_above": 31.5}
+    coarse = {**search, "reached": False, "too_coarse": True, "closest_below": [1e-4, 16.0],
+              "closest_above": [2e-4, 31.5]}  # (abs_bound, achieved), as the search keeps them
     target = next(c for c in _one(rec2, _obs(rec2, search=coarse)) if c.kind == "target")
     assert target.verdict == "missed" and "the closest is ratio 16x, 4x short" in target.text
-    assert "too coarse" in target.text and "31.5 above" in target.text
+    assert "too coarse" in target.text and "above 31.5x at abs bound 0.0002" in target.text
 
 
 def test_an_exact_measurement_has_no_tolerance():
@@ -301,3 +302,14 @@ def test_a_psnr_search_that_falls_short_is_a_missed_target_not_a_broken_bound():
     target = next(c for c in claims if c.kind == "target")
     assert target.verdict == "missed" and target.detail["margin"] == pytest.approx(-0.8)
     assert "psnr >= 60 dB: missed by zfp" in target.text and "0.8 dB short" in target.text
+
+
+def test_a_psnr_target_overshot_by_a_coarse_control_is_met_and_says_why_it_overshoots():
+    rec = _rec("t1", "zfp", mode="psnr", bound=80.0, psnr=84.3, ratio=4.28)
+    search = {"target": 80.0, "metric": "psnr", "tolerance": 0.5, "reached": True, "trials": [[1e-6, 84.3]],
+              "closest_below": [2e-6, 78.2], "closest_above": [1e-6, 84.3], "too_coarse": True}
+    zh = answer_claims(_state("evaluate", "zh", codecs=["zfp"]), [rec], [_obs(rec, search=search)])[1]
+    target = next(c for c in _one(rec, _obs(rec, search=search)) if c.kind == "target")
+    assert target.verdict == "met" and "4.3 dB to spare" in target.text
+    assert "too coarse to land in the target's window" in target.text and "below 78.2 dB" in target.text
+    assert "控制参数太粗" in next(c for c in zh if c.kind == "target").text
