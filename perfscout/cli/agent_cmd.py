@@ -177,8 +177,7 @@ def register(app: typer.Typer) -> None:
         request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
         ctx = Context(allow_plugins=allow_plugins, **({"planner": planner} if planner else {}))
         thread_id = thread_id or uuid.uuid4().hex[:12]  # chosen here so that it is said before anything runs
-        if not as_json:
-            print_started(thread_id)
+        print_started(thread_id)  # stderr: with --json too, stdout stays one JSON document
         _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)
 
     @app.command("resume")
