@@ -28,14 +28,16 @@ from perfscout.state.claims import Claim, numbered
 
 
 def answer_claims(state: dict[str, Any], records: list[dict[str, Any]],
-                  finals: list[dict[str, Any]]) -> tuple[str, list[Claim]]:
-    """(language, the Answer's claims: checked, numbered, with their text)."""
+                  finals: list[dict[str, Any]]) -> tuple[str, list[Claim], list[dict[str, Any]]]:
+    """(language, the Answer's claims: checked, numbered, with their text, the claims the
+    checker dropped with why)."""
     facts = facts_from(state, records, finals)
-    claims = checked(build_claims(facts), facts)
+    dropped: list[dict[str, Any]] = []
+    claims = checked(build_claims(facts), facts, dropped)
     if not claims:  # every claim was dropped: say so rather than answer nothing
         claims = [Claim(kind="nothing")]
     rendered = [c.model_copy(update={"text": render(c, facts.language)}) for c in claims]
-    return facts.language, numbered(rendered)
+    return facts.language, numbered(rendered), dropped
 
 
 def answer_lines(state: dict[str, Any], records: list[dict[str, Any]],

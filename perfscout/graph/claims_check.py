@@ -183,13 +183,16 @@ _CHECKS = {"ranking": _ranking, "too_close": _speed, "single": _single, "bounds"
            "violation": _violation, "failure": _failure, "cpu_instead": _cpu_instead, "warning": _warning}
 
 
-def checked(claims: list[Claim], f: RunFacts) -> list[Claim]:
-    """The claims that re-derive from the records; each dropped one is logged with why."""
+def checked(claims: list[Claim], f: RunFacts, dropped: list[dict[str, Any]] | None = None) -> list[Claim]:
+    """The claims that re-derive from the records; each dropped one is logged with why (and
+    appended to ``dropped``, for claims.json)."""
     out = []
     for c in claims:
         why = problem(c, f)
         if why:
             log.warning("answer claim dropped (%s %s): %s", c.kind, c.subjects, why)
+            if dropped is not None:
+                dropped.append({"claim": c.model_dump(mode="json"), "why": why})
             continue
         out.append(c)
     return out

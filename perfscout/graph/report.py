@@ -71,8 +71,8 @@ def write_agent_report(run_dir: Path, observations: list[dict[str, Any]], state:
     plan = state.get("plan") or {}
     finals = final_observations(observations)
     parts = _partition(finals)
-    language, claims = answer_claims(state, parts["records"], finals)
-    write_json(run_dir / CLAIMS_FILE, claims_doc(language, claims))
+    language, claims, dropped = answer_claims(state, parts["records"], finals)
+    write_json(run_dir / CLAIMS_FILE, claims_doc(language, claims, dropped))
     doc = Document(f"perfscout report: {plan.get('goal') or _request_text(state.get('request'))}",
                    report_blocks(run_dir, observations, state, answer=[c.text for c in claims]))
     write_json(run_dir / "results.json", {

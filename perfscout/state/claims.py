@@ -8,7 +8,7 @@ was used), its verdict and the records it rests on (``records``: their ``task_ke
 
 Every agent run directory holds ``claims.json`` beside ``report.md``::
 
-    {"language": "en" | "zh", "claims": [Claim.model_dump(), ...]}
+    {"language": "en" | "zh", "claims": [Claim.model_dump(), ...], "dropped": [{"claim", "why"}, ...]}
 
 and the report's Answer lines are exactly the claims' ``text`` in order. This shape is a
 contract between the answer builder, the viewer and the tests that compare two runs by
@@ -81,6 +81,9 @@ class ClaimsFile(BaseModel):
 
     language: Literal["en", "zh"] = "en"
     claims: list[Claim] = Field(default_factory=list)
+    #: Claims the checker dropped because they did not re-derive from the records: each
+    #: ``{"claim": Claim as JSON (no text), "why": ...}``. Never rendered; kept for audit.
+    dropped: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def numbered(claims: list[Claim]) -> list[Claim]:
@@ -88,9 +91,10 @@ def numbered(claims: list[Claim]) -> list[Claim]:
     return [c.model_copy(update={"id": f"c{i}"}) for i, c in enumerate(claims, 1)]
 
 
-def claims_doc(language: str, claims: list[Claim]) -> dict[str, Any]:
+def claims_doc(language: str, claims: list[Claim], dropped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The JSON document of ``claims.json`` (validated: a bad language is an error, not a file)."""
-    return ClaimsFile(language=language, claims=claims).model_dump(mode="json")  # type: ignore[arg-type]
+    return ClaimsFile(language=language, claims=claims,  # type: ignore[arg-type]
+                      dropped=list(dropped or [])).model_dump(mode="json")
 
 
 def read_claims(path: str | Path) -> ClaimsFile:

@@ -136,8 +136,9 @@ def test_generated_runs_answer_with_claims_that_all_re_derive(seed):
     built = build_claims(facts)
     assert [problem(c, facts) for c in built] == [""] * len(built)  # the builder states only what follows
     for lang in ("en", "zh"):
-        language, claims = answer_claims({**state, "intent": {**state["intent"], "language": lang}}, records, finals)
-        assert language == lang
+        language, claims, dropped = answer_claims({**state, "intent": {**state["intent"], "language": lang}},
+                                                  records, finals)
+        assert language == lang and dropped == []
         assert [c.id for c in claims] == [f"c{i}" for i in range(1, len(claims) + 1)]
         assert all(c.text.strip() for c in claims)
         if lang == "zh":
@@ -172,7 +173,8 @@ def test_an_altered_claim_does_not_re_derive_and_is_dropped(seed):
                 bad = c.model_copy(update={"subjects": c.subjects + [ran[0]], "detail": {**c.detail, "items": items}})
         if bad is not None:
             assert problem(bad, facts), f"an altered {c.kind} claim re-derived: {bad}"
-            assert checked([bad], facts) == []
+            dropped: list = []
+            assert checked([bad], facts, dropped) == [] and dropped[0]["why"] == problem(bad, facts)
 
 
 # ---- the rules on their own ----------------------------------------------------------

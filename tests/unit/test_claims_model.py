@@ -21,7 +21,7 @@ def test_claims_doc_round_trips_through_claims_json(tmp_path):
     c = Claim(id="c1", kind="ranking", subjects=["sz3", "zfp"], figure="ratio", values={"sz3": 12.5, "zfp": 7.0},
               spread={"sz3": [12.0, 13.0]}, verdict="higher", records=["t01", "t02"], text="sz3 wins")
     doc = claims_doc("zh", [c])
-    assert set(doc) == {"language", "claims"}
+    assert set(doc) == {"language", "claims", "dropped"}
     assert set(doc["claims"][0]) >= {"id", "kind", "subjects", "figure", "values", "spread", "verdict", "records",
                                      "text"}
     (tmp_path / CLAIMS_FILE).write_text(json.dumps(doc), encoding="utf-8")
