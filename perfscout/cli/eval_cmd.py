@@ -15,7 +15,6 @@ back, rejecting truncated or corrupt files with a clear message.
 from __future__ import annotations
 
 import math
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, refuse_overwriting_inputs, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
+from perfscout.io import write_atomic
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def eval_command(
         field = load_input(data, synthetic, dataset, shape, dtype, endian, var, fill_masked, nonfinite)
         ev = evaluate_full(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
-            options=parse_options(option),
+            options=parse_options(option), keep_reconstruction=False,
         )
     except PerfscoutError as exc:
         fail(escape(str(exc)))
@@ -279,15 +279,7 @@ def write_file_atomic(path: Path, chunks: list[bytes]) -> None:
         raise InputError(f"cannot write {path}: it is a directory")
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: the directory {path.parent} does not exist")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, chunks)
 
 
 def register(app: typer.Typer) -> None:
