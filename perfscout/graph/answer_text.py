@@ -110,6 +110,16 @@ def mbps(v: Any) -> str:
     return f"{float(v):.0f}" if abs(float(v)) >= 100 else f"{float(v):.3g}"
 
 
+def _at(c: Claim, s: str, lang: str) -> str:
+    """" (at PSNR 84.33 dB)": where a codec landed when the setting was a quality target."""
+    at = c.detail.get("at") or {}
+    v = (at.get("values") or {}).get(s)
+    if not at or v is None:
+        return ""
+    label = f"PSNR {g(v)} dB" if at["figure"] == "psnr" else (f"压缩比 {g(v)}" if lang == "zh" else f"ratio {g(v)}")
+    return f"（{label}）" if lang == "zh" else f" (at {label})"
+
+
 def _speed(c: Claim, s: str) -> str:
     rng = c.spread.get(s)
     return f"{g(c.values.get(s))} MB/s" + (f" ({mbps(rng[0])}–{mbps(rng[1])})" if rng else "")
@@ -164,8 +174,8 @@ def _en(c: Claim) -> str:
         if c.verdict == "tie":
             return f"{w}, {a} and {c.subjects[1]} give the same {fig}, {g(c.values[a], spec)}."
         best = "highest" if c.verdict == "higher" else "lowest"
-        rest = _join([f"{s} {g(c.values[s], spec)}" for s in c.subjects[1:4]], "en")
-        return f"{w}, {a} gives the {best} {fig}, {g(c.values[a], spec)}; then {rest}."
+        rest = _join([f"{s} {g(c.values[s], spec)}{_at(c, s, 'en')}" for s in c.subjects[1:4]], "en")
+        return f"{w}, {a} gives the {best} {fig}, {g(c.values[a], spec)}{_at(c, a, 'en')}; then {rest}."
     if k == "bounds":
         return (f"{w}: all {len(c.subjects)} results held their bound (every value was decompressed and checked)."
                 if w else f"All {len(c.subjects)} results held their bound.")
@@ -324,8 +334,8 @@ def _zh(c: Claim) -> str:
         if c.verdict == "tie":
             return f"{w}，{a} 和 {c.subjects[1]} 的{fig}相同，为 {g(c.values[a], spec)}。"
         best = "最高" if c.verdict == "higher" else "最低"
-        rest = "、".join(f"{s} 为 {g(c.values[s], spec)}" for s in c.subjects[1:4])
-        return f"{w}，{a} 的{fig}{best}，为 {g(c.values[a], spec)}；其后 {rest}。"
+        rest = "、".join(f"{s} 为 {g(c.values[s], spec)}{_at(c, s, 'zh')}" for s in c.subjects[1:4])
+        return f"{w}，{a} 的{fig}{best}，为 {g(c.values[a], spec)}{_at(c, a, 'zh')}；其后 {rest}。"
     if k == "bounds":
         return f"{w}：全部 {len(c.subjects)} 个结果都满足误差界（每个值都解压并逐点检查过）。"
     if k == "target":

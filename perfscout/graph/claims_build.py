@@ -190,7 +190,14 @@ def rank_claim(f: RunFacts, good: list[dict[str, Any]], figure: str, higher: boo
     return Claim(kind="ranking", subjects=names, figure=figure, values=values,
                  verdict="tie" if tie else ("higher" if higher else "lower"),
                  records=[r["task_key"] for r in ranked], where=where,
-                 detail={"ratios": {f.name(r): r.get("ratio") for r in ranked}})
+                 detail={"ratios": {f.name(r): r.get("ratio") for r in ranked}, "at": at_quality(f, ranked, where)})
+
+
+def at_quality(f: RunFacts, ranked: list[dict[str, Any]], where: dict[str, Any]) -> dict[str, Any]:
+    """At a PSNR or ratio target, the quality each codec actually landed at: a search may
+    overshoot the window (a coarse control), and a ranking must show it."""
+    other = {"psnr": "psnr", "ratio": "ratio"}.get(where["mode"])
+    return {"figure": other, "values": {f.name(r): r.get(other) for r in ranked}} if other else {}
 
 
 def speed_claim(f: RunFacts, good: list[dict[str, Any]], what: str, where: dict[str, Any]) -> Claim:

@@ -76,6 +76,9 @@ def _ranking(c: Claim, f: RunFacts, recs: list[dict[str, Any]]) -> str:
     higher = c.verdict in ("higher",) or (c.verdict == "tie" and c.figure != "max_abs_err")
     if vals != sorted(vals, reverse=higher):
         return f"the order of {c.subjects} does not follow their {c.figure}"
+    at = c.detail.get("at") or {}
+    if at and any(not _same(at["values"].get(n), r.get(at["figure"])) for n, r in zip(c.subjects, recs)):
+        return f"the {at['figure']} each landed at is not the records'"
     tie = len(vals) >= 2 and format(vals[0], ".4g") == format(vals[1], ".4g")
     if tie != (c.verdict == "tie"):
         return f"verdict {c.verdict} but the first two {c.figure} values are {vals[:2]}"

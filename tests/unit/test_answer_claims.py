@@ -315,3 +315,16 @@ def test_a_psnr_target_overshot_by_a_coarse_control_is_met_and_says_why_it_overs
     assert target.verdict == "met" and "4.3 dB to spare" in target.text
     assert "too coarse to land in the target's window" in target.text and "below 78.2 dB" in target.text
     assert "控制参数太粗" in next(c for c in zh if c.kind == "target").text
+
+
+def test_a_ranking_at_a_psnr_target_shows_where_each_codec_landed():
+    a = _rec("t1", "sz3", mode="psnr", bound=80.0, psnr=80.36, ratio=5.713)
+    b = _rec("t2", "zfp", mode="psnr", bound=80.0, psnr=84.33, ratio=4.279)
+    state = _state("best_ratio", "en", codecs=["sz3", "zfp"])
+    finals = [_obs(a), _obs(b)]
+    ranking = next(c for c in answer_claims(state, [a, b], finals)[1] if c.kind == "ranking")
+    assert "sz3 gives the highest ratio, 5.713 (at PSNR 80.36 dB); then zfp 4.279 (at PSNR 84.33 dB)" in ranking.text
+    facts = facts_from(state, [a, b], finals)
+    bad = ranking.model_copy(update={"detail": {**ranking.detail, "at": {"figure": "psnr",
+                                                                          "values": {"sz3": 80.36, "zfp": 80.4}}}})
+    assert problem(ranking, facts) == "" and "landed at" in problem(bad, facts)
