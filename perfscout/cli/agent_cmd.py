@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Optional
 
@@ -64,8 +65,7 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         raise typer.Exit(EXIT_WAITING)
     if not as_json:
         if outcome.status == "done":
-            sys.stdout.write(outcome.report)  # raw Markdown: no wrapping of table rows
-            sys.stdout.flush()
+            print_answer(Path(outcome.run_dir), outcome.report_path)
         stderr.print(f"thread {outcome.thread_id}: {outcome.status}; planner: {outcome.planner}; "
                      f"report: {outcome.report_path or '-'}; html: {outcome.html_path or '-'}")
     if outcome.status != "done":
@@ -77,6 +77,61 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         first = next((str(o.get("error") or o.get("summary") or "") for o in observations), "")
         fail(escape(f"every task of thread {outcome.thread_id} was refused, nothing was measured "
                     f"(first: {first}); report: {outcome.report_path}"))
+
+
+def print_started(thread_id: str) -> None:
+    """Said before any tool runs: the run's id and how to pick it up if it stops."""
+    stderr.print(escape(f"run {thread_id} started; if it stops, resume it with: perfscout resume {thread_id}"))
+
+
+def _compact_table(records: list[dict[str, Any]]) -> Any:
+    """The records in a table that fits a terminal: numbers fold, never end in an ellipsis."""
+    from rich import box
+    from rich.table import Table
+
+    def num(v: Any, spec: str = ".4g") -> str:
+        return "–" if v is None else format(float(v), spec)
+
+    several = len({r.get("dataset") for r in records}) > 1
+    columns = ["codec"] + (["data"] if several else []) + ["setting", "ratio", "PSNR", "max err", "ok", "comp MB/s",
+                                                          "dec MB/s"]
+    table = Table(*columns, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    for col in table.columns:
+        col.overflow = "fold"
+    for r in records:
+        codec = f"{r.get('codec')}" + (" (GPU)" if r.get("device") == "cuda" else "")
+        ok = {True: "yes", False: "NO"}.get(r.get("bound_ok"), "–")
+        cells = [codec] + ([Path(str(r.get("dataset"))).name] if several else []) + [
+            f"{r.get('mode')} {num(r.get('bound'))}", num(r.get("ratio")), num(r.get("psnr")),
+            num(r.get("max_abs_err"), ".3g"), ok, num(r.get("compress_MBps"), ".1f"),
+            num(r.get("decompress_MBps"), ".1f")]
+        table.add_row(*(escape(str(x)) for x in cells))
+    return table
+
+
+def print_answer(run_dir: Path, report_path: str) -> None:
+    """The run's Answer (its claims' sentences), a compact table of the records and where the
+    report is: rendered for a terminal, not the report's Markdown."""
+    from rich.rule import Rule
+    from rich.text import Text
+
+    from perfscout.state.claims import CLAIMS_FILE, read_claims
+
+    stdout.print(Rule("Answer", align="left"))
+    if (run_dir / CLAIMS_FILE).is_file():
+        for claim in read_claims(run_dir).claims:
+            # Text: a claim's brackets are not rich markup; soft_wrap: the terminal wraps, so a
+            # path or a figure is never split by an inserted newline
+            stdout.print(Text(claim.text), soft_wrap=True)
+    try:
+        records = json.loads((run_dir / "results.json").read_text(encoding="utf-8")).get("records") or []
+    except (OSError, ValueError):
+        records = []
+    if records:
+        stdout.print(_compact_table(records))
+    html = Path(report_path).with_suffix(".html") if report_path else None
+    stdout.print(Text(f"Report: {report_path}" + (f" (HTML: {html})" if html and html.is_file() else "")),
+                 soft_wrap=True)
 
 
 def _parse_answer(text: str) -> Any:
@@ -104,7 +159,7 @@ def register(app: typer.Typer) -> None:
                                            "import code (only for specs you trust)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
-        """Run the agent on an intent, a spec or the demo; print the report."""
+        """Run the agent on an intent, a spec or the demo; print its answer and where the report is."""
         from perfscout import agent
         from perfscout.graph.context import Context
         from perfscout.graph.planner import DEMO_SPEC
@@ -121,6 +176,8 @@ def register(app: typer.Typer) -> None:
         usable_home()  # checkpoints and the run directory go there: a bad home is said first, by name
         request: Any = dict(DEMO_SPEC) if demo else (spec if spec else intent)
         ctx = Context(allow_plugins=allow_plugins, **({"planner": planner} if planner else {}))
+        thread_id = thread_id or uuid.uuid4().hex[:12]  # chosen here so that it is said before anything runs
+        print_started(thread_id)  # stderr: with --json too, stdout stays one JSON document
         _finish(agent.stream(request, thread_id=thread_id, context=ctx), as_json, interactive=True)
 
     @app.command("resume")

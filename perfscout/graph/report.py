@@ -65,10 +65,16 @@ def final_observations(observations: list[dict[str, Any]]) -> list[dict[str, Any
 
 def write_agent_report(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any]) -> Path:
     """Write report.md, report.html and results.json into ``run_dir``; return the Markdown's path."""
+    from perfscout.graph.answer import answer_claims
+    from perfscout.state.claims import CLAIMS_FILE, claims_doc
+
     plan = state.get("plan") or {}
-    parts = _partition(final_observations(observations))
+    finals = final_observations(observations)
+    parts = _partition(finals)
+    language, claims, dropped = answer_claims(state, parts["records"], finals)
+    write_json(run_dir / CLAIMS_FILE, claims_doc(language, claims, dropped))
     doc = Document(f"perfscout report: {plan.get('goal') or _request_text(state.get('request'))}",
-                   report_blocks(run_dir, observations, state))
+                   report_blocks(run_dir, observations, state, answer=[c.text for c in claims]))
     write_json(run_dir / "results.json", {
         "run_id": state.get("run_id", ""), "planner": plan.get("planner", "deterministic"), "plan": plan,
         "records": parts["records"], "other": parts["others"], "notes": state.get("notes") or [],
@@ -100,10 +106,12 @@ def _partition(finals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return parts
 
 
-def report_blocks(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any]) -> list[Block]:
-    """The agent's report as blocks: the answer first, then what was understood, the run, the
-    plan, the results (table, plots), profiles, diagnoses, regressions, sweeps, the rest,
-    how to use the best setting, and what the agent decided."""
+def report_blocks(run_dir: Path, observations: list[dict[str, Any]], state: dict[str, Any],
+                  answer: list[str] | None = None) -> list[Block]:
+    """The agent's report as blocks: the answer first (``answer``: the claims' texts, in order;
+    built here when not given), then what was understood, the run, the plan, the results
+    (table, plots), profiles, diagnoses, regressions, sweeps, the rest, how to use the best
+    setting, and what the agent decided."""
     from perfscout.graph.answer import answer_lines
 
     plan = state.get("plan") or {}
@@ -115,7 +123,9 @@ def report_blocks(run_dir: Path, observations: list[dict[str, Any]], state: dict
     cpu = (platform.get("cpu") or {}).get("model", "")
     gpus = ", ".join(g.get("name", "") for g in platform.get("gpus") or []) or "none"
 
-    blocks: list[Block] = [Heading("Answer")] + [Paragraph(a) for a in answer_lines(state, records, finals)]
+    if answer is None:
+        answer = answer_lines(state, records, finals)
+    blocks: list[Block] = [Heading("Answer")] + [Paragraph(a) for a in answer]
     blocks += _understood_blocks(state)
     blocks += [Heading("Run"), BulletList([
         ["Run: ", Code(str(state.get("run_id", "")))],

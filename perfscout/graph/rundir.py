@@ -6,7 +6,7 @@ Layout under ``$PERFSCOUT_HOME/runs/<run_id>/``::
     calls.log      one line per tool call started / finished (the side-effect ledger)
     raw/<call_id>.json        the tool's raw reply
     results/<seq>-<call_id>.json   the parsed Observation (the results store)
-    report.md   report.html   results.json
+    report.md   report.html   results.json   claims.json (the Answer's claims)
     plots/<dataset>__<kind>.png   the figures report.html inlines (two or more records)
 
 Every file is written atomically (temp file + rename), so a crash never leaves a

@@ -168,10 +168,10 @@ def evaluate_codec(
     summary = (f"{codec} on {dataset} ({device}) {mode} {bound:g}: status={row['status']} "
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))
-    data = {"record": row, "timing": timing, "notes": list(ev.notes)}
+    out = {"record": row, "timing": timing, "notes": list(ev.notes), "field": field_facts(data)}
     if "search" in ev.extra:  # a psnr/ratio search: its window, trials and closest (SearchOutcome.summary)
-        data["search"] = ev.extra["search"]
-    return summary, _artifact("result", data=data)
+        out["search"] = ev.extra["search"]
+    return summary, _artifact("result", data=out)
 
 
 def _missing_policy(exc: Exception) -> Artifact | None:
@@ -196,6 +196,28 @@ def _missing_policy(exc: Exception) -> Artifact | None:
             f"数据里有 {exc.count} 个 NaN/Inf：回答 passthrough（或“保留”）把它们无损地存在压缩流旁边，"
             "只压缩和检查有限值")})
     return None
+
+
+def field_facts(data: Any) -> dict[str, Any]:
+    """What the Answer's warnings rest on: the finite value range and largest magnitude of the
+    field as evaluated, its type, and the type it was stored in where loading changed it
+    (a netCDF variable packed as int16 with scale_factor/add_offset, say)."""
+    import numpy as np
+
+    arr = np.asarray(getattr(data, "array", data))
+    meta = getattr(data, "meta", None) or {}
+    out: dict[str, Any] = {"dtype": str(arr.dtype), "size": int(arr.size), "nbytes": int(arr.nbytes),
+                           "min": None, "max": None, "absmax": None}
+    finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
+    if finite.size:
+        lo, hi = float(finite.min()), float(finite.max())
+        out.update(min=lo, max=hi, absmax=max(abs(lo), abs(hi)))
+    stored = meta.get("dtype_on_disk")
+    if stored:
+        out.update(dtype_on_disk=str(stored), packed=bool(meta.get("packed")),
+                   scale_factor=meta.get("scale_factor"), add_offset=meta.get("add_offset"),
+                   stored_itemsize=int(np.dtype(str(stored)).itemsize))
+    return out
 
 
 def _timing(stats: Any) -> dict[str, Any] | None:

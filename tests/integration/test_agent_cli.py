@@ -45,7 +45,10 @@ def test_run_intent_question_resume_and_runs(tmp_path):
 
     done = _cli(home, "resume", "c1", "--answer", '{"shape": "24,20", "dtype": "f32"}')
     assert done.returncode == 0, done.stderr
-    assert "| sz3 |" in done.stdout and "| zfp |" in done.stdout  # the report on stdout
+    # the Answer and a compact table on stdout, rendered for a terminal (not the report's Markdown)
+    assert "Answer" in done.stdout and "## " not in done.stdout and "<details>" not in done.stdout
+    assert {line.split()[0] for line in done.stdout.splitlines() if line.split()[:1] in (["sz3"], ["zfp"])} == \
+        {"sz3", "zfp"}
 
     runs = _cli(home, "runs", "--json")
     assert [(r["thread_id"], r["status"]) for r in json.loads(runs.stdout)] == [("c1", "done")]

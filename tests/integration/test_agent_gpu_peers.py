@@ -42,16 +42,19 @@ def test_the_agent_says_which_gpu_codecs_it_could_not_run_and_what_ran_instead(t
     report = (run_dir / "report.md").read_text()
     answer = _answer(report)
 
-    # cuSZp: not run, with the registry's reason (where it looked, how to build it)
-    assert "cuszp was not run: libcuSZp.so not found" in answer and "scripts/build_cuszp.sh" in answer
+    # cuSZp and the GPU: not run, in the Answer's first sentence, with the registry's reason (where it
+    # looked, how to build it) and what ran instead
+    first = answer.strip().split("\n\n")[0]
+    assert first.startswith("cuszp could not run here (libcuSZp.so not found") and "scripts/build_cuszp.sh" in first
+    assert "the GPU could not be used" in first and first.endswith("what ran instead: szp-gpu (CPU reference).")
     # szp-gpu: no GPU here, so its CPU reference ran instead, with what it measured
     records = json.loads((run_dir / "results.json").read_text())["records"]
     assert [r["codec"] for r in records] == ["szp-gpu"]
     szp = records[0]
     assert szp["status"] == "gpu_unavailable" and szp["bound_ok"] is True and szp["ratio"] > 1
     assert szp["shape"] == "512,512" and szp["mode"] == "rel" and szp["bound"] == 1e-3
-    assert (f"szp-gpu had no GPU here, so it ran on the CPU instead: ratio {szp['ratio']:.4g}, max abs error "
-            f"{szp['max_abs_err']:.3g} (bound held)") in answer
+    assert (f"szp-gpu had no GPU here, so it ran on its CPU reference: at REL 1e-3 on ../shared/data/vorticity.512_512, "
+            f"ratio {szp['ratio']:.4g}, max abs error {szp['max_abs_err']:.3g} (bound held)") in answer
     assert "CuPy cannot be imported" in answer or "no usable CUDA device" in answer or "no CUDA device" in answer
     assert "did not finish" not in answer  # it finished, on the CPU
     assert "GPUs: none" in report  # the platform line of the run

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from perfscout.graph.rundir import read_ledger
+from perfscout.state.claims import answer_differences, read_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from perfscout.cli import main; main(sys.argv[1:])"]
@@ -33,7 +34,10 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _normalise(report: str) -> str:
-    """Drop what legitimately differs between two runs: the run id and the timings."""
+    """Drop what legitimately differs between two runs: the run id, the timings, and the Answer
+    (compared by its claims, which say how a speed verdict may differ)."""
+    head, _, rest = report.partition("## Answer")
+    report = head + rest.split("\n## ", 1)[1] if rest else report
     out = []
     for line in report.splitlines():
         if line.startswith("- Run:"):
@@ -89,3 +93,9 @@ def test_sigkill_then_resume_repeats_no_finished_call_and_matches_a_clean_run(tm
     clean_report = (home / "runs" / "clean" / "report.md").read_text()
     assert re.search(r"\| t12-zfp-cpu-abs-3e-4 \|", killed_report)
     assert _normalise(killed_report) == _normalise(clean_report)
+    # The two Answers say the same: the same claims, bar a speed that one run could separate and
+    # the other found too close to call (never two different winners).
+    killed, clean_claims = read_claims(run_dir), read_claims(home / "runs" / "clean")
+    assert answer_differences(killed.claims, clean_claims.claims) == []
+    answer = killed_report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+    assert [p.strip() for p in answer.strip().split("\n\n")] == [c.text for c in killed.claims]
