@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
 
             from perfscout.viewer.app import create_app, startup_line
         except ImportError as exc:
-            fail(f"perfscout serve needs Starlette and uvicorn ({exc.name or exc} is missing): "
-                 "pip install 'perfscout[viewer]'")
+            fail(escape(f"perfscout serve needs Starlette and uvicorn ({exc.name or exc} is missing): "
+                        "pip install 'perfscout[viewer]'"))
         import secrets
         import socket
 

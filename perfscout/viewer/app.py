@@ -21,7 +21,7 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -303,7 +303,7 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
 
     async def answer(request: Request) -> Response:
         run_id = check_run_id(request.path_params["run_id"])
-        form = await request.form()
+        form = await read_form(request)
         state = await run_in_threadpool(viewer.progress, run_id)
         if not state.get("question"):
             raise InputError(f"run {run_id} is not waiting for an answer")
@@ -322,7 +322,7 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
 
     async def fork(request: Request) -> Response:
         run_id = check_run_id(request.path_params["run_id"])
-        form = await request.form()
+        form = await read_form(request)
         slot = str(form.get("slot") or "")
         try:
             value = json.loads(str(form.get("value") or ""))
@@ -353,10 +353,10 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
             if read_only:
                 return _headers(fail(request, 403, "This viewer was started with --read-only: nothing can be "
                                      "changed from the page."))
-            given = request.headers.get(TOKEN_HEADER, "")
-            if not given and request.headers.get("content-type", "").startswith(
-                    ("application/x-www-form-urlencoded", "multipart/form-data")):
-                given = str((await request.form()).get("token") or "")
+            try:
+                given = request.headers.get(TOKEN_HEADER, "") or (await read_form(request)).get("token", "")
+            except InputError as exc:
+                return _headers(fail(request, 400, str(exc)))
             if not _same(given, token):
                 return _headers(fail(request, 403, "This action needs the token that `perfscout serve` printed "
                                      "(the page's forms carry it; a missing or wrong token is refused)."))
@@ -393,6 +393,24 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
     app.state.token, app.state.viewer, app.state.read_only = token, viewer, read_only
     return app
+
+
+#: The largest action body read (a forked slot's JSON is the big one).
+MAX_FORM_BYTES = 8 * 2**20
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The fields of a urlencoded form (what the pages' forms send); {} for anything else.
+    Parsed here rather than with python-multipart: the viewer's forms are never multipart."""
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise InputError(f"the form is larger than {MAX_FORM_BYTES // 2**20} MiB")
+    try:
+        return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"the form could not be read: {exc}") from exc
 
 
 def _host_name(header: str) -> str:

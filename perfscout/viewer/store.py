@@ -182,9 +182,7 @@ class Store:
                 value = None if kind in (None, "null") else serde.loads_typed((kind, bytes(blob)))
             except Exception as exc:  # noqa: BLE001 - one unreadable write must not hide the run
                 value = f"<unreadable write: {type(exc).__name__}: {exc}>"
-            node = _node_of(str(r.get("task_path") or ""))
-            if channel == RESUME:
-                node = ""  # written by the caller that resumed, not by the node
+            node = _node_of(str(r.get("task_path") or ""))  # "" for the resume map LangGraph keeps per run
             out.setdefault(str(r["checkpoint_id"]), []).append(Write(node, channel, value))
         return out
 

@@ -153,8 +153,9 @@ def visits(path: list[Checkpoint], run_dir: Path | None) -> list[Visit]:
         for w in cp.writes:
             if w.channel == INTERRUPT:
                 visit.question = _question(w.value)
-            elif w.channel == RESUME:
-                visit.answer, visit.answered = plain(w.value), True
+            elif w.channel == RESUME and w.node:  # the answers given to this task's interrupts, in order
+                answers = w.value if isinstance(w.value, list) else [w.value]
+                visit.answer, visit.answered = plain(answers[-1] if len(answers) == 1 else answers), True
             elif w.channel == ERROR:
                 visit.error = str(w.value)
             elif not w.channel.startswith("__"):
