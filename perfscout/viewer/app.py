@@ -117,20 +117,32 @@ class Viewer:
         except (NotServed, OSError, ValueError, AttributeError):
             return None
 
-    def list_runs(self) -> list[dict[str, Any]]:
+    def standing(self, st: S.Store, run_id: str, path: list[S.Checkpoint]) -> T.Standing:
+        """Where a run stands: from the store's rows, or (a thread of one checkpoint) from
+        ``perfscout.agent``'s own reading of its latest state."""
+        found = T.standing(path, lambda cid, w: st.load(run_id, cid, w),
+                           seed=lambda: st.snapshot(run_id, path[0].id).values)
+        if found is not None:
+            return found
         from perfscout import agent
 
+        outcome = agent._outcome(st.graph, run_id)
+        return T.Standing(status=outcome.status, question=outcome.question, planner=outcome.planner,
+                          next=list(st.snapshot(run_id).next or ()), values=outcome.values)
+
+    def list_runs(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         seen = set()
         with S.open_store(self.ctx) as st:
             for tid, latest in (st.threads() if st is not None else []):
-                outcome = agent._outcome(st.graph, tid)  # the CLI's own reading of a run's status
+                path, _ = S.lineage(st.checkpoints(tid, decode=(S.INTERRUPT,)))
+                now = self.standing(st, tid, path)
                 seen.add(tid)
                 job = self.jobs.get(tid)
-                out.append({"id": tid, "request": request_text(outcome.values.get("request")),
-                            "status": "running" if job and job.state == "running" else outcome.status,
-                            "planner": outcome.planner or outcome.values.get("planner_kind") or "",
-                            "when": S.checkpoint_time(latest), "question": (outcome.question or {}).get("question"),
+                out.append({"id": tid, "request": request_text(now.values.get("request")),
+                            "status": "running" if job and job.state == "running" else now.status,
+                            "planner": now.planner or now.values.get("planner_kind") or "",
+                            "when": S.checkpoint_time(latest), "question": (now.question or {}).get("question"),
                             "fork_of": self.fork_of(tid)})
         for name in self.run_dirs():
             if name not in seen:
@@ -147,16 +159,16 @@ class Viewer:
         return doc if isinstance(doc, dict) else None
 
     def timeline(self, run_id: str) -> dict[str, Any]:
-        from perfscout import agent
-
         check_run_id(run_id)
         rdir = self.run_path(run_id)
         with S.open_store(self.ctx) as st:
             cps = st.checkpoints(run_id) if st is not None else []
             if not cps:
                 raise NotServed(f"no run {run_id!r} in the checkpoint store ({self.where()})")
+            if len(cps) <= INLINE_VISITS:  # a short run: every write shown on the page, so read them all
+                cps = st.checkpoints(run_id, decode=None)
             path, other = S.lineage(cps)
-            outcome = agent._outcome(st.graph, run_id)
+            outcome = self.standing(st, run_id, path)
         vs = T.visits(path, rdir if rdir.is_dir() else None)
         claims, claims_problem = T.read_claims(rdir) if rdir.is_dir() else (None, "")
         report_md = _read(rdir / "report.md")
@@ -166,20 +178,20 @@ class Viewer:
         job = self.jobs.get(run_id)
         values = outcome.values
         return {"id": run_id, "request": values.get("request"), "request_line": request_text(values.get("request")),
-                "status": "running" if job and job.state == "running" else outcome.status, "outcome": outcome,
+                "status": "running" if job and job.state == "running" else outcome.status,
                 "planner": outcome.planner or values.get("planner_kind") or "", "visits": vs, "other": other,
                 "checkpoints": path, "latest": path[-1].id, "when": path[-1].ts, "job": job,
                 "claims": claims, "claims_problem": claims_problem, "by_task": by_task,
                 "answer_lines": T.answer_lines(report_md) if claims is None else [],
                 "report_md": report_md, "has_html": (rdir / "report.html").is_file(),
                 "progress": T.progress(values), "question": outcome.question, "fork_of": self.fork_of(run_id),
-                "inline": len(vs) <= INLINE_VISITS, "answers": values.get("answers") or [],
+                "inline": len(cps) <= INLINE_VISITS, "answers": values.get("answers") or [],
                 "sweeps": [s for s in W.find_sweeps(self.runs) if s.startswith(run_id + "/")]}
 
     def checkpoint(self, run_id: str, checkpoint_id: str) -> dict[str, Any]:
         check_run_id(run_id)
         with S.open_store(self.ctx) as st:
-            cps = st.checkpoints(run_id) if st is not None else []
+            cps = st.checkpoints(run_id, decode=()) if st is not None else []
             ids = {c.id for c in cps}
             if checkpoint_id not in ids:
                 raise NotServed(f"no checkpoint {checkpoint_id[:60]!r} in run {run_id!r}")
@@ -201,23 +213,21 @@ class Viewer:
     def visit_writes(self, run_id: str, checkpoint_id: str) -> dict[str, Any]:
         check_run_id(run_id)
         with S.open_store(self.ctx) as st:
-            writes = st.writes(run_id, checkpoint_id).get(checkpoint_id, []) if st is not None else []
+            writes = st.writes(run_id, checkpoint_id, decode=None).get(checkpoint_id, []) if st is not None else []
         return {w.channel: w.value for w in writes if not w.channel.startswith("__")}
 
     def progress(self, run_id: str) -> dict[str, Any]:
-        from perfscout import agent
-
         check_run_id(run_id)
         with S.open_store(self.ctx) as st:
-            threads = dict(st.threads()) if st is not None else {}
-            if run_id not in threads:
+            path, _ = S.lineage(st.checkpoints(run_id, decode=("observations", S.INTERRUPT)) if st is not None else [])
+            if not path:
                 raise NotServed(f"no run {run_id!r} in the checkpoint store")
-            outcome = agent._outcome(st.graph, run_id)
-            snap = st.snapshot(run_id)
+            outcome = self.standing(st, run_id, path)
         job = self.jobs.get(run_id)
         running = bool(job and job.state == "running")
-        return {"id": run_id, "status": "running" if running else outcome.status, "latest": threads[run_id],
-                "updated": S.checkpoint_time(threads[run_id]), "next": list(snap.next or ()),
+        latest = path[-1].id
+        return {"id": run_id, "status": "running" if running else outcome.status, "latest": latest,
+                "updated": S.checkpoint_time(latest), "next": outcome.next,
                 "question": (outcome.question or {}).get("question"), **T.progress(outcome.values),
                 "job": None if job is None else {"kind": job.kind, "state": job.state, "error": job.error,
                                                  "nodes": job.nodes, "last_node": job.last_node}}

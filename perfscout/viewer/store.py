@@ -26,8 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from perfscout.errors import InputError
+
 from perfscout.graph.checkpoint import describe, open_checkpointer
 from perfscout.graph.context import Context
+
+def tuple_row(cursor: Any) -> Any:
+    """psycopg's tuple rows (the saver's connection makes dicts); imported only for PostgreSQL."""
+    from psycopg.rows import tuple_row as make
+
+    return make(cursor)
+
 
 #: Channels LangGraph writes besides the state's own keys.
 INTERRUPT, RESUME, ERROR = "__interrupt__", "__resume__", "__error__"
@@ -56,11 +64,23 @@ def checkpoint_time(checkpoint_id: str) -> float | None:
     return (ticks - _UUID_EPOCH) / 1e7
 
 
+#: What a timeline reads from every write; the rest (plans, queues, platforms: big, and
+#: rewritten at every step) is loaded only for the visit or the slot that is opened.
+SUMMARY = ("messages", "observations", "notes", "answers", INTERRUPT, RESUME, ERROR)
+NOT_LOADED = object()
+
+
 @dataclass
 class Write:
     node: str  # the node whose task wrote it ("" when the saver does not say)
     channel: str
-    value: Any
+    value: Any = NOT_LOADED
+    task_id: str = ""
+    idx: int = 0
+
+    @property
+    def loaded(self) -> bool:
+        return self.value is not NOT_LOADED
 
 
 @dataclass
@@ -68,7 +88,7 @@ class Checkpoint:
     id: str
     parent: str | None
     step: int
-    source: str  # input | loop | update | fork
+    source: str  # input | loop | update | fork ("" where only the id was read)
     ts: float | None
     writes: list[Write] = field(default_factory=list)
 
@@ -76,6 +96,20 @@ class Checkpoint:
     def node(self) -> str:
         """The node that ran from this checkpoint (its writes say), '' when none ran yet."""
         return next((w.node for w in self.writes if w.node), "")
+
+    @property
+    def routed_to(self) -> list[str]:
+        """Where the run went after this checkpoint's node (its ``branch:to:`` writes)."""
+        return [w.channel[len("branch:to:"):] for w in self.writes if w.channel.startswith("branch:to:")]
+
+
+def checkpoint_step(checkpoint_id: str) -> int | None:
+    """The step LangGraph puts in a checkpoint id's clock sequence (-1 for the input)."""
+    try:
+        seq = (uuid.UUID(checkpoint_id).int >> 48) & 0x3FFF
+    except (ValueError, TypeError):
+        return None
+    return -1 if seq == 0x3FFF else seq
 
 
 def _node_of(task_path: str) -> str:
@@ -120,6 +154,13 @@ class Store:
             names = [d[0] for d in cur.description]
         return [row if isinstance(row, dict) else dict(zip(names, row)) for row in rows]
 
+    def _tuples(self, sqlite_sql: str, pg_sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        if self.kind == "sqlite":
+            return self.saver.conn.execute(sqlite_sql, args).fetchall()
+        with self.saver.conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(pg_sql, args)
+            return cur.fetchall()
+
     def threads(self) -> list[tuple[str, str]]:
         """(thread id, latest checkpoint id), the most recently written first."""
         if self.kind in ("sqlite", "postgres"):
@@ -140,51 +181,86 @@ class Store:
             out = list(latest.items())
         return sorted(out, key=lambda t: t[1], reverse=True)
 
-    def checkpoints(self, thread_id: str) -> list[Checkpoint]:
-        """Every checkpoint of the thread (oldest first) with the writes made from it."""
+    def checkpoints(self, thread_id: str, decode: tuple[str, ...] | None = SUMMARY) -> list[Checkpoint]:
+        """Every checkpoint of the thread (oldest first) with the writes made from it; the
+        values of the ``decode`` channels read (every channel's with None)."""
         if self.kind not in ("sqlite", "postgres"):
             return self.checkpoints_from_history(thread_id)
+        # SQLite keeps metadata after the checkpoint blob in each row (reading it walks the
+        # blob's overflow pages: seconds for a long run); the id carries the step instead.
         rows = self._rows(
-            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+            "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
             "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
             "WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY checkpoint_id", (thread_id,))
         by_id: dict[str, Checkpoint] = {}
         for r in rows:
-            meta = _metadata(r["metadata"])
+            meta = _metadata(r.get("metadata"))
             cid = str(r["checkpoint_id"])
-            by_id[cid] = Checkpoint(id=cid, parent=r["parent_checkpoint_id"], step=int(meta.get("step", -1)),
+            step = meta.get("step", checkpoint_step(cid))
+            by_id[cid] = Checkpoint(id=cid, parent=r["parent_checkpoint_id"], step=int(step if step is not None else -1),
                                     source=str(meta.get("source", "")), ts=checkpoint_time(cid))
-        for cid, writes in self.writes(thread_id).items():
+        for cid, writes in self.writes(thread_id, decode=decode).items():
             if cid in by_id:
                 by_id[cid].writes = writes
         return list(by_id.values())
 
-    def writes(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, list[Write]]:
-        """checkpoint id -> the writes of the tasks that ran from it, in the order written."""
+    def writes(self, thread_id: str, checkpoint_id: str | None = None,
+               decode: tuple[str, ...] | None = None) -> dict[str, list[Write]]:
+        """checkpoint id -> the writes of the tasks that ran from it, in the order written
+        (the values of the ``decode`` channels only; of all with None)."""
         where, args = "thread_id = {p} AND checkpoint_ns = ''", [thread_id]
         if checkpoint_id is not None:
             where += " AND checkpoint_id = {p}"
             args.append(checkpoint_id)
         cols = "checkpoint_id, task_id, task_path, idx, channel, type"
-        rows = self._rows(
-            f"SELECT {cols}, value FROM writes WHERE {where.format(p='?')} ORDER BY checkpoint_id, task_id, idx",
-            f"SELECT {cols}, blob AS value FROM checkpoint_writes WHERE {where.format(p='%s')} "
-            "ORDER BY checkpoint_id, task_id, idx", tuple(args))
+        if decode is None:
+            lite, pg, lite_args, pg_args = "value", "blob", tuple(args), tuple(args)
+        else:  # the blob only where it is needed: the others stay on disk
+            lite = f"CASE WHEN channel IN ({', '.join('?' * len(decode))}) THEN value END" if decode else "NULL"
+            pg = "CASE WHEN channel = ANY(%s) THEN blob END" if decode else "NULL"
+            lite_args = (*decode, *args)  # the SELECT's marks come first
+            pg_args = (list(decode), *args) if decode else tuple(args)
+        order = "ORDER BY checkpoint_id, task_id, idx"
+        if self.kind == "sqlite":
+            rows = self._tuples(f"SELECT {cols}, {lite} AS value FROM writes WHERE {where.format(p='?')} {order}", "",
+                                lite_args)
+        else:
+            rows = self._tuples("", f"SELECT {cols}, {pg} AS value FROM checkpoint_writes WHERE {where.format(p='%s')} "
+                                f"{order}", pg_args)
         out: dict[str, list[Write]] = {}
-        serde = self.saver.serde
-        for r in rows:
-            channel = str(r["channel"])
+        nodes: dict[str, str] = {}
+        for cid, task_id, task_path, idx, channel, kind, blob in rows:  # tens of thousands in a long run: kept lean
+            node = nodes.get(task_path)
+            if node is None:
+                node = nodes[task_path] = _node_of(str(task_path or ""))
+            write = Write(node, channel, task_id=task_id, idx=idx)
             if channel.startswith("branch:"):
-                continue  # routing bookkeeping; the next visit says where the run went
-            kind, blob = r["type"], r["value"]
-            try:
-                value = None if kind in (None, "null") else serde.loads_typed((kind, bytes(blob)))
-            except Exception as exc:  # noqa: BLE001 - one unreadable write must not hide the run
-                value = f"<unreadable write: {type(exc).__name__}: {exc}>"
-            node = _node_of(str(r.get("task_path") or ""))  # "" for the resume map LangGraph keeps per run
-            out.setdefault(str(r["checkpoint_id"]), []).append(Write(node, channel, value))
+                write.value = None  # routing: the name says where the run went
+            elif decode is None or channel in decode:
+                write.value = self._decode(kind, blob)
+            bucket = out.get(cid)
+            if bucket is None:
+                bucket = out[cid] = []
+            bucket.append(write)
         return out
+
+    def load(self, thread_id: str, checkpoint_id: str, write: Write) -> Any:
+        """The value of one write left on disk by a summary read."""
+        if not write.loaded:
+            rows = self._rows(
+                "SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ? "
+                "AND task_id = ? AND idx = ?",
+                "SELECT type, blob AS value FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
+                "AND checkpoint_id = %s AND task_id = %s AND idx = %s", (thread_id, checkpoint_id, write.task_id, write.idx))
+            write.value = self._decode(rows[0]["type"], rows[0]["value"]) if rows else None
+        return write.value
+
+    def _decode(self, kind: Any, blob: Any) -> Any:
+        try:
+            return None if kind in (None, "null") or blob is None else self.saver.serde.loads_typed((kind, bytes(blob)))
+        except Exception as exc:  # noqa: BLE001 - one unreadable write must not hide the run
+            return f"<unreadable write: {type(exc).__name__}: {exc}>"
 
     # -- the reference path ------------------------------------------------------------
     def checkpoints_from_history(self, thread_id: str) -> list[Checkpoint]:

@@ -258,3 +258,63 @@ def progress(values: dict[str, Any]) -> dict[str, Any]:
     return {"done": len(observed), "todo": len([t for t in todo if t not in observed]), "planned": len(planned),
             "calls": int(values.get("steps") or 0),
             "current": (current or {}).get("key") if current else None}
+
+
+# ---- where a run stands, from the rows --------------------------------------------------
+
+#: Channels whose latest value the run page shows: one write each is decoded, not the state.
+LATEST = ("request", "plan", "queue", "current", "steps", "status", "planner_kind", "report_path", "plan_error",
+          "refusal")
+
+
+@dataclass
+class Standing:
+    """What ``perfscout.agent``'s outcome says of a run (status, question, planner, the
+    values the page shows), read from the store's rows instead of its latest state."""
+
+    status: str  # done | interrupted | incomplete
+    question: dict[str, Any] | None
+    planner: str
+    next: list[str]
+    values: dict[str, Any]
+
+
+def standing(path: list[Checkpoint], load: Any, seed: Any = None) -> Standing | None:
+    """The run's standing along ``path``; None when the rows cannot say (a thread of one
+    checkpoint: a fork's seed, or a run that has not started), for the caller to ask
+    the graph. ``load(checkpoint_id, write)`` decodes a write left on disk; ``seed()`` is
+    the state of the thread's first checkpoint when it was written whole (a fork's thread
+    starts from ``update_state``, whose values are in no write)."""
+    if len(path) < 2:
+        return None
+    base: dict[str, Any] = {}
+    if path[0].step != -1 and seed is not None:  # not an input checkpoint: a seeded thread
+        base = dict(seed() or {})
+    values: dict[str, Any] = {}
+    for cp in reversed(path):
+        for w in reversed(cp.writes):  # the last write of a channel is its value
+            if w.channel in LATEST and w.channel not in values:
+                values[w.channel] = load(cp.id, w)
+        if len(values) == len(LATEST):
+            break
+    for channel in LATEST:
+        if channel not in values and channel in base:
+            values[channel] = base[channel]
+    for channel in ("observations", "answers"):  # lists that grow: every write, in order
+        values[channel] = list(base.get(channel) or []) + [
+            x for cp in path for w in cp.writes if w.channel == channel and isinstance(w.value, list) for x in w.value]
+    last = path[-1]
+    nxt = path[-2].routed_to
+    question = None
+    if any(w.channel == INTERRUPT for w in last.writes) and not any(
+            w.node and not w.channel.startswith("__") and not w.channel.startswith("branch:") for w in last.writes):
+        question = next((_question(w.value) for w in reversed(last.writes) if w.channel == INTERRUPT), None)
+    if question is not None:
+        status = "interrupted"
+    elif not nxt and values.get("status") == "done":
+        status = "done"
+    else:
+        status = "incomplete"
+    plan = values.get("plan") if isinstance(values.get("plan"), dict) else {}
+    return Standing(status=status, question=question, planner=str(plan.get("planner") or ""), next=nxt,
+                    values=values)

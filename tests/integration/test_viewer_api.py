@@ -69,6 +69,30 @@ def form(**fields: str) -> dict[str, str]:
     return {"token": TOKEN, **fields}
 
 
+def assert_rows_agree_with_the_agent(ctx: Context) -> None:
+    """The standing read from the store's rows is what perfscout.agent reads from each run's
+    latest state (status, question, planner, next nodes, the values the page shows)."""
+    from perfscout.viewer.app import Viewer
+    from perfscout.viewer.store import lineage
+    from perfscout.viewer.timeline import LATEST, plain, standing
+
+    viewer = Viewer(ctx)
+    with open_store(ctx) as st:
+        threads = [t for t, _ in st.threads()]
+        assert threads
+        for tid in threads:
+            path, _ = lineage(st.checkpoints(tid))
+            mine = standing(path, lambda cid, w: st.load(tid, cid, w), seed=lambda: st.snapshot(tid, path[0].id).values)
+            assert mine is not None or len(path) < 2, tid
+            mine = mine or viewer.standing(st, tid, path)
+            theirs = agent._outcome(st.graph, tid)
+            snap = st.snapshot(tid)
+            assert (mine.status, mine.question, mine.planner) == (theirs.status, theirs.question, theirs.planner), tid
+            assert mine.next == list(snap.next), tid
+            for key in (*LATEST, "observations", "answers"):
+                assert plain(mine.values.get(key)) == plain(theirs.values.get(key)), (tid, key)
+
+
 # ---- the token and the host -------------------------------------------------------
 
 
@@ -192,6 +216,10 @@ def test_progress_api(app_client: TestClient) -> None:
     assert {r["id"] for r in app_client.get("/api/runs").json()} >= {"done1", "wait1", "evil1"}
 
 
+def test_the_rows_say_what_the_agent_says(home: Path) -> None:
+    assert_rows_agree_with_the_agent(context(home))
+
+
 # ---- acting -------------------------------------------------------------------------
 
 
@@ -211,6 +239,7 @@ def test_answering_in_the_page_finishes_the_run(tmp_path: Path) -> None:
     assert "| zfp |" in (tmp_path / "runs" / "ask1" / "report.md").read_text()
     assert "answered: <b>&#34;yes&#34;</b>" in page
     assert c.post("/runs/ask1/answer", data=form(answer="yes")).status_code == 400  # nothing to answer now
+    assert_rows_agree_with_the_agent(ctx)
 
 
 def test_resume_continues_an_interrupted_run(tmp_path: Path) -> None:
@@ -218,6 +247,7 @@ def test_resume_continues_an_interrupted_run(tmp_path: Path) -> None:
     for node, _ in agent.stream("evaluate sz3 at abs 1e-2 on synthetic:grf:16,16", thread_id="cut1", context=ctx):
         if node == "plan":
             break  # the process "dies" after planning: the tool call never ran
+    assert_rows_agree_with_the_agent(ctx)  # an incomplete run
     c = client(ctx)
     page = c.get("/runs/cut1").text
     assert 'id="resume-form"' in page and c.get("/api/runs/cut1/progress").json()["status"] == "incomplete"
@@ -281,6 +311,7 @@ def test_fork_mid_run_carries_the_results_it_holds(tmp_path: Path) -> None:
     report = (tmp_path / "runs" / "mid1-zfp" / "report.md").read_text()
     assert "| sz3 |" in report and "| zfp |" in report  # the carried sz3 result and the new zfp one
     assert len(list((tmp_path / "runs" / "mid1-zfp" / "results").glob("*.json"))) == 2
+    assert_rows_agree_with_the_agent(ctx)  # a fork's thread starts with an update checkpoint
 
 
 # ---- what is never served -----------------------------------------------------------
