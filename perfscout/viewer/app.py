@@ -52,6 +52,8 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 FILE_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 #: Inline writes per visit on the timeline up to this many visits; above it they load on demand.
 INLINE_VISITS = 300
+#: Visits per timeline page: a long run opens at its first page (every visit is one click away).
+PAGE_VISITS = 400
 SERVED_TYPES = {".json": "application/json", ".md": "text/plain; charset=utf-8", ".txt": "text/plain; charset=utf-8",
                 ".log": "text/plain; charset=utf-8", ".csv": "text/plain; charset=utf-8", ".png": "image/png",
                 ".yaml": "text/plain; charset=utf-8", ".html": "text/html; charset=utf-8"}
@@ -158,7 +160,7 @@ class Viewer:
             return None
         return doc if isinstance(doc, dict) else None
 
-    def timeline(self, run_id: str) -> dict[str, Any]:
+    def timeline(self, run_id: str, start: int = 1) -> dict[str, Any]:
         check_run_id(run_id)
         rdir = self.run_path(run_id)
         with S.open_store(self.ctx) as st:
@@ -177,7 +179,14 @@ class Viewer:
             by_task.setdefault(c.task_key, []).append(c)
         job = self.jobs.get(run_id)
         values = outcome.values
-        return {"id": run_id, "request": values.get("request"), "request_line": request_text(values.get("request")),
+        start = max(1, min(start, len(vs) or 1))
+        pages = [(i, min(i + PAGE_VISITS - 1, len(vs))) for i in range(1, len(vs) + 1, PAGE_VISITS)]
+        page_of = {}
+        for v in vs:
+            for c in v.calls:
+                page_of.setdefault(c.task_key, 1 + (v.index - 1) // PAGE_VISITS * PAGE_VISITS)
+        start = 1 + (start - 1) // PAGE_VISITS * PAGE_VISITS
+        return {"shown": vs[start - 1:start - 1 + PAGE_VISITS], "start": start, "pages": pages, "page_of": page_of,"id": run_id, "request": values.get("request"), "request_line": request_text(values.get("request")),
                 "status": "running" if job and job.state == "running" else outcome.status,
                 "planner": outcome.planner or values.get("planner_kind") or "", "visits": vs, "other": other,
                 "checkpoints": path, "latest": path[-1].id, "when": path[-1].ts, "job": job,
@@ -286,7 +295,11 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
         return JSONResponse([{**r, "fork_of": r["fork_of"]} for r in viewer.list_runs()])
 
     def run_page(request: Request) -> Response:
-        return page(request, "run.html", run=viewer.timeline(request.path_params["run_id"]))
+        try:
+            start = int(request.query_params.get("from", "1"))
+        except ValueError:
+            start = 1
+        return page(request, "run.html", run=viewer.timeline(request.path_params["run_id"], start))
 
     def checkpoint_page(request: Request) -> Response:
         return page(request, "checkpoint.html",

@@ -185,7 +185,7 @@ def test_claims_link_to_the_records_they_rest_on(home: Path, app_client: TestCli
         assert 'id="claim-c1"' in page and 'id="claim-c2"' in page
         assert "sz3 reaches ratio 2.4 &lt;b&gt;here&lt;/b&gt;." in page
         claim = page[page.index('id="claim-c1"'):page.index('id="claim-c2"')]
-        assert 'href="#task-t01-sz3-cpu-abs-1e-3"' in claim and "2.456" in claim  # the record's ratio beside it
+        assert '?from=1#task-t01-sz3-cpu-abs-1e-3"' in claim and "2.456" in claim  # the record's ratio beside it
         assert 'class="verdict v-held">held<' in page and "has no claims.json" not in page
         (run_dir / "claims.json").write_text("{broken", encoding="utf-8")
         page = app_client.get("/runs/done1").text
@@ -454,3 +454,17 @@ def test_perfscout_serve_says_which_extra_is_missing(monkeypatch: pytest.MonkeyP
     res = CliRunner().invoke(app, ["serve", "--port", "0"])
     assert res.exit_code == 2 and "perfscout[viewer]" in res.output.replace("\n", "")
 
+
+
+def test_a_long_timeline_opens_page_by_page(monkeypatch: pytest.MonkeyPatch, app_client: TestClient) -> None:
+    import perfscout.viewer.app as viewer_app
+
+    monkeypatch.setattr(viewer_app, "PAGE_VISITS", 3)  # the 7 visits of done1 on pages of 3
+    first = app_client.get("/runs/done1").text
+    assert re.findall(r'<span class="node">(\w+)</span>', first) == ["snapshot", "understand", "plan"]
+    assert 'href="/runs/done1?from=4#timeline">4–6</a>' in first and "<b>1–3</b>" in first
+    second = app_client.get("/runs/done1?from=5").text  # any visit number: its page
+    assert re.findall(r'<span class="node">(\w+)</span>', second) == ["act", "observe", "reflect"]
+    assert '<ol class="visits" start="4">' in second and 'id="task-t01-sz3-cpu-abs-1e-3"' in second
+    assert re.findall(r'<span class="node">(\w+)</span>', app_client.get("/runs/done1?from=99").text) == ["report"]
+    assert app_client.get("/runs/done1?from=x").status_code == 200
