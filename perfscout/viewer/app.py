@@ -223,7 +223,7 @@ class Viewer:
         check_run_id(run_id)
         with S.open_store(self.ctx) as st:
             writes = st.writes(run_id, checkpoint_id, decode=None).get(checkpoint_id, []) if st is not None else []
-        return {w.channel: w.value for w in writes if not w.channel.startswith("__")}
+        return {w.channel: w.value for w in writes if not w.channel.startswith(("__", "branch:"))}
 
     def progress(self, run_id: str) -> dict[str, Any]:
         check_run_id(run_id)

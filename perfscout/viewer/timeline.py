@@ -158,7 +158,7 @@ def visits(path: list[Checkpoint], run_dir: Path | None) -> list[Visit]:
                 visit.answer, visit.answered = plain(answers[-1] if len(answers) == 1 else answers), True
             elif w.channel == ERROR:
                 visit.error = str(w.value)
-            elif not w.channel.startswith("__"):
+            elif not w.channel.startswith(("__", "branch:")):
                 visit.writes[w.channel] = w.value
         for msg in visit.writes.get("messages") or []:
             for tc in getattr(msg, "tool_calls", None) or []:

@@ -468,3 +468,10 @@ def test_a_long_timeline_opens_page_by_page(monkeypatch: pytest.MonkeyPatch, app
     assert '<ol class="visits" start="4">' in second and 'id="task-t01-sz3-cpu-abs-1e-3"' in second
     assert re.findall(r'<span class="node">(\w+)</span>', app_client.get("/runs/done1?from=99").text) == ["report"]
     assert app_client.get("/runs/done1?from=x").status_code == 200
+
+
+def test_routing_bookkeeping_is_not_shown_as_state(app_client: TestClient) -> None:
+    page = app_client.get("/runs/done1").text
+    assert "branch:to" not in page
+    cid = re.findall(r'class="step-before" href="/runs/done1/checkpoints/([0-9a-f-]+)"', page)[0]
+    assert "branch:to" not in app_client.get(f"/runs/done1/writes/{cid}").text

@@ -56,6 +56,14 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     ctx = context(home)
     assert agent.run("evaluate sz3 at abs 1e-3 on synthetic:grf:32,32", thread_id="sz3-grf", context=ctx
                      ).status == "done"
+    # claims.json as the agent writes it beside report.md (the shared claim model's JSON contract)
+    claims = {"language": "en", "claims": [
+        {"id": "c1", "kind": "single", "subjects": ["sz3"], "figure": "ratio", "values": {"sz3": 2.456}, "spread": {},
+         "verdict": None, "records": ["t01-sz3-cpu-abs-1e-3"],
+         "text": "At ABS 1e-3 on synthetic:grf:32,32, sz3 reaches ratio 2.456."},
+        {"id": "c2", "kind": "target", "subjects": ["sz3"], "figure": "max_abs_err", "values": {}, "spread": {},
+         "verdict": "held", "records": ["t01-sz3-cpu-abs-1e-3"], "text": "The bound held on every value."}]}
+    (home / "runs" / "sz3-grf" / "claims.json").write_text(json.dumps(claims), encoding="utf-8")
     raw = home / "field.raw"
     np.linspace(0, 1, 1024, dtype="<f4").tofile(raw)
     assert agent.run(f"evaluate zfp at abs 1e-3 on {raw}", thread_id="raw-file", context=ctx).status == "interrupted"
@@ -98,6 +106,7 @@ def browser(server, tmp_path_factory: pytest.TempPathFactory):
 
 
 def shot(driver, tmp_path: Path, name: str, full: bool = True) -> Path:
+    driver.execute_script("window.scrollTo(0, 0)")
     if full:  # the whole page, not just the window
         height = driver.execute_script("return Math.min(document.documentElement.scrollHeight, 6000)")
         driver.set_window_size(1280, max(900, int(height)))
@@ -149,6 +158,12 @@ def test_open_a_run_and_step_through_checkpoints(browser, server, tmp_path: Path
     assert nodes == ["snapshot", "understand", "plan", "act", "observe", "reflect", "report"]
     call = browser.find_element(By.ID, "task-t01-sz3-cpu-abs-1e-3")
     assert "evaluate_codec" in call.text and "synthetic:grf:32,32" in call.text
+    claim = browser.find_element(By.ID, "claim-c1")
+    assert "2.456" in claim.find_element(By.CSS_SELECTOR, "table.records").text  # the record beside its claim
+    claim.find_element(By.CSS_SELECTOR, "a.record-link").click()
+    assert browser.current_url.endswith("#task-t01-sz3-cpu-abs-1e-3")
+    assert browser.execute_script("return document.querySelector(':target').id") == "task-t01-sz3-cpu-abs-1e-3"
+    browser.get(server["base"] + "/runs/sz3-grf")
     details = browser.find_elements(By.CSS_SELECTOR, "details.writes")[2]  # what plan wrote
     details.find_element(By.TAG_NAME, "summary").click()
     assert "deterministic" in details.text
