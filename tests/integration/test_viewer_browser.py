@@ -236,3 +236,15 @@ def test_hostile_request_stays_inert(browser, server, tmp_path: Path) -> None:
     shot(browser, tmp_path, "hostile")
     browser.find_elements(By.CSS_SELECTOR, "li.visit .step-before")[-1].click()
     assert_inert(browser)
+
+
+def test_a_long_runs_writes_load_when_opened(browser, server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfscout.viewer.app as viewer_app
+
+    monkeypatch.setattr(viewer_app, "INLINE_VISITS", 0)  # as for a run of more than 300 visits
+    browser.get(server["base"] + "/runs/sz3-grf")
+    details = browser.find_elements(By.CSS_SELECTOR, "details.writes")[2]  # what plan wrote
+    assert details.get_attribute("data-src") and "deterministic" not in details.text
+    details.find_element(By.TAG_NAME, "summary").click()
+    WebDriverWait(browser, 30).until(lambda d: "deterministic" in details.text)
+    assert_inert(browser)
