@@ -23,7 +23,12 @@ import pytest
 pytestmark = pytest.mark.browser
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install 'perfscout[test]' (selenium)")
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    JavascriptException,
+    NoAlertPresentException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -136,7 +141,9 @@ def assert_inert(driver) -> None:
 
 
 def wait_for_status(driver, status: str, timeout: float = 240) -> None:
-    WebDriverWait(driver, timeout, poll_frequency=0.5).until(
+    # the page reloads itself when the run stops: an element read during the reload is stale or gone
+    WebDriverWait(driver, timeout, poll_frequency=0.5, ignored_exceptions=(
+        StaleElementReferenceException, NoSuchElementException, JavascriptException)).until(
         lambda d: d.find_element(By.ID, "status").text == status)
 
 
