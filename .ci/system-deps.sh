@@ -5,6 +5,7 @@
 set -uo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)  # the viewer's browser tests (Selenium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)  # the OS sandbox around every program perfscout runs

@@ -85,6 +85,8 @@ COMMANDS: tuple[Command, ...] = (
             "perfscout resume THREAD_ID --answer '{\"shape\": \"512,512\", \"dtype\": \"f32\"}'"),
     Command("runs", "agent_cmd", "Every agent run in the perfscout home, newest first.",
             "perfscout runs --json"),
+    Command("serve", "serve_cmd", "A local web viewer: follow, answer, resume and fork runs; sweeps.",
+            "perfscout serve --port 8765"),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
 

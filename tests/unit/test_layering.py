@@ -25,6 +25,8 @@ Where the small top-level modules sit, and why:
 - ``agent.py``, ``api_sweep.py``, ``__init__.py`` and ``__main__.py`` are the public face,
   on the top floor with ``cli/``: they may import anything; nothing else imports them
   (``perfscout.sweep.api`` is what the graph and the CLI call; ``api_sweep`` re-exports it).
+- ``viewer/`` (``perfscout serve``'s web app) is on the top floor too: it continues runs through
+  ``agent.py`` as the CLI does; ``cli/serve_cmd.py`` imports it, it imports nothing of ``cli/``.
 
 Imports built at run time from non-constant names (``import_module(f"...{name}")``) are
 not followed; they all stay inside one package (CLI commands, diagnosis rules, the sweep
@@ -55,7 +57,7 @@ LAYERS: dict[str, int] = {
     "tools": 3,
     "sweep": 4,
     "graph": 5,
-    "cli": 6, "agent": 6, "api_sweep": 6, "__init__": 6, "__main__": 6,
+    "cli": 6, "agent": 6, "api_sweep": 6, "__init__": 6, "__main__": 6, "viewer": 6,
 }
 
 #: Upward imports still in the tree: (importing file, imported module) -> why it is still there.
