@@ -164,10 +164,11 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         new.bounds = [v for v in values if v > 0 and math.isfinite(v)]
         new.targets += [t for t in sub.targets if t not in new.targets]
     elif slot == "data":
+        replaced = [d for d in new.data if pending.detail and (d.path == pending.detail or d.kind == "named" and d.name == pending.detail)]
         if pending.detail:
-            new.data = [d for d in new.data if d.path != pending.detail and not (d.kind == "named" and d.name == pending.detail)]
+            new.data = [d for d in new.data if d not in replaced]
         if sub.data:
-            new.data += [d for d in sub.data if d not in new.data]
+            new.data += [d for d in _carry_over(replaced, sub.data) if d not in new.data]
         elif pending.candidates and text in pending.candidates:
             new.data.append(DataRef(kind="named", name=text, text=text))
         elif pending.candidates and re.search(r"\b(?:both|all|each|every)\b|两个|都|全部|所有", text.lower()):
@@ -206,7 +207,7 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
             ref.var = _pick_candidate(word, pending.candidates) or word
     elif slot == "command":
         new.command = _split_argv(text.strip().strip("`"))
-        if why := _command_refusal(new.command):
+        if why := _command_refusal(new.command, new.language):
             new.refusal = why
     elif slot == "profile_file":
         new.profile_file = sub.profile_file or text.strip()
@@ -214,6 +215,23 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         new.runs = list(dict.fromkeys(new.runs + (sub.runs or re.findall(r"[\w./~-]+", text))))[:2]
     else:  # question
         _merge(new, sub)
+
+
+def _carry_over(replaced: list[DataRef], given: list[DataRef]) -> list[DataRef]:
+    """The data an answer names in place of data asked about, keeping what the request said of
+    it: "u and v in absent.nc" answered with "uv.nc" is u and v of uv.nc (never asked again); a
+    raw file's shape, dtype and byte order stay where the answer gives none."""
+    if len(given) != 1 or not replaced:
+        return given
+    new = given[0]
+    if new.kind == "file" and not new.var:
+        named = [d.var for d in replaced if d.kind == "file" and d.var]
+        if named:
+            return [new.model_copy(update={"var": v}) for v in dict.fromkeys(named)]
+    if new.kind == "raw" and replaced[0].kind == "raw":
+        old = replaced[0]
+        return [new.model_copy(update={k: getattr(new, k) or getattr(old, k) for k in ("shape", "dtype", "endian")})]
+    return given
 
 
 def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
@@ -246,10 +264,10 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
                 ref.var = str(value)
         elif key in ("dataset", "path", "data"):
             sub = parse(str(value))
-            if pending.detail:
-                new.data = [d for d in new.data if d.path != pending.detail]
+            replaced = [d for d in new.data if pending.detail and d.path == pending.detail]
+            new.data = [d for d in new.data if d not in replaced]
             if sub.data:
-                new.data += sub.data
+                new.data += _carry_over(replaced, sub.data)
             else:
                 new.data.append(DataRef(kind="named", name=str(value), text=str(value)))
         elif key in ("codec", "codecs"):
@@ -280,7 +298,7 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
             new.bounds = nums
         elif key == "command":
             new.command = value if isinstance(value, list) else _split_argv(str(value))
-            if why := _command_refusal(new.command):
+            if why := _command_refusal(new.command, new.language):
                 new.refusal = why
         elif key == "runs":
             new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]

@@ -21,6 +21,7 @@ from perfscout.graph.understand.commands import (
     _program_start,
     _split_argv,
     detect_language,
+    looks_like_command,
     normalise,
     refusal_reason,
 )
@@ -29,6 +30,7 @@ from perfscout.graph.understand.question import _account, _ask_about_machine_cla
 from perfscout.graph.understand.text import (
     _AT_LEAST,
     _AT_MOST,
+    _BARE_FILE,
     _BITRATE,
     _BOUND_JOIN,
     _BOUND_LEAD,
@@ -47,6 +49,7 @@ from perfscout.graph.understand.text import (
     _VAR,
     NUMBER,
     ZH_NUMBER,
+    _codec_typo,
     _file_variables,
     _find_datasets,
     _number_list,
@@ -63,6 +66,7 @@ from perfscout.graph.understand.vocab import (
     _table,
     codec_catalogue,
     dataset_catalogue,
+    question_patterns,
     vocabulary,
 )
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending, Target
@@ -97,7 +101,10 @@ def _parse(text: str) -> Intent:
         looks_like_path = bool(_path_re().fullmatch(inner.strip())) and " " not in inner.strip()
         right_after_cue = bool(re.search(r"(?:\bprofile|剖析|性能分析|\bprogram|\bcommand|程序|命令)\s*:?\s*$",
                                          norm[:m.start()], re.IGNORECASE))
-        if profile_cue and not intent.command and not looks_like_path and (m.group(1) or right_after_cue):
+        # a backticked command line is the program to profile, cue or not: its words ("import
+        # zlib") are never request words
+        if not intent.command and not looks_like_path and (
+                profile_cue and (m.group(1) or right_after_cue) or m.group(1) and looks_like_command(inner)):
             intent.command = _split_argv(inner)
             return " \u2063 "  # a placeholder the grammar never matches
         if profile_cue and m.group(0)[0] in "'\"":
@@ -129,13 +136,14 @@ def _parse(text: str) -> Intent:
                 intent.command = argv
                 work = work[:start] + " \u2063 " + work[end:]
     # 2. refusals, on everything but the program's own argv
-    why = refusal_reason(work) or _command_refusal(intent.command)
+    why = refusal_reason(work, intent.language) or _command_refusal(intent.command, intent.language)
     if why:
         intent.refusal = why
         return intent
     t = _Text(work)
     t.finditer(re.compile("\u2063"))
-    cue_spans = [(q, m.start(), m.end()) for q, rx in _table("questions") for m in t.finditer(rx, take=False)]
+    cue_spans = [(q, m.start(), m.end()) for q, rx in [*_table("questions"), *question_patterns()]
+                 for m in t.finditer(rx, take=False)]
     _read_paths(t, intent)
     _read_runs(t, intent)
     _read_missing_values(t, intent)  # before bounds: "fill the missing values with 0" is no bound
@@ -196,41 +204,108 @@ def _read_missing_values(t: _Text, intent: Intent) -> None:
             intent.notes.append(_say(intent, "masked_nan"))
 
 
+#: words that make the path after them an output folder ("into runs/q", "write the results to X")
+_OUTPUT_LEAD = re.compile(
+    r"(?:\binto|--out(?:put)?(?:\s*=)?|\boutput\s+(?:to|in|into)\b|"
+    r"\b(?:write|save|put|store|keep)\s+(?:it\s+|them\s+|(?:the\s+)?(?:results?|outputs?|reports?|sweep)\s+)?(?:to|in|into|under)\b|"
+    r"\bresults?\s+(?:in|to|into|under)\b|输出到|写到|写入|保存到|存到|放到|存放到)\s*$")
+
+
 def _read_paths(t: _Text, intent: Intent) -> None:
     names = {d["name"].lower() for d in dataset_catalogue()}
+    outputs: list[tuple[re.Match[str], str]] = []
     for m in t.finditer(_path_re(), take=False):
         path = t.original(m, 1).rstrip(".,:;)?!")
         if path.lower() in names and not _FS.exists(Path(path)):
             continue  # a registry name such as 999x999.float
-        kind = path_kind(path)
-        if kind in ("", "raw") and ":" in path and not _FS.exists(Path(path)):
-            base, var = path.rsplit(":", 1)  # "f.nc:z": the variable z of f.nc
-            if var and path_kind(base) in ("netcdf", "hdf5", "zarr"):
-                t.take(m.start(), m.start() + len(path))
-                intent.data.append(DataRef(kind="file", path=base, var=var, text=path))
-                continue
-        if kind == "program":
-            continue  # a script or binary is a program to profile, read with the command
-        if not kind and not path.startswith(("/", "~", "./", "../")):
-            continue  # "runs/q" after "into" is an output folder, read below
+        if _OUTPUT_LEAD.search(t.low[max(0, m.start() - 40):m.start()]) and path_kind(path) not in (
+                "netcdf", "hdf5", "zarr", "raw", "spec", "profile", "csv", "program") or (
+                _OUTPUT_LEAD.search(t.low[max(0, m.start() - 40):m.start()]) and _FS.is_dir(_FS.path(path))):
+            # "sweep X.yaml into runs/q": the output folder, whether or not it exists yet
+            outputs.append((m, path))
+            continue
+        _take_path(t, intent, m, path)
+    # a bare name with any other extension that is a file here ("wmag91.sdat"): a raw file
+    for m in t.finditer(_BARE_FILE, take=False):
+        path = t.original(m, 1).rstrip(".,:;)?!")
+        if t.free(m.start(), m.start() + len(path)) and _FS.is_file(_FS.path(path)) and path_kind(path) != "program":
+            _take_path(t, intent, m, path)
+    if intent.sweep_spec and outputs:
+        m, path = outputs[0]
+        intent.sweep_out = path
         t.take(m.start(), m.start() + len(path))
-        if kind in ("profile", "csv"):
-            intent.profile_file = intent.profile_file or path
-        elif kind == "spec":
-            intent.sweep_spec = intent.sweep_spec or path
-        elif kind == "dir":
-            intent.runs.append(path)
-        elif kind in ("netcdf", "hdf5", "zarr"):
-            intent.data.append(DataRef(kind="file", path=path, text=path))
-        else:
-            intent.data.append(DataRef(kind="raw", path=path, text=path))
-    if intent.sweep_spec and (m := t.finditer(r"(?:\binto|--out|\boutput\s+(?:to|in)\b|\bwrite\s+(?:it\s+|them\s+)?to\b|\bresults?\s+(?:in|to)\b|输出到|写到)\s*([\w./~-]+/?)", take=False)):
-        out = m[0]
-        intent.sweep_out = t.original(out, 1).rstrip(".,;")
-        t.take(out.start(), out.end())
+        lead = _OUTPUT_LEAD.search(t.low[max(0, m.start() - 40):m.start()])
+        t.take(max(0, m.start() - 40) + lead.start(), m.start())
+    else:
+        for m, path in outputs:  # no sweep to write: read as any other path
+            _take_path(t, intent, m, path)
     files = [d for d in intent.data if d.kind == "file"]
-    if files and not files[0].var:
+    if files and not files[0].var and not _read_variable_list(t, intent, files[0]):
         _read_variable(t, intent, files[0])
+
+
+_VAR_NAME = r"[A-Za-z_]\w{0,31}"
+_VAR_SEP = r"\s*(?:,\s*(?:and\s+|&\s*)?|\band\b|&|和|与|及|、|以及|/)\s*"
+_VAR_LIST = rf"{_VAR_NAME}(?:{_VAR_SEP}{_VAR_NAME})+"
+#: several variables of one file: "variables u, v and z", "u and v in f.nc", "f.nc 的 u 和 v 变量"
+_VAR_LISTS = [re.compile(p) for p in (
+    rf"\b(?:variables?|vars?|fields?|变量)\s*({_VAR_LIST})",
+    rf"(?<![\w.])({_VAR_LIST})\s+(?:variables?\s+|fields?\s+)?(?:in|from|of)\b",
+    rf"(?:的|中的|里的|里面的|中)\s*(?:变量\s*)?({_VAR_LIST})",
+    rf"(?<![\w.])({_VAR_LIST})\s+(?:variables|fields)\b")]
+
+
+def _read_variable_list(t: _Text, intent: Intent, ref: DataRef) -> bool:
+    """Several variables named for one file: one dataset each (the same file, each variable);
+    False when the request names no list. Codec names and filler are never variables; where the
+    file is readable, a list must hold at least one of its variables (an unknown one among them
+    is asked about by assess, never dropped)."""
+    known = [v["name"] for v in _file_variables(ref.path)]
+    codec_words = {c for c, _ in _table("codecs")} | set(codec_catalogue())
+    for rx in _VAR_LISTS:
+        for m in t.finditer(rx, take=False):
+            words = [w for w in re.split(_VAR_SEP, t.original(m, 1)) if w]
+            names = [_resolve_variable(w, _file_variables(ref.path)) for w in words]
+            if any(w.lower() in codec_words or _codec_typo(w) or (w.lower() in _filler() and w not in known)
+                   for w in words):
+                continue
+            if known and not any(n in known for n in names):
+                continue
+            names = list(dict.fromkeys(names))
+            if len(names) < 2:
+                continue
+            t.take(m.start(1), m.end(1))
+            ref.var = names[0]
+            at = intent.data.index(ref)
+            intent.data[at + 1:at + 1] = [ref.model_copy(update={"var": n}) for n in names[1:]]
+            return True
+    return False
+
+
+def _take_path(t: _Text, intent: Intent, m: re.Match[str], path: str) -> None:
+    """One path of the request, by its kind: a profile, a spec, a run folder, a data file."""
+    kind = path_kind(path)
+    if kind in ("", "raw") and ":" in path and not _FS.exists(Path(path)):
+        base, var = path.rsplit(":", 1)  # "f.nc:z": the variable z of f.nc
+        if var and path_kind(base) in ("netcdf", "hdf5", "zarr"):
+            t.take(m.start(), m.start() + len(path))
+            intent.data.append(DataRef(kind="file", path=base, var=var, text=path))
+            return
+    if kind == "program":
+        return  # a script or binary is a program to profile, read with the command
+    if not kind and not path.startswith(("/", "~", "./", "../")):
+        return  # "runs/q" without a lead word: left to the other readers
+    t.take(m.start(), m.start() + len(path))
+    if kind in ("profile", "csv"):
+        intent.profile_file = intent.profile_file or path
+    elif kind == "spec":
+        intent.sweep_spec = intent.sweep_spec or path
+    elif kind == "dir":
+        intent.runs.append(path)
+    elif kind in ("netcdf", "hdf5", "zarr"):
+        intent.data.append(DataRef(kind="file", path=path, text=path))
+    else:
+        intent.data.append(DataRef(kind="raw", path=path, text=path))
 
 
 def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
@@ -270,8 +345,9 @@ def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
                 ref.var = word
                 t.take(m.start(1), m.end(1))
                 break
-        for m in t.finditer(r"(?:中的|里的|里面的|中)\s*(?:变量\s*)?([A-Za-z_]\w*)", take=False):
-            ref.var = t.original(m, 1)
+        for m in t.finditer(r"(?:中的|里的|里面的|中|的)\s*(?:变量\s*)?([A-Za-z_]\w*)(?=\s*(?:这个|这些)?\s*变量|\s*$|\s*[,;])"
+                            r"|(?:中的|里的|里面的|中)\s*(?:变量\s*)?([A-Za-z_]\w*)", take=False):
+            ref.var = t.original(m, 1) if m.group(1) else t.original(m, 2)
             t.take(m.start(), m.end())
             break
 

@@ -136,7 +136,9 @@ _BOUND_LIST = re.compile(rf"(?:{ZH_NUMBER}|{NUMBER})(?:{_BOUND_JOIN}(?:{ZH_NUMBE
 _BOUND_LEAD = re.compile(r"\s*(?:error\s+bound|bound|eb|tolerance|tol|error|mode|模式|误差界|误差|容限)?\s*(?:of|is|=|:|at|to|with|为|是|设为|设置为)?\s*$")
 _SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*(?::f(?:32|64))?)")
 _CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
-_PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`)]+|(?:[\w.+-]+/)+[\w.+-]*"
+#: a path: absolute, ~/ or ./ (up to a space, a comma, a quote or a bracket of any width: "x.f32（float32）"
+#: ends at the parenthesis), with folders, or a bare name with a known extension
+_PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。、'\"`()\[\]{}<>（）【】「」『』《》]+|(?:[\w.+-]+/)+[\w.+-]*"
                    r"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:%s)(?![\w.]))")
 _RUN_LEAD = r"(?:\b(?:runs?|baseline|candidate|reference)\b|运行|基线|候选|基准)"
 _RUN_ID = re.compile(rf"{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*([A-Za-z0-9][\w.-]*)"
@@ -152,6 +154,10 @@ _IGNORE = {"ignore", "ignore it", "skip it", "go on", "continue", "proceed", "ne
            "without it", "忽略", "继续", "跳过", "不用了", "算了"}
 _CANCEL = {"cancel", "stop", "abort", "quit", "nothing", "never", "取消", "停止", "退出", "算了吧"}
 _NO = {"no", "n", "nope", "wrong", "不", "不是", "不对"}
+
+
+#: a bare file name with any extension ("wmag91.sdat"): a file when it exists in the working directory
+_BARE_FILE = re.compile(r"(?<![\w:/.-])([\w+-][\w.+-]*\.[A-Za-z0-9_]{1,12})(?![\w/.-])")
 
 
 def _path_kinds() -> dict[str, str]:

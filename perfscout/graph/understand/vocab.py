@@ -45,6 +45,13 @@ def _table(section: str) -> list[tuple[str, re.Pattern[str]]]:
 
 
 @lru_cache(maxsize=1)
+def question_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """(question, compiled pattern) of the vocabulary's ``question_patterns``."""
+    entries = vocabulary().get("question_patterns") or {}
+    return [(str(q), re.compile(str(p))) for q, ps in entries.items() for p in ps or []]
+
+
+@lru_cache(maxsize=1)
 def _filler() -> frozenset[str]:
     f = vocabulary()["filler"]
     return frozenset(str(w).lower() for w in f["en"]) | frozenset(str(w) for w in f["zh"])
