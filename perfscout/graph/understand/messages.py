@@ -84,6 +84,8 @@ _Q = {
         "profile_absent": "The profile file {detail} does not exist here. Which file should I read?",
         "sweep": "Which sweep spec (a YAML file such as examples/sweep_quick.yaml)?",
         "runs": "Which two runs should I compare? Give the baseline and the candidate (run ids or run directories).",
+        "too_long": "the request is {size:,} characters long, and perfscout reads requests of at most {limit:,} characters "
+                    "(a request is words; put long details in a spec file: perfscout run --spec FILE)",
     },
     "zh": {
         "clause": "我没有理解“{detail}”，而且我的工具都不做这件事（我可以：比较和评估压缩器、找压缩比最高或最快的设置、运行 sweep、"
@@ -139,11 +141,16 @@ _Q = {
         "profile_absent": "profile 文件 {detail} 在这里不存在。应该读哪个文件？",
         "sweep": "用哪个 sweep 配置（YAML 文件，例如 examples/sweep_quick.yaml）？",
         "runs": "比较哪两次运行？请给出基线和候选（运行 id 或运行目录）。",
+        "too_long": "请求有 {size:,} 个字符，perfscout 只读取不超过 {limit:,} 个字符的请求（请求是文字；较长的细节请写进 spec 文件：perfscout run --spec FILE）",
     },
 }
 
 
 def _say(intent: Intent, key: str, **kw: Any) -> str:
     return _Q[intent.language][key].format(**kw)
+
+
+def _say_language(language: str, key: str, **kw: Any) -> str:
+    return _Q["zh" if language == "zh" else "en"][key].format(**kw)
 
 

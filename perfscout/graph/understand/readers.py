@@ -4,6 +4,7 @@ targets, codecs, devices, metrics), each taking the words it uses."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from functools import lru_cache
@@ -25,7 +26,7 @@ from perfscout.graph.understand.commands import (
     normalise,
     refusal_reason,
 )
-from perfscout.graph.understand.messages import _Q, _say
+from perfscout.graph.understand.messages import _Q, _say, _say_language
 from perfscout.graph.understand.question import _account, _ask_about_machine_clause, _read_question
 from perfscout.graph.understand.text import (
     _AT_LEAST,
@@ -83,8 +84,19 @@ def parse(text: str) -> Intent:
             _CATALOGUES.reset(token)
 
 
+#: The longest request the parser reads, in characters. A request is words (32,768 characters
+#: is some 5,000 of them); details as long as data belong in a spec file. The parser is linear
+#: in the length below it (benchmarks/intents/parse_speed.py), and a longer one is refused at
+#: once, whatever it holds.
+MAX_REQUEST_CHARS = 32_768
+
+
 def _parse(text: str) -> Intent:
     raw = str(text)
+    if len(raw) > MAX_REQUEST_CHARS:
+        language = detect_language(raw[:MAX_REQUEST_CHARS])
+        return Intent(text=raw[:200], language=language, refusal=_say_language(
+            language, "too_long", size=len(raw), limit=MAX_REQUEST_CHARS))
     norm = normalise(raw)
     intent = Intent(text=raw, language=detect_language(norm))
     if not norm:
@@ -100,7 +112,7 @@ def _parse(text: str) -> Intent:
         inner = next(g for g in m.groups() if g is not None)
         looks_like_path = bool(_path_re().fullmatch(inner.strip())) and " " not in inner.strip()
         right_after_cue = bool(re.search(r"(?:\bprofile|剖析|性能分析|\bprogram|\bcommand|程序|命令)\s*:?\s*$",
-                                         norm[:m.start()], re.IGNORECASE))
+                                         norm[max(0, m.start() - 40):m.start()], re.IGNORECASE))
         # a backticked command line is the program to profile, cue or not: its words ("import
         # zlib") are never request words
         if not intent.command and not looks_like_path and (
@@ -247,38 +259,36 @@ def _read_paths(t: _Text, intent: Intent) -> None:
 _VAR_NAME = r"[A-Za-z_]\w{0,31}"
 _VAR_SEP = r"\s*(?:,\s*(?:and\s+|&\s*)?|\band\b|&|和|与|及|、|以及|/)\s*"
 _VAR_LIST = rf"{_VAR_NAME}(?:{_VAR_SEP}{_VAR_NAME})+"
-#: several variables of one file: "variables u, v and z", "u and v in f.nc", "f.nc 的 u 和 v 变量"
-_VAR_LISTS = [re.compile(p) for p in (
-    rf"\b(?:variables?|vars?|fields?|变量)\s*({_VAR_LIST})",
-    rf"(?<![\w.])({_VAR_LIST})\s+(?:variables?\s+|fields?\s+)?(?:in|from|of)\b",
-    rf"(?:的|中的|里的|里面的|中)\s*(?:变量\s*)?({_VAR_LIST})",
-    rf"(?<![\w.])({_VAR_LIST})\s+(?:variables|fields)\b")]
+_VAR_LIST_RX = re.compile(rf"(?<![\w.])({_VAR_LIST})")
+#: what makes a list of names a list of variables: a word before it ("variables u, v and z",
+#: "f.nc 的 u 和 v 变量") or after it ("u and v in f.nc", "u and v fields")
+_VAR_LIST_BEFORE = re.compile(r"(?:\b(?:variables?|vars?|fields?)|变量|的|中的|里的|里面的|中)\s*(?:变量\s*)?$")
+_VAR_LIST_AFTER = re.compile(r"\s+(?:(?:variables?\s+|fields?\s+)?(?:in|from|of)\b|variables\b|fields\b)|\s*(?:两个|三个|几个)?\s*变量")
 
 
 def _read_variable_list(t: _Text, intent: Intent, ref: DataRef) -> bool:
     """Several variables named for one file: one dataset each (the same file, each variable);
     False when the request names no list. Codec names and filler are never variables; where the
     file is readable, a list must hold at least one of its variables (an unknown one among them
-    is asked about by assess, never dropped)."""
-    known = [v["name"] for v in _file_variables(ref.path)]
+    is asked about by assess, never dropped). Lists are found in one left-to-right pass and
+    then judged by the words beside them (linear in the request's length)."""
+    variables = _file_variables(ref.path)
+    known = [v["name"] for v in variables]
     codec_words = {c for c, _ in _table("codecs")} | set(codec_catalogue())
-    for rx in _VAR_LISTS:
-        for m in t.finditer(rx, take=False):
-            words = [w for w in re.split(_VAR_SEP, t.original(m, 1)) if w]
-            names = [_resolve_variable(w, _file_variables(ref.path)) for w in words]
-            if any(w.lower() in codec_words or _codec_typo(w) or (w.lower() in _filler() and w not in known)
-                   for w in words):
-                continue
-            if known and not any(n in known for n in names):
-                continue
-            names = list(dict.fromkeys(names))
-            if len(names) < 2:
-                continue
-            t.take(m.start(1), m.end(1))
-            ref.var = names[0]
-            at = intent.data.index(ref)
-            intent.data[at + 1:at + 1] = [ref.model_copy(update={"var": n}) for n in names[1:]]
-            return True
+    for m in t.finditer(_VAR_LIST_RX, take=False):
+        if not (_VAR_LIST_BEFORE.search(t.low[max(0, m.start() - 12):m.start()]) or _VAR_LIST_AFTER.match(t.low, m.end())):
+            continue
+        words = [w for w in re.split(_VAR_SEP, t.original(m, 1)) if w]
+        if any(w.lower() in codec_words or _codec_typo(w) or (w.lower() in _filler() and w not in known) for w in words):
+            continue
+        names = list(dict.fromkeys(_resolve_variable(w, variables) for w in words))
+        if len(names) < 2 or (known and not any(n in known for n in names)):
+            continue
+        t.take(m.start(1), m.end(1))
+        ref.var = names[0]
+        at = intent.data.index(ref)
+        intent.data[at + 1:at + 1] = [ref.model_copy(update={"var": n}) for n in names[1:]]
+        return True
     return False
 
 
@@ -339,7 +349,7 @@ def _read_variable(t: _Text, intent: Intent, ref: DataRef) -> None:
     if not ref.var:
         if m := t.finditer(r"(?<![\w.])([A-Za-z_]\w{0,31})\s+(?:in|from|of)\s+(?:the\s+)?(?:file\s+)?$", take=False):
             pass
-        for m in t.finditer(r"(?:the\s+)?(?:[a-z]+\s+)?\b([A-Za-z_]\w{0,31})\s+(?=in\s|from\s|of\s)", take=False):
+        for m in t.finditer(r"(?:the\s+)?(?:[a-z]{1,32}\s+)?\b([A-Za-z_]\w{0,31})\s+(?=in\s|from\s|of\s)", take=False):
             word = t.original(m, 1)
             if word.lower() not in _filler() or word in [v["name"] for v in known]:
                 ref.var = word
@@ -604,7 +614,11 @@ def _looks_like_bound(written: str, low: str, start: int, end: int) -> bool:
 
 def _nearest_mode(hits: list[tuple[int, int, str]], start: int, end: int, low: str) -> str | None:
     best, dist = None, 10 ** 9
-    for s, e, mode in hits:
+    # only the hits that can lie within 40 characters (hits are sorted by start; a mode phrase is
+    # short): a request with a thousand bounds and modes stays linear
+    lo = bisect.bisect_left(hits, (start - 200,))
+    hi = bisect.bisect_right(hits, (end + 41,))
+    for s, e, mode in hits[lo:hi]:
         gap = start - e if e <= start else s - end
         between = low[e:start] if e <= start else low[end:s]
         if gap < 0 or gap > 40 or not _BOUND_LEAD.match(between) and not re.fullmatch(r"[\s\w]{0,30}", between):
@@ -712,11 +726,12 @@ def _read_named_data(t: _Text, intent: Intent) -> None:
     ndim = (int(cue.group(1)) if cue.group(1) else "一二三".index(cue.group(2)) + 1) if cue else None
     found = _find_datasets(t)
     catalogue = {d["name"]: d for d in dataset_catalogue()}
+    shapes = [(m, _shape_of(m)) for m in t.finditer(_SHAPE, take=False)] if found else []  # once, not per mention
     for written, names, at in found:
         every = re.search(r"(?:\bboth|\ball|\beach|\bevery|两个|所有|全部|各个)\s*(?:of\s+)?(?:the\s+)?(?:two\s+)?$", t.low[max(0, at - 16):at])
         if len(names) > 1 and every:  # "both vorticity fields": each of them
             t.take(at - len(every.group(0)), at)
-        elif len(names) > 1 and (by_shape := _pick_by_shape(t, names, catalogue)):
+        elif len(names) > 1 and (by_shape := _pick_by_shape(t, names, catalogue, shapes)):
             names = [by_shape]  # "the 41x128x128 vorticity"
         elif len(names) > 1 and ndim is not None and sum(dims.get(n) == ndim for n in names) == 1:
             names = [n for n in names if dims.get(n) == ndim]  # "the 2-D vorticity"
@@ -736,10 +751,12 @@ def _read_named_data(t: _Text, intent: Intent) -> None:
             intent.missing.append(_ask_which_dataset(intent, written, names))
 
 
-def _pick_by_shape(t: _Text, names: list[str], catalogue: dict[str, dict[str, Any]]) -> str:
+def _pick_by_shape(t: _Text, names: list[str], catalogue: dict[str, dict[str, Any]],
+                   shapes: list[tuple[re.Match[str], list[int] | None]]) -> str:
     """The one candidate whose shape is written in the request (any axis order); '' if none or several."""
-    for m in t.finditer(_SHAPE, take=False):
-        shape = _shape_of(m)
+    for m, shape in shapes:
+        if not t.free(m.start(), m.end()):
+            continue
         hits = [n for n in names if shape and sorted(catalogue.get(n, {}).get("shape") or []) == sorted(shape)]
         if len(hits) == 1:
             t.take(m.start(), m.end())
