@@ -48,12 +48,12 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     text, doc = _normal_answer(answer)
     low = text.lower().strip(" .!。！")
     if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
-        new.ignored.append(f"the run was cancelled when asked: {pending.question}")
+        new.ignored.append(_say(new, "cancelled_at", question=pending.question))
         return _cancelled(new), ""
     new.missing = [p for p in new.missing if p != pending]
     if pending.slot == "clause":
         if low in _IGNORE or low in _YES or doc.get("ignore") is True:
-            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+            new.ignored.append(_say(new, "user_ignored", detail=pending.detail))
             return assess(new), ""
         sub = parse(text) if text else Intent()
         if sub.refusal:
@@ -82,7 +82,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
         return assess(new), ""
     if not text:
         new.missing.insert(0, pending)
-        return new, "the answer was empty."
+        return new, _say(new, "answer_empty")
     before = new.model_dump()
     sub = parse(text)
     if sub.refusal:
@@ -92,7 +92,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     after = assess(new)
     if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
             p.slot == pending.slot and p.question == pending.question for p in after.missing):
-        return after, f"I could not use the answer {text!r}."
+        return after, _say(after, "answer_unused", text=text)
     return after, ""
 
 
@@ -303,7 +303,7 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
         elif key == "runs":
             new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]
         elif key in ("ignore", "proceed") and pending.slot == "clause":
-            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+            new.ignored.append(_say(new, "user_ignored", detail=pending.detail))
         else:
             return f"the answer names {key!r}, which is not something I asked for."
     return ""

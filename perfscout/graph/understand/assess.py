@@ -132,8 +132,9 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
                 fits = [t for t, s in (("f32", 4), ("f64", 8)) if n * s == size]
                 if len(fits) == 1:
                     ref.dtype = fits[0]  # type: ignore[assignment]
-                    intent.notes.append(f"{p.name}: {size} bytes = {'x'.join(map(str, ref.shape))} x "
-                                        f"{4 if fits[0] == 'f32' else 8} bytes, so {fits[0]}")
+                    intent.notes.append(_say(intent, "size_gives_dtype", name=p.name, size=size,
+                                             shape="x".join(map(str, ref.shape)), itemsize=4 if fits[0] == "f32" else 8,
+                                             dtype=fits[0]))
                     continue
                 gaps.append(Pending(slot="dtype", detail=ref.path, question=_say(intent, "dtype", detail=p.name),
                                     candidates=["float32", "float64"]))
@@ -152,7 +153,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
             if not ref.var:
                 if len(variables) == 1:
                     ref.var = variables[0]
-                    intent.notes.append(f"{p.name} has one variable, {ref.var}: using it")
+                    intent.notes.append(_say(intent, "one_variable", name=p.name, var=ref.var))
                 else:
                     gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
                                         question=_say(intent, "var", detail=p.name,
@@ -166,7 +167,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
     elif not intent.codecs and not intent.codec_groups:
         if intent.question in ("best_ratio", "fastest_compress", "fastest_decompress", "lowest_error"):
             intent.codec_groups = ["all"]
-            intent.notes.append("no compressor named: every usable one is compared")
+            intent.notes.append(_say(intent, "all_codecs"))
         else:
             gaps.append(Pending(slot="codecs", question=_say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
                                 candidates=usable_codecs()))
@@ -188,8 +189,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         elif target is not None:
             intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
             intent.bounds = [target.value]
-            intent.notes.append(f"no error bound named: each codec is run at the target {target.label()} "
-                                f"({intent.mode} mode)")
+            intent.notes.append(_say(intent, "target_as_setting", target=target.label(), mode=intent.mode))
         else:
             gaps.append(Pending(slot="bounds", question=_say(intent, "bounds")))
     elif intent.bounds and not intent.mode and intent.codecs == ["zfp"] and re.search(r"\btolerance\b|容差|容限", intent.text.lower()):

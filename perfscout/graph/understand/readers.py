@@ -804,7 +804,7 @@ def _read_shape_dtype(t: _Text, intent: Intent) -> None:
     target = raws[0] if raws else None
     if target is None and (shapes or dtypes) and not any(d.kind in ("named", "synthetic") for d in intent.data):
         if shapes:
-            intent.ignored.append("shape " + " x ".join(map(str, shapes[0])) + " (no raw file to apply it to)")
+            intent.ignored.append(_say(intent, "shape_unused", shape=" x ".join(map(str, shapes[0]))))
         return
     if target is None:
         synthetic = [d for d in intent.data if d.kind == "synthetic"]
@@ -813,7 +813,7 @@ def _read_shape_dtype(t: _Text, intent: Intent) -> None:
                 d.dtype = dtypes[0][1]  # type: ignore[assignment]
                 d.name = re.sub(r":f(?:32|64)$", "", d.name) + (":f64" if d.dtype == "f64" else "")
         elif dtypes:
-            intent.notes.append(f"dtype {dtypes[0][1]} noted; a registry field keeps its own dtype")
+            intent.notes.append(_say(intent, "dtype_kept", dtype=dtypes[0][1]))
         return
     if shapes:
         target.shape = shapes[0]
@@ -866,7 +866,7 @@ def _read_codecs(t: _Text, intent: Intent) -> None:
                 t.take(at + zh.start(1), at + zh.end(1))
             continue
         if catalogue and codec not in catalogue:
-            intent.notes.append(f"{codec} is not a codec of this installation")
+            intent.notes.append(_say(intent, "codec_not_here", codec=codec))
             intent.missing.append(Pending(slot="codecs", detail=codec, candidates=sorted(catalogue),
                                           question=""))
             continue
