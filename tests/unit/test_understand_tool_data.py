@@ -78,3 +78,14 @@ def test_a_refused_run_exits_2_and_says_why(request_text: str, says: str, tmp_pa
     result = CliRunner().invoke(app, ["run", request_text, "--planner", "deterministic"])
     assert result.exit_code == 2, result.output
     assert says in "".join(result.stderr.split()) or says in " ".join(result.stderr.split())
+
+
+def test_the_plan_and_the_parser_speak_the_request_language() -> None:
+    from perfscout.graph.planner import plan_from_intent
+    from perfscout.graph.understand import parse
+
+    zh = plan_from_intent(parse("除了 zfp 以外的所有压缩器，在 vorticity.512_512 上比较，相对误差 1e-3"))
+    assert any("按请求排除：zfp" in n for n in zh.notes) and not any("left out" in n for n in zh.notes)
+    en = plan_from_intent(parse("compare all compressors except zfp at rel 1e-3 on vorticity.512_512"))
+    assert any("left out at the request's word: zfp" in n for n in en.notes)
+    assert "没有指定压缩器" in " ".join(parse("哪个压缩器在 vorticity.512_512 上压缩比最高？绝对误差 1e-2").notes)

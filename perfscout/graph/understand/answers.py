@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from perfscout.graph.understand.assess import assess
-from perfscout.graph.understand.commands import _command_refusal, _split_argv, normalise
-from perfscout.graph.understand.messages import _say
-from perfscout.graph.understand.readers import _shape_of, parse
-from perfscout.graph.understand.text import _CANCEL, _IGNORE, _NO, _SHAPE, _YES, _number_list, _Text
-from perfscout.graph.understand.vocab import _table, codec_catalogue, dataset_catalogue
+from perfscout.graph.understand.commands import command_refusal, split_argv, normalise
+from perfscout.graph.understand.messages import say
+from perfscout.graph.understand.readers import shape_of, parse
+from perfscout.graph.understand.text import CANCEL, IGNORE, NO, SHAPE, YES, number_list, RequestText
+from perfscout.graph.understand.vocab import phrase_table, codec_catalogue, dataset_catalogue
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending
 from perfscout.state.modes import REQUEST_MODES
 
@@ -47,13 +47,13 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     new = intent.model_copy(deep=True)
     text, doc = _normal_answer(answer)
     low = text.lower().strip(" .!。！")
-    if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
-        new.ignored.append(_say(new, "cancelled_at", question=pending.question))
+    if doc.get("skip") is True or doc.get("cancel") is True or low in CANCEL:
+        new.ignored.append(say(new, "cancelled_at", question=pending.question))
         return _cancelled(new), ""
     new.missing = [p for p in new.missing if p != pending]
     if pending.slot == "clause":
-        if low in _IGNORE or low in _YES or doc.get("ignore") is True:
-            new.ignored.append(_say(new, "user_ignored", detail=pending.detail))
+        if low in IGNORE or low in YES or doc.get("ignore") is True:
+            new.ignored.append(say(new, "user_ignored", detail=pending.detail))
             return assess(new), ""
         sub = parse(text) if text else Intent()
         if sub.refusal:
@@ -61,12 +61,12 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
             return new, ""
         _merge(new, sub)
         return assess(new), ""
-    if low in _YES and pending.proposal:
+    if low in YES and pending.proposal:
         doc = dict(pending.proposal)
         text = ""
-    if low in _NO and pending.proposal:  # not the guessed shape: ask for it plainly
+    if low in NO and pending.proposal:  # not the guessed shape: ask for it plainly
         plain = pending.model_copy(update={"proposal": {}, "candidates": [],
-                                           "question": pending.question.split(":")[0] + ": " + _say(
+                                           "question": pending.question.split(":")[0] + ": " + say(
                                                new, "dtype", detail="it").replace("Is it", "what is its shape, and is it")})
         new.missing.insert(0, plain)
         return new, ""
@@ -82,7 +82,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
         return assess(new), ""
     if not text:
         new.missing.insert(0, pending)
-        return new, _say(new, "answer_empty")
+        return new, say(new, "answer_empty")
     before = new.model_dump()
     sub = parse(text)
     if sub.refusal:
@@ -92,7 +92,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     after = assess(new)
     if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
             p.slot == pending.slot and p.question == pending.question for p in after.missing):
-        return after, _say(after, "answer_unused", text=text)
+        return after, say(after, "answer_unused", text=text)
     return after, ""
 
 
@@ -156,7 +156,7 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         elif mode in ("psnr", "ratio", "fixed_rate") and pending.detail:
             new.bounds = []  # a point-wise value is no PSNR, ratio or rate: asked next
     elif slot == "bounds":
-        values = sub.bounds or _number_list(text)
+        values = sub.bounds or number_list(text)
         if sub.mode and not new.mode:
             new.mode = sub.mode
         if sub.mode and new.mode and sub.mode != new.mode:
@@ -188,12 +188,12 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
     elif slot in ("shape", "dtype"):
         ref = next((d for d in new.data if d.path == pending.detail), None)
         if ref is not None:
-            t = _Text(normalise(text))
-            shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+            t = RequestText(normalise(text))
+            shapes = [s for s in (shape_of(m) for m in t.finditer(SHAPE)) if s]
             if not shapes and re.fullmatch(r"\d+(?:\s*[, ]\s*\d+)+", text.strip()):
                 shapes = [[int(x) for x in re.split(r"\s*[, ]\s*", text.strip())]]
-            dtypes = [dt for dt, rx in _table("dtypes") if rx.search(t.low)]
-            endians = [e for e, rx in _table("endian") if rx.search(t.low)]
+            dtypes = [dt for dt, rx in phrase_table("dtypes") if rx.search(t.low)]
+            endians = [e for e, rx in phrase_table("endian") if rx.search(t.low)]
             if shapes:
                 ref.shape = shapes[0]
             if dtypes:
@@ -206,8 +206,8 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
             word = text.strip().strip("`'\"")
             ref.var = _pick_candidate(word, pending.candidates) or word
     elif slot == "command":
-        new.command = _split_argv(text.strip().strip("`"))
-        if why := _command_refusal(new.command, new.language):
+        new.command = split_argv(text.strip().strip("`"))
+        if why := command_refusal(new.command, new.language):
             new.refusal = why
     elif slot == "profile_file":
         new.profile_file = sub.profile_file or text.strip()
@@ -297,13 +297,13 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
                 return "bounds must be positive, finite numbers."
             new.bounds = nums
         elif key == "command":
-            new.command = value if isinstance(value, list) else _split_argv(str(value))
-            if why := _command_refusal(new.command, new.language):
+            new.command = value if isinstance(value, list) else split_argv(str(value))
+            if why := command_refusal(new.command, new.language):
                 new.refusal = why
         elif key == "runs":
             new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]
         elif key in ("ignore", "proceed") and pending.slot == "clause":
-            new.ignored.append(_say(new, "user_ignored", detail=pending.detail))
+            new.ignored.append(say(new, "user_ignored", detail=pending.detail))
         else:
             return f"the answer names {key!r}, which is not something I asked for."
     return ""

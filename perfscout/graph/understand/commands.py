@@ -11,15 +11,15 @@ from functools import lru_cache
 from pathlib import Path
 
 from perfscout.graph.understand.text import (
-    _FS,
-    _SUPER,
-    _zh_int,
+    SafeFS,
+    SUPERSCRIPTS,
+    zh_int,
     path_kind,
 )
 from perfscout.graph.understand.unicode_text import fold_look_alikes, skeleton, strip_invisible
 from perfscout.graph.understand.vocab import (
-    _CJK,
-    _phrase_pattern,
+    CJK,
+    phrase_pattern,
     vocabulary,
 )
 
@@ -27,7 +27,7 @@ from perfscout.graph.understand.vocab import (
 
 
 def detect_language(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
+    return "zh" if CJK.search(text) else "en"
 
 
 def normalise(text: str) -> str:
@@ -36,8 +36,8 @@ def normalise(text: str) -> str:
     punctuation ends a word ("f.f32（float32，…）": the path ends at the parenthesis)."""
     s = fold_look_alikes(strip_invisible(str(text)))
     s = _WIDE_PUNCT.sub(lambda m: _WIDE_SPACED[m.group(0)], s)
-    s = re.sub(r"10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "10^" + m.group(1).translate(_SUPER), s)
-    s = re.sub(r"(\d)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: m.group(1) + "^" + m.group(2).translate(_SUPER), s)
+    s = re.sub(r"10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "10^" + m.group(1).translate(SUPERSCRIPTS), s)
+    s = re.sub(r"(\d)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: m.group(1) + "^" + m.group(2).translate(SUPERSCRIPTS), s)
     s = unicodedata.normalize("NFKC", s)
     s = s.replace("−", "-").replace("–", " to ").replace("—", " to ").replace("\u00a0", " ")
     s = _ZH_POWER.sub(_zh_power, s)
@@ -71,7 +71,7 @@ _SCRIPT_EDGE = re.compile(r"(?<=[\u3400-\u9fff\uf900-\ufaff])(?=[A-Za-z0-9./~{])
 
 def _zh_power(m: re.Match[str]) -> str:
     exp = m.group(3)
-    n = int(exp) if exp.isdigit() else _zh_int(exp)
+    n = int(exp) if exp.isdigit() else zh_int(exp)
     if n is None:
         return m.group(0)
     sign = "-" if m.group(2) in ("负", "-") else ""
@@ -104,7 +104,7 @@ def refusal_reason(text: str, language: str = "en") -> str:
     return ""
 
 
-def _command_refusal(argv: list[str], language: str = "en") -> str:
+def command_refusal(argv: list[str], language: str = "en") -> str:
     prog = Path(skeleton(argv[0])).name if argv else ""
     if prog in vocabulary()["refused_programs"]:
         if language == "zh":
@@ -114,7 +114,7 @@ def _command_refusal(argv: list[str], language: str = "en") -> str:
     return ""
 
 
-def _split_argv(text: str) -> list[str]:
+def split_argv(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError:
@@ -134,20 +134,20 @@ _TOOL_LEADS = {"with", "using", "under", "via", "through", "in", "on", "by", "�
 
 
 @lru_cache(maxsize=1)
-def _profiler_rx() -> re.Pattern[str]:
+def profiler_rx() -> re.Pattern[str]:
     """Any profiler's name (vocabulary ``profilers``), longest first."""
     names = sorted({str(p).lower() for ps in (vocabulary().get("profilers") or {}).values() for p in ps}, key=len, reverse=True)
-    return re.compile("|".join(f"(?:{_phrase_pattern(n)})" for n in names))
+    return re.compile("|".join(f"(?:{phrase_pattern(n)})" for n in names))
 
 
 @lru_cache(maxsize=1)
-def _counter_rx() -> re.Pattern[str]:
+def counter_rx() -> re.Pattern[str]:
     """Hardware-counter words ("IPC", "cache misses", "occupancy"): asked of a program, a profile."""
     names = sorted({str(p).lower() for p in vocabulary().get("profile_metrics") or []}, key=len, reverse=True)
-    return re.compile("|".join(f"(?:{_phrase_pattern(n)})" for n in names))
+    return re.compile("|".join(f"(?:{phrase_pattern(n)})" for n in names))
 
 
-def _command_words(text: str, start: int) -> tuple[list[str], int]:
+def command_words(text: str, start: int) -> tuple[list[str], int]:
     """The argv of an unquoted command starting at ``start``: words (quoted ones whole, so a
     ``;`` inside ``-c '...'`` is data) up to a clause word, a shell operator, punctuation, a
     Chinese word, or the profiler named beside it ("./app with ncu": the argv is ./app)."""
@@ -159,22 +159,22 @@ def _command_words(text: str, start: int) -> tuple[list[str], int]:
             break
         quoted = token[0] in "'\"" and token[-1] == token[0] and len(token) > 1
         bare = token.lower().rstrip(",;:.?!")
-        if argv and not quoted and (_CJK.search(token) or _profiler_rx().match(text.lower(), m.start())
+        if argv and not quoted and (CJK.search(token) or profiler_rx().match(text.lower(), m.start())
                                     or bare in _PROSE_AFTER_ARGV
                                     or (token.lower() in _TOOL_LEADS
-                                        and _profiler_rx().match(text.lower(), m.end() + 1))):
+                                        and profiler_rx().match(text.lower(), m.end() + 1))):
             break
         stop_after = not quoted and token[-1] in ",;:，；：。?？!！" and len(token) > 1
         if stop_after:
             token = token.rstrip(",;:，；：。?？!！")
-        argv += _split_argv(token) if quoted else [token]
+        argv += split_argv(token) if quoted else [token]
         end = m.end()
         if stop_after or (not quoted and token in _SHELL_OPS):
             break
     return argv, end
 
 
-_PROFILE_CUE = re.compile(r"\bprofil(?:e|ing)\b|剖析|性能分析|\bunder\s+(?:ncu|perf|nsight)\b"
+PROFILE_CUE = re.compile(r"\bprofil(?:e|ing)\b|剖析|性能分析|\bunder\s+(?:ncu|perf|nsight)\b"
                          r"|\bwhat(?:'s|\s+is)?\s+limit(?:s|ing)\b|\bbottleneck(?:s|ed|ing)?\b|\bholding\s+(?:it|this)\s+back\b"
                          r"|\bwhat(?:'s|\s+is)\s+slowing\b|瓶颈|拖慢|卡在哪|慢在哪|什么限制了")
 #: programs that run the program after them: "python3 -c '...'", "mpirun -n 4 ./x", "bash run.sh"
@@ -186,22 +186,22 @@ _PATHLIKE = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`()?？!
 
 
 #: words after "profile" that describe the program rather than start it
-_NOT_A_PROGRAM = (r"it|this|that|the|my|our|a|an|of|cuda|gpu|cpu|kernel|kernels|program|binary|code|app|application|"
+NOT_A_PROGRAM = (r"it|this|that|the|my|our|a|an|of|cuda|gpu|cpu|kernel|kernels|program|binary|code|app|application|"
                   r"executable|script|benchmark|solver|simulation|these|those|them|with|using|under|via")
 
 
 def _program_path(word: str) -> bool:
     """Whether a path names a program rather than data: an executable file here, or (absent)
     a name with no data/profile/spec extension, or a script/binary extension."""
-    p = _FS.path(word)
+    p = SafeFS.path(word)
     exts = tuple(e for kind, es in vocabulary()["file_kinds"].items() if kind != "program" for e in es)
     programs = tuple(vocabulary()["file_kinds"].get("program") or ())
     name = p.name.lower()
     if name.endswith(programs):
         return True
-    if _FS.is_dir(p) or name.endswith(exts):
+    if SafeFS.is_dir(p) or name.endswith(exts):
         return False
-    if _FS.is_file(p):
+    if SafeFS.is_file(p):
         import os
 
         return os.access(p, os.X_OK) and path_kind(word) in ("raw", "")
@@ -211,7 +211,7 @@ def _program_path(word: str) -> bool:
 def looks_like_command(text: str) -> bool:
     """Whether a quoted span is a command line ("python3 -c '...'", "./app --n 4", "mpirun -n 2 ./x"):
     its first word launches a program or is a program's path."""
-    words = _split_argv(text.strip())
+    words = split_argv(text.strip())
     if not words:
         return False
     if _LAUNCHER.match(text.strip()) and len(words) > 1:
@@ -220,7 +220,7 @@ def looks_like_command(text: str) -> bool:
     return bool(_PATHLIKE.fullmatch(first)) and _program_path(first) and "/" in first
 
 
-def _program_start(work: str) -> int | None:
+def program_start(work: str) -> int | None:
     """Where an unquoted program begins in a request that profiles without saying "profile"
     ("nsys ./train.py", "run ./app under ncu", "给 ./a.out 跑一下 perf stat", "what limits
     python3 -c '...'"): a launcher with its program, or the first program-like path; None when

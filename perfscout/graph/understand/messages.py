@@ -8,7 +8,7 @@ from perfscout.state.intent import Intent
 
 # ---------------------------------------------------------------------------- questions
 
-_Q = {
+MESSAGES = {
     "en": {
         "clause": "I did not understand \"{detail}\", and none of my tools does that (I can: compare and evaluate "
                   "compressors, find the best ratio or the fastest setting, sweep a spec, profile a program, "
@@ -168,11 +168,11 @@ _Q = {
 }
 
 
-def _say(intent: Intent, key: str, **kw: Any) -> str:
-    return _Q[intent.language][key].format(**kw)
+def say(intent: Intent, key: str, **kw: Any) -> str:
+    return MESSAGES[intent.language][key].format(**kw)
 
 
-def _say_language(language: str, key: str, **kw: Any) -> str:
-    return _Q["zh" if language == "zh" else "en"][key].format(**kw)
+def say_language(language: str, key: str, **kw: Any) -> str:
+    return MESSAGES["zh" if language == "zh" else "en"][key].format(**kw)
 
 
