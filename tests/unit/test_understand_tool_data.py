@@ -89,3 +89,18 @@ def test_the_plan_and_the_parser_speak_the_request_language() -> None:
     en = plan_from_intent(parse("compare all compressors except zfp at rel 1e-3 on vorticity.512_512"))
     assert any("left out at the request's word: zfp" in n for n in en.notes)
     assert "没有指定压缩器" in " ".join(parse("哪个压缩器在 vorticity.512_512 上压缩比最高？绝对误差 1e-2").notes)
+
+
+@pytest.mark.parametrize("text", ["Run the sweep in `examples/sweep_quick.yaml` into runs/quick.",
+                                  "sweep examples/sweep_quick.yaml --out runs/quick",
+                                  "用 examples/sweep_quick.yaml 跑 sweep，输出到 runs/quick"])
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_sweep_output_folder_is_kept_whether_or_not_it_exists(text, exists, tmp_path, monkeypatch) -> None:
+    # issue 28: once the README's tour had made runs/quick, "into runs/quick" was read as a run folder
+    from perfscout.graph.planner import plan_request
+
+    monkeypatch.chdir(tmp_path)
+    if exists:
+        (tmp_path / "runs" / "quick").mkdir(parents=True)
+    (task,) = plan_request(text).tasks
+    assert (task.tool, task.args) == ("run_sweep", {"spec": "examples/sweep_quick.yaml", "out": "runs/quick"})

@@ -35,7 +35,7 @@ def normalise(text: str) -> str:
     superscript exponents, full-width forms, dashes and spaces made plain; full-width
     punctuation ends a word ("f.f32（float32，…）": the path ends at the parenthesis)."""
     s = fold_look_alikes(strip_invisible(str(text)))
-    s = _WIDE_PUNCT.sub(lambda m: _WIDE_SPACED[m.group(0)], s)
+    s = _outside_quotes(s, lambda part: _WIDE_PUNCT.sub(lambda m: _WIDE_SPACED[m.group(0)], part))
     s = re.sub(r"10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "10^" + m.group(1).translate(SUPERSCRIPTS), s)
     s = re.sub(r"(\d)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: m.group(1) + "^" + m.group(2).translate(SUPERSCRIPTS), s)
     s = unicodedata.normalize("NFKC", s)
@@ -76,6 +76,16 @@ def _zh_power(m: re.Match[str]) -> str:
         return m.group(0)
     sign = "-" if m.group(2) in ("负", "-") else ""
     return f" {m.group(1) + 'x' if m.group(1) else ''}10^{sign}{n} "
+
+
+def _outside_quotes(s: str, change) -> str:  # noqa: ANN001 - a str -> str function
+    """``change`` applied to the text outside quoted spans (a program's argv stays as written)."""
+    out, last = [], 0
+    for m in _QUOTED_SPAN.finditer(s):
+        out += [change(s[last:m.start()]), m.group(0)]
+        last = m.end()
+    out.append(change(s[last:]))
+    return "".join(out)
 
 
 def _space_scripts(s: str) -> str:
