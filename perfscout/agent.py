@@ -3,6 +3,7 @@
     from perfscout import agent
     out = agent.run("compare sz3 and zfp at rel 1e-3 on vorticity.512_512")
     out.report_path             # Markdown report in the run directory
+    out.records                 # its verified records: CompressionResult, one per task
     out = agent.run(..., thread_id="t1")   # checkpointed under that id
     agent.resume("t1", answer={"shape": "512,512", "dtype": "f32"})   # after interrupt()
     agent.resume("t1")          # continue a run that crashed or was killed
@@ -31,6 +32,7 @@ from perfscout.graph.checkpoint import DURABILITY, open_checkpointer
 from perfscout.graph.context import Context, context_from
 from perfscout.graph.graph import compile_graph
 from perfscout.graph.planner import is_sweep_spec
+from perfscout.state.records import CompressionResult
 from perfscout.sweep.spec import rebase_file_refs
 
 _NO_ANSWER = object()
@@ -53,6 +55,16 @@ class RunOutcome:
     @property
     def report(self) -> str:
         return Path(self.report_path).read_text(encoding="utf-8") if self.report_path else ""
+
+    @property
+    def records(self) -> list[CompressionResult]:
+        """The run's compression records, typed: each task's final attempt, the rows of the
+        report's results table and of ``results.json`` (``[]`` before any evaluation ran)."""
+        from perfscout.graph.report import final_observations
+
+        return [CompressionResult.model_validate(o["data"]["record"])
+                for o in final_observations(self.values.get("observations") or [])
+                if o.get("kind") == "result" and isinstance(o.get("data"), dict) and "record" in o["data"]]
 
     @property
     def html_path(self) -> str:

@@ -33,7 +33,10 @@ def runs_dir() -> Path:
 
 
 def home_source() -> str:
-    """Why the home is where it is (for messages and ``perfscout codecs``/``runs``)."""
+    """Why the home is where it is (for messages and ``perfscout codecs``/``runs``). The
+    default home is one per user, so every perfscout process of that user (another shell, a
+    batch job, a test run) writes its runs there too: said, with the way to keep a job apart."""
     if os.environ.get(ENV_HOME, "").strip():
         return f"${ENV_HOME}"
-    return "per-user data directory (platformdirs); set $PERFSCOUT_HOME to move it"
+    return (f"the per-user data directory, shared by every perfscout process of this user: runs "
+            f"started from other shells and jobs are here too; {ENV_HOME}=DIR gives a job a home of its own")

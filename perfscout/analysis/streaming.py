@@ -509,6 +509,32 @@ def _compiled_module() -> ModuleType | None:
         return None
 
 
+def warm_before_fork(x: Any) -> bool:
+    """Load the compiled kernels in this process when a pair like ``x`` will take them, so
+    that children forked from it (one per isolated evaluation) inherit them instead of each
+    importing numba and loading the cached kernels again (1-2 s a child on a busy 2-core
+    machine). Once per process; True when the kernels are loaded. Never raises: a pass
+    that cannot use them falls back as it always does."""
+    try:
+        if not isinstance(x, np.ndarray) or metrics_backend(int(x.size)) != "numba":
+            return False
+    except InputError:
+        return False  # an unknown backend switch is reported by the pass itself
+    return _warmed()
+
+
+@functools.lru_cache(maxsize=1)
+def _warmed() -> bool:
+    compiled = _compiled_module()
+    if compiled is None:
+        return False
+    try:
+        compiled.warm()
+    except Exception:  # noqa: BLE001 - the child compiles on its own then, as before
+        return False
+    return True
+
+
 def _compiled_backend(x: Any, y: Any) -> ModuleType | None:
     """The compiled module when it takes this pair (NumPy floats of one dtype, the
     backend by size or by the switch), else None."""

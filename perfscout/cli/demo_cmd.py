@@ -38,8 +38,11 @@ def _agent_demo(repeats: int) -> tuple[list[CompressionResult], list[str], str]:
     except (OSError, ValueError, KeyError, TypeError) as exc:  # ValueError: JSON and pydantic
         fail(escape(f"the demo run finished but its results cannot be read from {results}: {exc}"))
     # Planning notes say which field was used (real, or the synthetic fallback and why);
-    # run notes say what reflect decided (retries, noisy timings, fallbacks).
-    notes = list((stored.get("plan") or {}).get("notes", [])) + [str(n) for n in stored.get("notes", [])]
+    # run notes say what reflect decided (retries, noisy timings, fallbacks), grouped.
+    from perfscout.tools.demo import note_lines
+
+    run_notes = [n for n in stored.get("notes", []) if isinstance(n, dict)]
+    notes = note_lines((stored.get("plan") or {}).get("notes", []), run_notes, tasks=len(records))
     return records, notes, out.report_path
 
 

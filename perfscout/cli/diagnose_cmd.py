@@ -4,7 +4,8 @@ Loads the profile (:func:`perfscout.tools.profile.load_profile_files`: a FILE's 
 report, raw or details CSV or perf stat output, comes from its name and first bytes), runs the diagnosis
 engine (:mod:`perfscout.analysis.diagnosis`) and prints the JSON shape of DESIGN.md
 (``{"kernels": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``) or its
-Markdown rendering. Each kernel keeps its identity (id, grid, block, device, CC), under
+Markdown rendering (``--format``: plain text on a terminal, where Markdown's escapes such as
+``\\]`` would be printed as they are; Markdown when piped or with ``--format markdown``). Each kernel keeps its identity (id, grid, block, device, CC), under
 ``metrics`` the metrics its findings rest on (every parsed metric with ``--all-metrics``;
 ``metrics_scope`` says which), the cited subset also under ``cited_metrics``,
 and Nsight Compute's own rule messages under ``ncu_says``; ``summary`` aggregates the
@@ -25,7 +26,9 @@ import typer
 from perfscout.analysis.diagnosis import diagnose as run_diagnosis
 from perfscout.analysis.diagnosis import diagnose_perf
 from perfscout.analysis.diagnosis.reads import reads_metric
-from perfscout.analysis.diagnosis.render import aggregate, markdown, summary_markdown
+from perfscout.analysis.diagnosis.render import aggregate, diagnosis_blocks, summary_blocks
+from perfscout.analysis.report import markdown as md
+from perfscout.analysis.report import text as plain_text
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
 from perfscout.tools.input_files import read_input_text
@@ -76,8 +79,13 @@ def register(app: typer.Typer) -> None:
         host_timing: Path = typer.Option(
             None, "--host-timing", help="JSON of host timings across launches (launch overhead)."
         ),
+        output_format: str = typer.Option(
+            "auto", "--format", help="auto | text | markdown: the report without --json (auto: text on a "
+                                     "terminal, Markdown when piped)."),
     ) -> None:
         """Diagnose a saved profile: primary bottleneck and evidence-backed findings per kernel."""
+        if output_format not in ("auto", "text", "markdown"):
+            raise InputError(f"--format must be auto, text or markdown, got {output_format!r}")
         # Without --all-metrics only the columns the engine reads are parsed (the report
         # carries only cited metrics); the diagnosis is the same either way (reads.py).
         loaded = load_profile_files(files or [], ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv,
@@ -120,12 +128,14 @@ def register(app: typer.Typer) -> None:
                                         default=_json_default, allow_nan=True) + "\n")
             sys.stdout.flush()
             return
+        as_text = output_format == "text" or (output_format == "auto" and stdout.is_terminal)
+        render = plain_text.render_blocks if as_text else md.render_blocks
         if doc["kernels"]:
-            stdout.print(summary_markdown(summary, doc["platform"], verbose=verbose, top=top),
-                         markup=False, soft_wrap=True)
+            stdout.print(render(summary_blocks(summary, doc["platform"], verbose, top)).rstrip("\n"),
+                         markup=False, soft_wrap=True, highlight=False)
         if doc.get("programs"):
-            stdout.print(markdown({"programs": doc["programs"], "platform": doc["platform"]}), markup=False,
-                         soft_wrap=True)
+            stdout.print(render(diagnosis_blocks({"programs": doc["programs"], "platform": doc["platform"]}))
+                         .rstrip("\n"), markup=False, soft_wrap=True, highlight=False)
         stdout.print(f"{len(loaded.kernels)} kernel launches; devices: "
                      + ", ".join(f"{d['name']} (CC {d['compute_capability']})" for d in loaded.platform["devices"]),
                      markup=False)

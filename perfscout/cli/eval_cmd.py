@@ -15,7 +15,6 @@ back, rejecting truncated or corrupt files with a clear message.
 from __future__ import annotations
 
 import math
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from rich.table import Table
 
 from perfscout.cli.common import emit_json, fail, refuse_overwriting_inputs, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
+from perfscout.io import write_atomic
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -79,9 +79,34 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     if data.suffix == ".npy":
         return ds.load_npy(data, allow_nonfinite=True)
     if shape is None or dtype is None:
-        raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)")
+        raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)"
+                         + _shapes_the_size_allows(data, shape, dtype))
     return ds.load_raw(data, parse_shape(shape), parse_dtype(dtype), endian=parse_endian(endian),
                        allow_nonfinite=True)
+
+
+def _shapes_the_size_allows(data: Path, shape: str | None, dtype: str | None) -> str:
+    """What the file's byte count allows, as the agent proposes it when it asks for the shape
+    (the same guesser: graph.understand.assess), e.g. "; its 2985984 bytes fit
+    --shape 91,91,91 --dtype f32"; "" when nothing fits or the file cannot be sized."""
+    from perfscout.datasets.field import parse_dtype
+    from perfscout.graph.understand.assess import _guess_shapes
+
+    try:
+        size = data.stat().st_size
+        tag = None if dtype is None else {4: "f32", 8: "f64"}[parse_dtype(dtype).itemsize]
+    except (OSError, PerfscoutError, ValueError, KeyError):
+        return ""
+    options = []
+    for guess in _guess_shapes(data, size, tag):
+        dims, kind = guess.split(" ")
+        given = shape.replace(" ", "") if shape else None
+        if given and given != dims.replace("x", ","):
+            continue  # the shape was given: only the dtypes that fit it
+        options.append(f"--shape {dims.replace('x', ',')} --dtype {'f32' if kind == 'float32' else 'f64'}")
+    if not options:
+        return ""
+    return f"; its {size} bytes fit " + " or ".join(options)
 
 
 def _load_file_variable(data: Path, var: str | None, shape: str | None, dtype: str | None,
@@ -173,7 +198,7 @@ def eval_command(
         field = load_input(data, synthetic, dataset, shape, dtype, endian, var, fill_masked, nonfinite)
         ev = evaluate_full(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
-            options=parse_options(option),
+            options=parse_options(option), keep_reconstruction=False,
         )
     except PerfscoutError as exc:
         fail(escape(str(exc)))
@@ -279,15 +304,7 @@ def write_file_atomic(path: Path, chunks: list[bytes]) -> None:
         raise InputError(f"cannot write {path}: it is a directory")
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: the directory {path.parent} does not exist")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, chunks)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""`perfscout export [DIR] [--codec --mode --bound --dataset] [--check DATA] [--json]`.
+"""`perfscout export [DIR] [--codec --mode --bound --dataset] [--check DATA [--var NAME]] [--json]`.
 
 From a sweep directory (``results.sqlite``) or an agent run directory (``results.json``):
 the best ratio whose bound held, or the row the filters name; without DIR, the codec, mode
@@ -24,15 +24,18 @@ from perfscout.cli.common import emit_json, fail, stderr, stdout
 from perfscout.errors import InputError, PerfscoutError
 
 
-def _load_check_data(spec: str, shape: str | None, dtype: str | None, endian: str) -> tuple[Any, str]:
-    """The --check field: a file (.npy, raw with --shape/--dtype, netCDF/HDF5/Zarr through the
-    dataset loaders), a dataset name, or a synthetic KIND:SHAPE."""
+def _load_check_data(spec: str, shape: str | None, dtype: str | None, endian: str,
+                     var: str | None = None) -> tuple[Any, str]:
+    """The --check field: a file (.npy, raw with --shape/--dtype, a netCDF/HDF5/Zarr variable
+    named by --var, through the dataset loaders), a dataset name, or a synthetic KIND:SHAPE."""
     import perfscout.datasets as ds
     from perfscout.cli.eval_cmd import load_input
 
     path = Path(spec)
+    if var is not None and not path.exists():
+        raise InputError(f"--var names a variable of a --check file (netCDF, HDF5 or Zarr); {spec!r} is not a file")
     if path.exists():
-        field = load_input(path, None, None, shape, dtype, endian)
+        field = load_input(path, None, None, shape, dtype, endian, var=var)
     elif ":" in spec:
         field = load_input(None, spec.removeprefix("synthetic:"), None, None, None, endian)
     else:
@@ -106,6 +109,7 @@ def export_command(
     target: list[str] = typer.Option([], "--target", help="numcodecs | zarr | xarray | hdf5 (repeatable; default all)."),
     check: str | None = typer.Option(None, "--check", metavar="DATA",
                                      help="Write DATA (file, dataset name or KIND:SHAPE) with each target, read back, verify."),
+    var: str | None = typer.Option(None, "--var", help="The variable of a netCDF/HDF5/Zarr --check file, e.g. z."),
     shape: str | None = typer.Option(None, "--shape", help="Z,Y,X of raw --check data."),
     endian: str = typer.Option("little", "--endian", help="Byte order of raw --check data."),
     chunks: str | None = typer.Option(None, "--chunks", help="Chunk shape for --check (default: whole array up to 16 MiB)."),
@@ -131,8 +135,10 @@ def export_command(
             setting = ex.make_setting(codec, mode, bound, dtype=dtype, value_range=value_range,  # type: ignore[arg-type]
                                       nonfinite=nonfinite)
         checks, note = [], ""
+        if var is not None and check is None:
+            raise InputError("--var names the variable of the --check file: give --check FILE too")
         if check is not None:
-            data, name = _load_check_data(check, shape, dtype, endian)
+            data, name = _load_check_data(check, shape, dtype, endian, var)
             setting = ex.resolve_for_data(setting, data)
             note = f"--check data: {name} {data.dtype} {tuple(data.shape)}"
             with tempfile.TemporaryDirectory(prefix="perfscout-export-") as tmp:

@@ -115,6 +115,9 @@ class Codec(ABC):
     device: ClassVar[str] = "cpu"  # "cpu" or "cuda"
     native_modes: ClassVar[tuple[str, ...]]  # subset of ALL_MODES implemented natively
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64")
+    #: Where the ``abs`` bound acts: 0 for any value; b > 1 when only powers of b give
+    #: distinct streams (zfp: 2), so psnr/ratio searches try only those (tools.bounds.AbsControl).
+    abs_control_step: ClassVar[float] = 0.0
     #: The library a backend wraps: the distribution whose version names it, the modules
     #: it must import, and what to tell a user who lacks them.
     distribution: ClassVar[str] = ""

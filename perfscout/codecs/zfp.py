@@ -25,6 +25,8 @@ class ZFPCodec(Codec):
     family = "zfp"
     device = "cpu"
     native_modes = ("abs", "fixed_rate")
+    #: zfp's accuracy mode runs a tolerance t as 2^floor(log2 t): a staircase of powers of two
+    abs_control_step = 2.0
     distribution = "zfpy"
     requires = ("zfpy",)
     install_hint = "pip install zfpy"

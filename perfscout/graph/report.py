@@ -133,7 +133,7 @@ def report_blocks(run_dir: Path, observations: list[dict[str, Any]], state: dict
         blocks += [Heading("Plan"), Table([[t["key"], t["tool"], _cell(t.get("purpose", ""))] for t in plan["tasks"]],
                                           columns=["task", "tool", "purpose"])]
     if records:
-        blocks += _results_blocks(records)
+        blocks += _results_blocks(records) + _equal_quality_blocks(finals, records)
         if len(records) >= 2:
             from perfscout.analysis.report import plots
 
@@ -184,6 +184,17 @@ def _results_blocks(records: list[dict[str, Any]]) -> list[Block]:
             Table(main, columns=["codec", "device", "dataset", "mode", "bound", "ratio", "PSNR dB", "max abs err",
                                  "bound ok", "compress MB/s", "decompress MB/s"]),
             Details("every column", [Table(every, columns=["task", "bitrate", "max rel err", "status", "error"])])]
+
+
+def _equal_quality_blocks(finals: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[Block]:
+    """Ratio at the asked PSNR and PSNR at the asked ratio, codec by codec, from the records
+    and their searches' trials (analysis.report.equal_quality)."""
+    from perfscout.analysis.report.equal_quality import equal_quality_blocks
+
+    searches = {str(o["data"]["record"].get("task_key", "")): o["data"]["search"] for o in finals
+                if isinstance(o.get("data"), dict) and isinstance(o["data"].get("search"), dict)
+                and isinstance(o["data"].get("record"), dict)}
+    return equal_quality_blocks(records, searches=searches)
 
 
 def _profile_blocks(o: dict[str, Any]) -> list[Block]:

@@ -17,30 +17,21 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from perfscout.io import write_atomic, write_json_atomic
+
 
 def write_json(path: Path, doc: Any) -> Path:
-    return write_text(path, json.dumps(doc, indent=2, default=str, allow_nan=True) + "\n")
+    """``doc`` as JSON, fsynced and renamed into place (a run directory survives a power cut)."""
+    return write_json_atomic(path, doc, fsync=True, mkdir=True)
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to a temp file beside ``path``, fsync it, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)  # no stray temp file beside the results
-        raise
-    return path
+    """``text`` fsynced and renamed into place beside the run's other files."""
+    return write_atomic(path, text, fsync=True, mkdir=True)
 
 
 def read_json(path: Path) -> Any:

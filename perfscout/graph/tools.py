@@ -28,7 +28,7 @@ from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
 from perfscout.state.modes import RequestMode
 from perfscout.state.shapes import is_shape, parse_shape
 
-from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's API
+from perfscout.graph.tool_common import (  # noqa: F401 - part of this module's API
     TRANSIENT_ERRORS,
     Artifact,
     _artifact,
@@ -162,7 +162,7 @@ def evaluate_codec(
         info = _run_info(runtime)
         options = {"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else None
         ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
-                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, **info)
+                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, keep_reconstruction=False, **info)
     except (CodecUnavailable, InputError) as exc:
         if (asked := _missing_policy(exc)) is not None:
             return f"needs input: {asked['error']}", asked
@@ -176,7 +176,10 @@ def evaluate_codec(
     summary = (f"{codec} on {dataset} ({device}) {mode} {bound:g}: status={row['status']} "
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))
-    return summary, _artifact("result", data={"record": row, "timing": timing, "notes": list(ev.notes)})
+    data = {"record": row, "timing": timing, "notes": list(ev.notes)}
+    if "search" in ev.extra:  # a psnr/ratio search: its window, trials and closest (SearchOutcome.summary)
+        data["search"] = ev.extra["search"]
+    return summary, _artifact("result", data=data)
 
 
 def _missing_policy(exc: Exception) -> Artifact | None:
@@ -486,9 +489,9 @@ def run_sweep(
 
 
 def _regression_tools() -> tuple[BaseTool, ...]:
-    from perfscout.tools.regress_tools import compare_runs
+    from perfscout.graph.regress_tools import TOOLS as regression_tools  # compare_runs, tune_command
 
-    return (compare_runs,)
+    return regression_tools
 
 
 #: The whitelist, in the order a model sees it. Extend only here.

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from perfscout.errors import InputError
 from perfscout.home import perfscout_home
+from perfscout.io import write_atomic
 from perfscout.state.platform import PlatformProfile
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -86,10 +87,8 @@ def _check_name(name: str) -> str:
 def save_snapshot(profile: PlatformProfile, name: str, directory: Path | None = None) -> Path:
     """Write ``profile`` as ``<name>.yaml``; returns the path."""
     target = (directory or snapshot_dir()) / f"{_check_name(name)}.yaml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
-    tmp.replace(target)  # atomic: a crash never leaves half a snapshot
+    # atomic: a crash never leaves half a snapshot
+    write_atomic(target, yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False), mkdir=True)
     return target
 
 

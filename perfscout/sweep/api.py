@@ -12,7 +12,7 @@ import json
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -88,7 +88,22 @@ def read_sweep_data(run_dir: str | Path) -> SweepData:
             skipped=json.loads(store.get_meta("skipped", "[]") or "[]"),
             report_options=json.loads(store.get_meta("report_options", "{}") or "{}"),
             experiments=store.task_experiments(),
+            searches=_searches(run_dir),
         )
+
+
+def _searches(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Each stored task's psnr/ratio search outcome (``raw/<task_key>/search.json``, written
+    beside its record by the worker); an unreadable file is skipped, never fatal."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((run_dir / "raw").glob("*/search.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            out[path.parent.name] = doc
+    return out
 
 
 def report(run_dir: str | Path) -> Path:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from perfscout.io import write_atomic
 from perfscout.state.records import CompressionResult
 from perfscout.tools.process_limits import resident_mb
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
@@ -57,20 +58,10 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file (unique to this process) + rename: readers see the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def attempt_paths(work_dir: Path, tag: str) -> dict[str, Path]:
     return {"task": work_dir / f"task.{tag}.json", "result": work_dir / f"result.{tag}.json",
-            "log": work_dir / f"log.{tag}.txt"}
+            "log": work_dir / f"log.{tag}.txt",
+            "search": work_dir / f"search.{tag}.json"}  # a psnr/ratio search's outcome (sweep.worker)
 
 
 def child_env(task: SweepTask, threads: int, pin_gpu: bool = True) -> dict[str, str]:

@@ -47,7 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record, write_atomic
+from perfscout.io import write_atomic
+from perfscout.sweep.child import TaskChild, attempt_paths, child_env, failure_record
 from perfscout.sweep.forkserver import ForkServer, ForkServerError
 from perfscout.sweep.spec import SweepTask
 
@@ -255,7 +256,8 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
         finally:
             child.close()
         log = child.paths["log"].read_bytes()[-LOG_LIMIT:].decode(errors="replace")
-        return {**info, "record": record.model_dump_json(), "log": log, "task": task_json}
+        search = child.paths["search"].read_text() if child.paths["search"].is_file() else None
+        return {**info, "record": record.model_dump_json(), "log": log, "task": task_json, "search": search}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -504,6 +506,8 @@ def _finish(runner: SweepDriver, store: ResultStore, attempts: _Attempts, cluste
         paths = attempt_paths(work_dir, tag)
         write_atomic(paths["task"], str(res["task"]))
         write_atomic(paths["log"], str(res["log"]))
+        if res.get("search"):  # a psnr/ratio search's outcome, beside the record (sweep.worker)
+            write_atomic(paths["search"], str(res["search"]))
         write_atomic(paths["result"], str(res["record"]))
         record = CompressionResult.model_validate_json(res["record"])
         if lost:  # it succeeded after taking workers down: say so, the result stands

@@ -50,7 +50,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
-from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote, write_atomic
+from perfscout.io import write_atomic
+from perfscout.sweep.child import TaskChild, child_env, is_disk_full, promote
 from perfscout.sweep.forkserver import ForkedTask, ForkServer, ForkServerError
 from perfscout.sweep.gpuworker import GpuWorker, WorkerTask
 from perfscout.sweep.lock import RunDirLock
@@ -91,14 +92,10 @@ def write_platform(run_dir: Path) -> dict[str, Any]:
             "python": sys.version.split()[0], "hostname": _platform.node(), "os": _platform.platform(),
             "cpu": {"model": _platform.processor() or _platform.machine(), "logical_cpus": os.cpu_count()},
         }
-    _write_atomic(path, json.dumps(doc, indent=1, default=str))
+    # a sweep killed mid-write leaves the old file or the new one (a truncated platform.json
+    # would make every resume fail to parse it)
+    write_atomic(path, json.dumps(doc, indent=1, default=str))
     return doc
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file + rename: a sweep killed mid-write leaves the old file or the new one, never
-    half of one (a truncated platform.json would make every resume fail to parse it)."""
-    write_atomic(path, text)
 
 
 #: What a sweep writes in its run directory (the layout above): a folder holding only these
@@ -142,10 +139,10 @@ def _prepare_run_dir(spec: SweepSpec, spec_text: str | None, out: Path, store: R
         spec.model_dump(mode="json", exclude_none=True), sort_keys=False
     )
     if not spec_file.is_file():
-        _write_atomic(spec_file, text)
+        write_atomic(spec_file, text)
     elif resume and spec_file.read_text() != text:
         n = int(store.get_meta("sessions", "0") or 0) + 1
-        _write_atomic(out / f"spec.session-{n}.yaml", text)
+        write_atomic(out / f"spec.session-{n}.yaml", text)
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -363,7 +360,7 @@ class SweepRunner:
         store.set_meta("skipped", json.dumps([s.model_dump() for s in skipped]))
         store.set_meta("spec_name", self.spec.name)
         store.set_meta("report_options", self.spec.report.model_dump_json())
-        _write_atomic(self.out / "spec.resolved.json", json.dumps({
+        write_atomic(self.out / "spec.resolved.json", json.dumps({
             "spec": self.spec.model_dump(mode="json"), "base_dir": self.spec.base_dir,
             "tasks": [t.model_dump(mode="json") for t in tasks], "skipped": [s.model_dump() for s in skipped],
         }, indent=1))

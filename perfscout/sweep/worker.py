@@ -10,13 +10,13 @@ records ``codec_crashed`` / ``codec_timeout`` from the outside.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from perfscout.io import write_atomic
 from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 
@@ -38,6 +38,20 @@ def load_array(task: object):  # -> np.ndarray | datasets.Field
     return datasets.get_dataset(data.name)
 
 
+def search_path(result_path: Path) -> Path:
+    """Where a task's psnr/ratio search outcome goes, beside its record: ``result.TAG.json``
+    -> ``search.TAG.json`` (promoted with it to ``search.json``)."""
+    name = result_path.name
+    return result_path.with_name("search" + name[len("result"):] if name.startswith("result")
+                                 else f"{result_path.stem}.search.json")
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
 def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
              load: Callable[[Any], Any] | None = None) -> int:
     """Run one task and write its record. ``base_bytes``: the address space this process had
@@ -53,7 +67,7 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
 
     from perfscout.errors import PerfscoutError
     from perfscout.state.records import CompressionResult
-    from perfscout.tools.evaluate import evaluate
+    from perfscout.tools.evaluate import evaluate_full
 
     base = dict(
         run_id=meta.get("run_id", ""), task_key=task.task_key, dataset=task.data.label, shape=task.data.shape_str,
@@ -62,12 +76,15 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
     )
     try:
         data = (load or load_array)(task)
-        record = evaluate(
+        ev = evaluate_full(
             data, task.codec, task.mode, task.bound, device=task.device.split(":")[0], repeats=task.repeats,
             dataset=task.data.label, nonfinite=task.nonfinite, options=task.options, run_id=base["run_id"],
             task_key=task.task_key, platform_id=base["platform_id"],
             isolate=False,  # this process is the isolation: its parent records a crash
         )
+        record = ev.result
+        if "search" in ev.extra:  # the record has no column for a psnr/ratio search's trials
+            write_json_atomic(search_path(result_path), ev.extra["search"])
         record.device = task.device  # keep "cuda:1": CUDA_VISIBLE_DEVICES made it "cuda" in here
         if "MemoryError" in record.error and task.device == "cpu":
             record.error += f" (the task's address space is limited to {task.memory_limit_mb} MiB)"
@@ -82,9 +99,7 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
     except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's record
         traceback.print_exc()
         record = CompressionResult(**base, status="error", error=f"{type(exc).__name__}: {exc}")
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(record.model_dump_json(indent=1))
-    os.replace(tmp, result_path)  # the parent only ever sees a whole record
+    write_atomic(result_path, record.model_dump_json(indent=1))  # the parent only ever sees a whole record
     return 0
 
 

@@ -20,19 +20,27 @@ against):
     Point-wise relative: ``|x - x'| <= bound * |x|`` for every element (so zeros must
     come back exactly). Native backends only (sz2); there is no ``abs_bound``.
 ``psnr``
-    A target PSNR in dB. From the uniform-error model (errors uniform on
-    ``[-e, e]`` give ``MSE = e^2/3``): ``e = R * sqrt(3) * 10^(-target/20)``. The result is
-    decompressed and its PSNR measured; if it falls short, ``e`` is tightened by the
-    shortfall and the codec re-run, up to ``PSNR_TRIES`` times. Missing the target is
-    reported as ``bound_violated``.
+    A target PSNR in dB, met when the measured PSNR lands in the window
+    ``[target, target + PSNR_WINDOW_DB]`` (0.5 dB): codecs are compared at equal quality,
+    not at whatever a first trial overshot to. The search starts from the uniform-error
+    model (errors uniform on ``[-e, e]`` give ``MSE = e^2/3``:
+    ``e = R * sqrt(3) * 10^(-target/20)``), brackets the window on the codec's own
+    absolute-bound control and narrows the bracket in log space; each trial is decompressed
+    and its PSNR measured, at most ``PSNR_MAX_TRIALS`` trials. A control that moves in steps
+    (zfp's accuracy mode acts only at powers of two, :class:`AbsControl`) may have no
+    setting in the window: the outcome says ``too_coarse``, keeps the closest trials on both
+    sides and settles on the one that reaches the target with the least overshoot. A PSNR
+    below the target is reported as ``bound_violated``.
 ``ratio``
-    A target compression ratio, found FRaZ-style: bisection of the absolute bound in
-    log space between ``R * 1e-9`` and ``R``, stopping when the ratio is within
-    ``RATIO_TOLERANCE`` (relative) of the target, when the bracket has narrowed below
-    0.1% (a codec whose ratio moves in steps, like zfp's), or after ``RATIO_MAX_ITER``
-    trials. The closest trial wins; the record's ``abs_bound`` is that trial's bound
-    (verified like any other), and a missed target is noted in ``error`` (the run itself
-    is valid; ``Evaluation.search`` holds every trial).
+    A target compression ratio, FRaZ-style: the same bracket-and-narrow search of the
+    absolute bound in log space within ``[R * 1e-9, R]``, until the ratio is within
+    ``RATIO_TOLERANCE`` (1 %, relative) of the target, the control has no setting between
+    the closest trials (``too_coarse``; a bracket narrower than 1 % for a continuous
+    control) or after ``RATIO_MAX_ITER`` compressions. The chosen trial is the one in the
+    window, else the one reaching the target with the least overshoot, else the closest
+    below; the record's ``abs_bound`` is that trial's bound (verified like any other), and
+    a missed window is noted in ``error`` (the run itself is valid;
+    ``Evaluation.search`` holds every trial).
 ``fixed_rate``
     zfp's bits per value. Not an error bound: ``bound_ok`` is ``None``.
 
@@ -73,14 +81,12 @@ from typing import Any
 import numpy as np
 
 from perfscout.analysis.metrics import psnr
+from perfscout.analysis.rate_distortion import PSNR_WINDOW_DB, RATIO_TOLERANCE
 from perfscout.analysis.stream_fast import ChunkView
 from perfscout.analysis.tile_pool import resolve_threads
 from perfscout.codecs.base import ALL_MODES, Compressed
 from perfscout.errors import CodecError, InputError
 
-PSNR_TRIES = 5
-RATIO_TOLERANCE = 0.05
-RATIO_MAX_ITER = 24
 NONFINITE_POLICIES = ("refuse", "passthrough")
 
 
@@ -593,31 +599,263 @@ def _inflate_exactly(blob: bytes, size: int, what: str) -> bytes:
 
 
 # -- searched modes --------------------------------------------------------------------------
+# A psnr or ratio target is a window, not a threshold: a search that stops at the first
+# trial past the target compares codecs at unequal quality (zfp's first trial lands 20-35 dB
+# above a PSNR target, so "best ratio at PSNR >= X" was biased against it). Both searches
+# bracket the target on the codec's own absolute-bound control and then narrow the bracket
+# in log space (a secant step where the last one shrank it, else a bisection) until one trial
+# lands in the window, the control cannot be set between the two closest trials
+# (``too_coarse``), or the stated trial budget is spent.
+
+
 def psnr_initial_bound(target_db: float, value_range_: float) -> float:
     """Absolute bound whose uniform error would give ``target_db``."""
     return value_range_ * math.sqrt(3.0) * 10 ** (-target_db / 20)
 
 
+@dataclass(frozen=True)
+class AbsControl:
+    """Which absolute bounds a codec can actually be set to.
+
+    ``step`` 0: any value (sz3, sz2: the bound is used as given). ``step`` 2: only powers
+    of two (zfp's accuracy mode runs a tolerance t as 2^floor(log2 t): every t in
+    [2^k, 2^(k+1)) gives the same stream), so a search tries only those and knows when
+    no setting lies between two trials."""
+
+    step: float = 0.0
+
+    def snap(self, eb: float) -> float:
+        """The smallest bound that gives the same stream as ``eb``."""
+        if self.step == 2.0:
+            return math.ldexp(0.5, math.frexp(eb)[1])  # eb = m * 2^e, 0.5 <= m < 1: 2^(e-1)
+        if self.step > 1.0:
+            v = self.step ** math.floor(math.log(eb, self.step))
+            return v / self.step if v > eb else (v * self.step if v * self.step <= eb else v)
+        return eb
+
+    def between(self, lo: float, hi: float, guess: float) -> float | None:
+        """A setting strictly between ``lo`` and ``hi`` (both settings), near ``guess``;
+        None when there is none. A continuous control counts a bracket narrower than 1 % as
+        none: by the uniform-error model 1 % of bound moves PSNR by 0.09 dB and a ratio by
+        about 0.5 %, so a result that still jumps across the window there jumps at one
+        setting (sz2 switching to lossless, sz3 switching predictors)."""
+        if self.step > 1.0:
+            eb = self.snap(guess)
+            if eb <= lo:
+                eb = lo * self.step
+            return eb if eb < hi * (1 - 1e-12) else None
+        if hi / lo <= 1.01:
+            return None
+        return min(max(guess, lo * 1.001), hi / 1.001)
+
+
+# PSNR targets land in [target, target + PSNR_WINDOW_DB] dB, ratio targets within
+# +-RATIO_TOLERANCE (relative): defined once, beside the equal-quality table that reads them
+# (perfscout.analysis.rate_distortion).
+#: The PSNR search's budget: trials, each one compress, one decompress and one PSNR pass.
+PSNR_MAX_TRIALS = 12
+#: The ratio search's budget: trials, each one compress (the ratio needs no decompression).
+RATIO_MAX_ITER = 24
+
+_DB_PER_E_FOLD = 20 / math.log(10)  # uniform-error model: PSNR falls 20 dB per decade of bound
+
+
 @dataclass
 class SearchOutcome:
-    """What a psnr/ratio search settled on."""
+    """What a psnr/ratio search settled on, and every trial it made.
+
+    ``window`` is where a trial counts as on target: [target, target + tolerance] dB for
+    psnr, target x [1 - tolerance, 1 + tolerance] for ratio. ``closest_below`` /
+    ``closest_above``: the nearest trials under and over the window, (abs_bound,
+    achieved), None when no trial fell there. The chosen trial is the first in the window;
+    failing that the one that reaches the target with the least overshoot (the closest
+    above); failing that the closest below. ``stop``: ``in_window``, ``too_coarse`` (no
+    setting of the codec's control lies between the closest trials on either side),
+    ``unreachable`` (the target lies beyond what the bound's range gives), ``budget``
+    (``max_trials`` spent) or ``non_monotone`` (a looser bound gave a better result).
+    Only the chosen trial's stream (and, for psnr, reconstruction) is kept."""
 
     abs_bound: float
     achieved: float  # PSNR (dB) or compression ratio of the chosen trial
     target: float
     iterations: int
-    reached: bool
+    reached: bool  # psnr: the chosen PSNR >= target; ratio: the chosen ratio in the window
     trials: list[tuple[float, float]] = field(default_factory=list)  # (abs_bound, achieved)
     compressed: Compressed | None = None
     reconstructed: np.ndarray | None = None
+    metric: str = "psnr"  # "psnr" | "ratio"
+    tolerance: float = 0.0  # dB above the target (psnr) or relative (ratio)
+    window: tuple[float, float] = (0.0, 0.0)
+    closest_below: tuple[float, float] | None = None
+    closest_above: tuple[float, float] | None = None
+    too_coarse: bool = False
+    stop: str = ""
+    max_trials: int = 0  # the budget the search ran under
+    #: (abs_bound, ratio, psnr) of every trial: the rate-distortion points (psnr None for a
+    #: ratio search, which does not decompress).
+    points: list[tuple[float, float, float | None]] = field(default_factory=list)
+
+    @property
+    def in_window(self) -> bool:
+        return self.window[0] <= self.achieved <= self.window[1]
+
+    def summary(self) -> dict[str, Any]:
+        """The outcome as plain JSON values (the ``search`` entry of an evaluation's record
+        notes, of the agent's observation and of a sweep task's ``search.json``)."""
+        def pair(t: tuple[float, float] | None) -> list[float] | None:
+            return None if t is None else [float(t[0]), float(t[1])]
+
+        return {
+            "target": float(self.target), "metric": self.metric, "tolerance": float(self.tolerance),
+            "window": [float(self.window[0]), float(self.window[1])], "reached": bool(self.reached),
+            "trials": [[float(eb), float(v)] for eb, v in self.trials],
+            "closest_below": pair(self.closest_below), "closest_above": pair(self.closest_above),
+            "too_coarse": bool(self.too_coarse),
+            # beyond the contract's keys: what was chosen, why the search stopped, its budget, and
+            # the rate-distortion points the equal-quality table reads
+            "chosen": [float(self.abs_bound), float(self.achieved)], "in_window": self.in_window,
+            "stop": self.stop, "max_trials": int(self.max_trials),
+            "points": [[float(eb), float(r), None if p is None else float(p)] for eb, r, p in self.points],
+        }
+
+    def _window_text(self) -> str:
+        lo, hi = self.window
+        if self.metric == "psnr":
+            return f"[{lo:.6g}, {hi:.6g}] dB"
+        return f"{self.target:g} +-{self.tolerance * 100:g} % ({lo:.6g} .. {hi:.6g})"
+
+    def _sides(self) -> str:
+        unit = " dB" if self.metric == "psnr" else ""
+        sides = [f"{name} {t[1]:.6g}{unit} at abs bound {t[0]:.6g}"
+                 for name, t in (("below", self.closest_below), ("above", self.closest_above)) if t is not None]
+        return "; closest trials: " + ", ".join(sides) if sides else ""
 
     def note(self, what: str) -> str:
-        if self.reached:
+        """Why the chosen trial is not in the window ("" when it is)."""
+        if self.in_window:
             return ""
-        return (
-            f"{what} target {self.target:g} not reached after {self.iterations} trial(s); "
-            f"closest {self.achieved:.6g} at abs bound {self.abs_bound:.6g}"
-        )
+        why = {"too_coarse": "the codec's bound control is too coarse to land there (its result moves in steps: "
+                             "no setting between the closest trials gives a different one)",
+               "unreachable": "the target lies beyond what any bound in the searched range gives",
+               "budget": f"the trial budget ({self.max_trials}) was spent",
+               "non_monotone": "a looser bound gave a better result, so the bracket could not be narrowed"
+               }.get(self.stop, self.stop)
+        if self.metric == "psnr" and self.reached:
+            kept = f"kept {self.achieved:.6g} dB, the trial reaching the target with the least overshoot"
+        elif self.closest_above is not None and (self.abs_bound, self.achieved) == self.closest_above:
+            kept = f"kept {self.achieved:.6g}, the trial reaching the target with the least overshoot"
+        else:
+            kept = f"kept the closest, {self.achieved:.6g} at abs bound {self.abs_bound:.6g}"
+        head = f"{what} target {self.target:g} not reached within {self._window_text()}"
+        if self.metric == "psnr" and self.reached:
+            head = f"{what} {self.achieved:.6g} dB is above the window {self._window_text()}"
+        return f"{head} after {self.iterations} trial(s): {why}{self._sides()}; {kept}"
+
+
+class _Chosen:
+    """The trial a search settles on, kept with its stream while the search runs: first in
+    the window, else the least overshoot above it, else the closest below (one stream in
+    memory at a time)."""
+
+    def __init__(self, window: tuple[float, float], log_metric: bool) -> None:
+        self.window, self.log = window, log_metric
+        self.best: tuple[tuple[int, float], float, float, Compressed, np.ndarray | None] | None = None
+
+    def _rank(self, v: float) -> tuple[int, float]:
+        lo, hi = self.window
+        if lo <= v <= hi:
+            return (0, 0.0)
+        if v > hi:
+            return (1, math.log(v / hi) if self.log else v - hi)
+        return (2, math.log(lo / v) if self.log and v > 0 else lo - v)
+
+    def offer(self, eb: float, v: float, packed: Compressed, recon: np.ndarray | None) -> None:
+        rank = self._rank(v)
+        if self.best is None or rank < self.best[0]:  # ties: the earlier trial stays
+            self.best = (rank, eb, v, packed, recon)
+
+
+def _closest(trials: list[tuple[float, float]], window: tuple[float, float]
+             ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    below = [t for t in trials if t[1] < window[0]]
+    above = [t for t in trials if t[1] > window[1]]
+    return (max(below, key=lambda t: t[1]) if below else None,
+            min(above, key=lambda t: t[1]) if above else None)
+
+
+def _steer(first_eb: float, run: Callable[[float], float], window: tuple[float, float], *,
+           rising: bool, log_metric: bool, slope: float, floor: float, ceil: float, budget: int,
+           control: AbsControl) -> str:
+    """Drive ``run(abs_bound) -> achieved`` into ``window``; return why it stopped.
+
+    Works on a score that grows with log(bound) (the metric, or its log for a ratio, negated
+    when the metric falls as the bound grows) and assumes it is monotonic. ``slope``: the
+    score's expected change per e-fold of the bound, for the first steps before two trials
+    give a secant. Bounds stay within [floor, ceil] and on the control's settings."""
+    def score(v: float) -> float:
+        if log_metric:
+            v = math.log(v) if v > 0 else -math.inf
+        return v if rising else -v
+
+    a, b = sorted((score(window[0]), score(window[1])))
+    mid = 0.5 * (a + b)
+    floor = max(floor, math.ulp(0.0))  # a bound is > 0 (a tiny range's floor may underflow to 0)
+    # (bound, log bound, score): the loosest bound scoring below a, the tightest scoring above b
+    small: tuple[float, float, float] | None = None
+    large: tuple[float, float, float] | None = None
+    previous: tuple[float, float] | None = None  # the last trial, for a secant slope outside the bracket
+    tried: set[float] = set()
+    reach = 1.0  # how far an extrapolation reaches, doubled each time it falls short
+    last_width = math.inf
+    eb = control.snap(min(max(first_eb, floor), ceil)) or floor
+    for _ in range(budget):
+        tried.add(eb)
+        s = score(run(eb))
+        u = math.log(eb)
+        if a <= s <= b:
+            return "in_window"
+        if s < a and (small is None or u > small[1]):
+            small = (eb, u, s)
+        if s > b and (large is None or u < large[1]):
+            large = (eb, u, s)
+        if small is not None and large is not None:  # bracketed: narrow it
+            if small[0] >= large[0]:
+                return "non_monotone"
+            width = large[1] - small[1]
+            t = 0.5
+            if width <= 0.5 * last_width and math.isfinite(small[2]) and math.isfinite(large[2]):
+                t = min(max((mid - small[2]) / (large[2] - small[2]), 0.1), 0.9)  # secant, kept off the ends
+            last_width = width
+            nxt = control.between(small[0], large[0], math.exp(small[1] + t * width))
+            if nxt is None:
+                return "too_coarse"
+            eb = nxt
+        else:  # one side only: extrapolate towards the window
+            est, scale = slope, reach
+            if previous is not None and previous[0] != u and math.isfinite(s) and math.isfinite(previous[1]):
+                secant = (s - previous[1]) / (u - previous[0])
+                if secant > 0:  # two trials on this side measure the slope: aim by it, no reach
+                    est, scale = min(max(secant, slope / 10), slope * 10), 1.0
+            du = (mid - s) / est if math.isfinite(s) else math.copysign(math.log(1e3), mid - s)
+            du = math.copysign(min(abs(du) * scale, math.log(1e6)), du)
+            reach *= 2
+            # clamped in log space first: a bound near float64's largest value would overflow exp
+            nxt = control.snap(min(max(math.exp(min(max(u + du, math.log(floor)), math.log(ceil))), floor), ceil))
+            if nxt in tried and control.step > 1.0:  # the same setting: one step on
+                nxt = nxt * control.step if du > 0 else nxt / control.step
+            if nxt in tried or not floor <= nxt <= ceil:
+                return "unreachable"
+            eb = nxt
+        previous = (u, s)
+    return "budget"
+
+
+def _bound_floor(array: np.ndarray, ref: float) -> float:
+    """The smallest bound a search hands a codec: 1e-9 of the range, and never below the
+    dtype's smallest value (a bound below it asks for the exact values and crashes the
+    SZ3 filter)."""
+    floor = float(np.finfo(array.dtype).smallest_subnormal) if np.issubdtype(array.dtype, np.floating) else 0.0
+    return min(max(ref * 1e-9, floor), ref)
 
 
 def search_psnr(
@@ -626,18 +864,28 @@ def search_psnr(
     compress: Callable[[float], Compressed],
     decompress: Callable[[Compressed], np.ndarray],
     *,
-    tries: int = PSNR_TRIES,
+    window_db: float = PSNR_WINDOW_DB,
+    max_trials: int = PSNR_MAX_TRIALS,
+    control: AbsControl = AbsControl(),
+    side_nbytes: int = 0,
 ) -> SearchOutcome:
-    """Start from the uniform-error bound, tighten by the shortfall until PSNR >= target."""
+    """The abs bound whose PSNR lands in [target, target + window_db]: from the
+    uniform-error bound, bracketed then narrowed in log space (module section notes).
+    At most ``max_trials`` compress+decompress calls. ``side_nbytes``: bytes stored beside
+    the stream (counted in each trial's ratio)."""
     lo, hi = finite_extremes(array)
     if hi <= lo:
         raise InputError("psnr mode needs a non-constant field: the value range R is 0, so PSNR is undefined")
+    ref = min(range_times(1.0, lo, hi), FLOAT64_MAX)
     # psnr_initial_bound without forming R (which may exceed float64); the bound of a
     # target below ~5 dB could still exceed it: capped (a tighter start is safe).
-    eb = min(range_times(math.sqrt(3.0) * 10 ** (-target_db / 20), lo, hi), FLOAT64_MAX)
+    first = min(range_times(math.sqrt(3.0) * 10 ** (-target_db / 20), lo, hi), FLOAT64_MAX)
+    window = (float(target_db), float(target_db) + window_db)
     trials: list[tuple[float, float]] = []
-    best: SearchOutcome | None = None
-    for i in range(1, tries + 1):
+    points: list[tuple[float, float, float | None]] = []
+    chosen = _Chosen(window, log_metric=False)
+
+    def run(eb: float) -> float:
         packed = compress(eb)
         recon = decompress(packed)
         try:
@@ -645,15 +893,20 @@ def search_psnr(
         except InputError:  # nothing finite came back: the codec's failure, not bad input
             got = -math.inf
         trials.append((eb, got))
-        best = SearchOutcome(eb, got, target_db, i, got >= target_db, trials, packed, recon)
-        if got >= target_db:
-            break
-        # Shortfall of d dB means the RMS error is 10^(d/20) too large; 10% margin.
-        eb *= 10 ** ((got - target_db) / 20) * 0.9 if math.isfinite(got) else 1e-3
-        if not eb > 0:
-            break
-    assert best is not None
-    return best
+        points.append((eb, array.nbytes / (packed.nbytes + side_nbytes), got))
+        chosen.offer(eb, got, packed, recon)
+        return got
+
+    stop = _steer(first, run, window, rising=False, log_metric=False, slope=_DB_PER_E_FOLD,
+                  floor=min(_bound_floor(array, ref), first), ceil=max(first, ref), budget=max_trials,
+                  control=control)
+    assert chosen.best is not None
+    _, eb, got, packed, recon = chosen.best
+    below, above = _closest(trials, window)
+    return SearchOutcome(eb, got, float(target_db), len(trials), got >= target_db, trials, packed, recon,
+                         metric="psnr", tolerance=window_db, window=window, closest_below=below,
+                         closest_above=above, too_coarse=stop == "too_coarse", stop=stop, max_trials=max_trials,
+                         points=points)
 
 
 def search_ratio(
@@ -664,50 +917,35 @@ def search_ratio(
     side_nbytes: int = 0,
     tolerance: float = RATIO_TOLERANCE,
     max_iter: int = RATIO_MAX_ITER,
+    control: AbsControl = AbsControl(),
 ) -> SearchOutcome:
-    """FRaZ-style log-space bisection of the absolute bound for a target ratio."""
+    """The abs bound whose ratio lands within ``tolerance`` (relative) of the target,
+    FRaZ-style: bracketed from 1e-3 of the range within [1e-9 R, R], then narrowed in log
+    space. At most ``max_iter`` compress calls."""
     lo_v, hi_v = finite_extremes(array)
     # The bracket's top is R (capped at float64's largest value when R exceeds it).
     ref = min(range_times(1.0, lo_v, hi_v), FLOAT64_MAX) if hi_v > lo_v else rel_reference(array)[0]
-    # ... and its floor the dtype's resolution: a bound below its smallest value asks for
-    # the exact values (and crashes the SZ3 filter).
-    floor = float(np.finfo(array.dtype).smallest_subnormal) if np.issubdtype(array.dtype, np.floating) else 0.0
-    lo, hi = min(max(ref * 1e-9, floor), ref), ref
+    floor = _bound_floor(array, ref)
+    window = (target_ratio * (1 - tolerance), target_ratio * (1 + tolerance))
     trials: list[tuple[float, float]] = []
-    # Only the closest stream so far is kept: up to max_iter streams of a large field
-    # would otherwise sit in memory at once.
-    best: tuple[float, float, Compressed] | None = None
+    points: list[tuple[float, float, float | None]] = []
+    chosen = _Chosen(window, log_metric=True)
 
-    def miss(got: float) -> float:
-        return abs(math.log(got / target_ratio))
-
-    def ratio_at(eb: float) -> float:
-        nonlocal best
+    def run(eb: float) -> float:
         packed = compress(eb)
         got = array.nbytes / (packed.nbytes + side_nbytes)
         trials.append((eb, got))
-        if best is None or miss(got) < miss(best[1]):  # ties: the earlier trial stays
-            best = (eb, got, packed)
+        points.append((eb, got, None))
+        chosen.offer(eb, got, packed, None)
         return got
 
-    def close(got: float) -> bool:
-        return abs(got - target_ratio) <= tolerance * target_ratio
-
-    r_hi = ratio_at(hi)
-    if r_hi >= target_ratio and not close(r_hi):
-        r_lo = ratio_at(lo)
-        if r_lo < target_ratio and not close(r_lo):
-            # Stop when the bracket has collapsed: zfp's accuracy mode, for one, changes
-            # only at powers of two, so its ratio is a staircase the target may fall between.
-            while len(trials) < max_iter and hi / lo > 1.001:
-                mid = math.sqrt(lo * hi)
-                got = ratio_at(mid)
-                if close(got):
-                    break
-                if got < target_ratio:
-                    lo = mid
-                else:
-                    hi = mid
-    assert best is not None
-    eb, got, packed = best
-    return SearchOutcome(eb, got, target_ratio, len(trials), close(got), trials, packed, None)
+    # ratio grows roughly as the bound's square root over the range that matters
+    stop = _steer(max(ref * 1e-3, floor), run, window, rising=True, log_metric=True, slope=0.5,
+                  floor=floor, ceil=ref, budget=max_iter, control=control)
+    assert chosen.best is not None
+    _, eb, got, packed, _ = chosen.best
+    below, above = _closest(trials, window)
+    return SearchOutcome(eb, got, target_ratio, len(trials), window[0] <= got <= window[1], trials, packed, None,
+                         metric="ratio", tolerance=tolerance, window=window, closest_below=below,
+                         closest_above=above, too_coarse=stop == "too_coarse", stop=stop, max_trials=max_iter,
+                         points=points)

@@ -8,7 +8,8 @@ evaluation; the table shows ratio, PSNR, worst error, the bound verdict and spee
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -84,3 +85,30 @@ def demo_table(results: list[CompressionResult], title: str = "") -> Table:
             num(r.max_abs_err, ".3g"), verdict, num(r.compress_MBps, ".0f"), num(r.decompress_MBps, ".0f"),
         )
     return table
+
+
+def note_lines(plan_notes: Iterable[str], run_notes: Iterable[Mapping[str, Any]], *, tasks: int | None = None,
+               per_kind: int = 3) -> list[str]:
+    """The run's notes as lines a person reads: planning notes as written; what reflect
+    decided grouped by kind, one line per task when few tasks share the kind (its last note,
+    and how many it had), one line for the kind when many do (a noisy machine makes every
+    evaluation repeat: 4 notes on each of 12 tasks), pointing at the report for the rest."""
+    lines = [" ".join(str(n).split()) for n in plan_notes]
+    by_kind: dict[str, dict[str, list[str]]] = {}
+    for n in run_notes:
+        task = str(n.get("task_key") or "")
+        by_kind.setdefault(str(n.get("kind") or "note"), {}).setdefault(task, []).append(
+            " ".join(str(n.get("message", "")).split()))
+    for kind, per_task in by_kind.items():
+        words = kind.replace("_", " ")
+        if len(per_task) <= per_kind:
+            for task, messages in per_task.items():
+                count = f", {len(messages)} notes" if len(messages) > 1 else ""
+                lines.append(f"{task + ': ' if task else ''}{messages[-1]} ({words}{count})")
+            continue
+        names = list(per_task)
+        total = sum(len(m) for m in per_task.values())
+        of = f" of {tasks}" if tasks else ""
+        lines.append(f"{words} on {len(names)}{of} tasks, {names[0]} to {names[-1]} ({total} notes, all in the "
+                     f"report); the last, on {names[-1]}: {per_task[names[-1]][-1]}")
+    return lines

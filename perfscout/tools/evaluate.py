@@ -123,7 +123,7 @@ def evaluate(data: Any, codec: str, mode: str, bound: float,
 
     A thin wrapper: ``evaluate_full(...).result``, with the same options
     (:class:`EvaluateOptions`); the codec runs in a child process by default."""
-    return evaluate_full(data, codec, mode, bound, **options).result
+    return evaluate_full(data, codec, mode, bound, keep_reconstruction=False, **options).result
 
 
 class _RunFailed(Exception):
@@ -196,21 +196,33 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
     if mode == "fixed_rate":
         return _Plan(make("fixed_rate", bound))
     make("abs", 1.0)  # options are checked before the search spends time
+    control = B.AbsControl(float(getattr(cls, "abs_control_step", 0.0) or 0.0))  # zfp: powers of two
     if mode == "psnr":
         ev.search = _guarded("psnr search failed", lambda: B.search_psnr(
             work, bound, lambda eb: make("abs", eb).compress(work),
-            lambda c: make("abs", c.bound).decompress(c),
+            lambda c: make("abs", c.bound).decompress(c), control=control, side_nbytes=side_nbytes,
         ))
     else:
         ev.search = _guarded("ratio search failed", lambda: B.search_ratio(
-            work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes,
+            work, bound, lambda eb: make("abs", eb).compress(work), side_nbytes=side_nbytes, control=control,
         ))
     assert ev.search is not None
-    ev.notes.append(
-        f"{mode} search: {ev.search.iterations} trial(s), achieved {ev.search.achieved:.6g} "
-        f"(target {bound:g}) at abs bound {ev.search.abs_bound:.6g}"
-    )
+    ev.notes.append(search_note(ev.search))
+    ev.extra["search"] = ev.search.summary()
     return _Plan(make("abs", ev.search.abs_bound), abs_bound=ev.search.abs_bound)
+
+
+def search_note(search: B.SearchOutcome) -> str:
+    """One sentence on a psnr/ratio search: its trials against the budget, where it landed
+    against the window, and why when it did not land inside it."""
+    each = "one compress and one decompress" if search.metric == "psnr" else "one compress"
+    unit = " dB" if search.metric == "psnr" else ""
+    lo, hi = search.window
+    text = (f"{search.metric} search: {search.iterations} trial(s) of at most {search.max_trials} ({each} "
+            f"each), achieved {search.achieved:.6g}{unit} at abs bound {search.abs_bound:.6g}")
+    if search.in_window:
+        return f"{text}, in the window [{lo:.6g}, {hi:.6g}]{unit}"
+    return f"{text}; {search.note(search.metric.upper() if search.metric == 'psnr' else 'ratio')}"
 
 
 def _run_timed(runner: Codec, work: np.ndarray, repeats: int, record: CompressionResult,
@@ -288,8 +300,13 @@ def evaluate_full(
     timeout_s: float | None = None,
     memory_limit_mb: int | None = None,
     metric_threads: int | None = None,
+    keep_reconstruction: bool = True,
 ) -> Evaluation:
     """Like :func:`evaluate`, returning the :class:`Evaluation` with the detail.
+
+    ``keep_reconstruction=False`` leaves the decompressed array out of the Evaluation
+    (``reconstructed`` is None): an isolated child then sends back only the record and the
+    stream, not a copy of the whole field through shared memory (two more passes over it).
 
     ``isolate`` (default): the whole evaluation runs in a child process
     (:func:`perfscout.tools.isolate.run_isolated`: forked for CPU codecs, from a clean
@@ -303,18 +320,24 @@ def evaluate_full(
     kwargs = dict(device=device, repeats=repeats, dataset=dataset, nonfinite=nonfinite, options=options,
                   run_id=run_id, task_key=task_key, platform_id=platform_id, metric_threads=metric_threads)
     if not isolate:
-        return _evaluate_here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
+        here = _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction
+        return here(data, codec, mode, bound, **kwargs)  # type: ignore[arg-type]
     from perfscout.tools.isolate import CodecCrashed, run_isolated
 
     started_at = _now()
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)  # the cheap refusals, before any child starts
     what = f"{codec} {mode} {bound:g}"
+    if device == "cpu":  # forked children inherit the metric pass's compiled kernels
+        from perfscout.analysis.streaming import warm_before_fork
+
+        warm_before_fork(array)
     try:
         return run_isolated(
-            _evaluate_here, (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
+            _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction,
+            (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
             what=what, device=device, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
-            input_array=array, result_nbytes=int(array.nbytes),
+            input_array=array, result_nbytes=int(array.nbytes) if keep_reconstruction else 0,
         )
     except CodecCrashed as exc:
         record = CompressionResult(
@@ -326,6 +349,16 @@ def evaluate_full(
         )
         return Evaluation(result=record, notes=[f"{exc.status}: the evaluation ran in a child process, "
                                                  "which did not survive; this process did"])
+
+
+def _evaluate_without_reconstruction(*args: Any, **kwargs: Any) -> Evaluation:
+    """:func:`_evaluate_here`, its decompressed arrays dropped before they are returned (in a
+    child: before the reply is packed)."""
+    ev = _evaluate_here(*args, **kwargs)
+    ev.reconstructed = None
+    if ev.search is not None:
+        ev.search.reconstructed = None
+    return ev
 
 
 def _dtype_text(dtype: np.dtype) -> str:

@@ -31,6 +31,9 @@ class Evaluation:
     decompress_timing: Any = None
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: JSON detail beside the record (it has no column for it): ``search``, the psnr/ratio
+    #: search's outcome (:meth:`perfscout.tools.bounds.SearchOutcome.summary`).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def sections(self) -> dict[str, bytes]:
         """Side data stored beside the codec stream (non-finite pass-through)."""

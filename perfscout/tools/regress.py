@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from perfscout.analysis import regression as R
 from perfscout.analysis.timing import MIN_TIMABLE_S
 from perfscout.errors import InputError
+from perfscout.io import write_atomic
 from perfscout.tools.input_files import read_input_text
 
 SAMPLES_NAME = "samples.json"
@@ -310,18 +310,7 @@ def load_run(source: str | os.PathLike[str]) -> RunSamples:
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, text, fsync=True, mkdir=True)
 
 
 def write_samples(run: RunSamples, path: str | os.PathLike[str]) -> Path:

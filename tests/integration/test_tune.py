@@ -187,7 +187,7 @@ def test_a_baseline_that_does_not_run_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_agent_tool_tunes_in_the_agent_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from perfscout.tools.regress_tools import tune_command
+    from perfscout.graph.regress_tools import tune_command
 
     monkeypatch.chdir(tmp_path)
     _program(tmp_path, "sleeper.py", SLEEPER)

@@ -157,7 +157,7 @@ def test_psnr_search_reaches_target(codec: str) -> None:
         x, 70.0, lambda eb: get_codec(codec, "abs", eb).compress(x),
         lambda c: get_codec(codec, "abs", c.bound).decompress(c),
     )
-    assert out.reached and out.achieved >= 70.0 and 1 <= out.iterations <= B.PSNR_TRIES
+    assert out.reached and out.achieved >= 70.0 and 1 <= out.iterations <= B.PSNR_MAX_TRIALS
     assert out.achieved == pytest.approx(quality_metrics(x, out.reconstructed, 1)["psnr"])
 
 

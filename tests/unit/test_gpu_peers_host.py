@@ -203,6 +203,52 @@ def test_stream_extent_follows_the_block_rate_bytes():
     assert C.rate_layout(C.cuszp_dims((5, 7, 12), 3), 3) == (12, 12)
 
 
+def test_plain_and_fixed_rate_bytes_are_the_plane_count_itself():
+    """cuSZp's plain and fixed encodings store the block's bit-plane count as the whole rate
+    byte (no outlier flag, no 5-bit field): a 32-plane block is 32 planes, not 0."""
+    dims = C.cuszp_dims((40_000,), 1)
+    s = np.zeros(2048 + (4 + 4 * 32) + (4 + 4 * 5), np.uint8)
+    s[:2] = [32, 5]
+    for enc in ("plain", "fixed"):
+        assert C.stream_extent(s[:2048], dims, 1, enc) == s.size
+        assert C.extent_problem(s, (40_000,), 1, enc) == ""
+    assert C.stream_extent(s[:2048], dims, 1, "outlier") == 2048 + 4 + 4 * 5  # 32 & 0x1F = 0 planes there
+    assert "longer than its blocks" in C.extent_problem(s, (40_000,), 1, "outlier")
+
+
+class _FakeCuSZp:
+    """Records what the GPU evaluation passes to a backend that needs a prepared output."""
+
+    def __init__(self, target):
+        self.target, self.calls = target, []
+
+    def decode_target(self, shape, dtype):
+        return self.target
+
+    def stream_meta(self, xd):
+        return {}
+
+    def device_decompress(self, blob, shape, dtype, meta, **kw):
+        self.calls.append((blob, kw.get("out")))
+        return kw.get("out")
+
+
+def test_gpu_evaluation_prepares_a_zeroed_output_once_per_stream_outside_the_timed_decodes():
+    x = np.zeros((4, 8), np.float32)
+    run = gpu_eval._PeerRunner(_FakeCuSZp(target="zeroed buffer"))
+    warm, timed = object(), object()
+    run.decompress(warm, x)  # the warm-up: nothing prepared, the backend zeroes its own output
+    assert run.prepare_decode(timed, x) is True
+    run.decompress(timed, x)
+    run.decompress(timed, x)
+    run.decompress(warm, x)  # another stream never gets the buffer prepared for this one
+    assert run.codec.calls == [(warm, None), (timed, "zeroed buffer"), (timed, "zeroed buffer"), (warm, None)]
+    plain = gpu_eval._PeerRunner(_FakeCuSZp(target=None))  # a backend that needs nothing
+    assert plain.prepare_decode(timed, x) is False
+    plain.decompress(timed, x)
+    assert plain.codec.calls == [(timed, None)]
+
+
 def test_stream_extent_of_the_numpy_model_is_its_modelled_size():
     """The extent read from rate bytes equals the size model of the 1-D outlier format (which
     tests/gpu/test_cuszp.py checks against cuSZp itself, rate bytes included)."""
@@ -241,8 +287,9 @@ def test_cuszp_options_and_config_roundtrip():
     assert (again.encoding, again.dim, again.eb32) == ("plain", 2, float(np.float32(2.5e-3)))
     assert C.CuSZpPlainCodec("abs", 1e-3).encoding == "plain"
     assert C.CuSZpOutlierCodec("abs", 1e-3).encoding == "outlier"
+    assert C.CuSZpCodec("abs", 1e-3, encoding="fixed").encoding == "fixed"  # cuSZp's no-delta mode
     with pytest.raises(CodecError, match="encoding must be"):
-        C.CuSZpCodec("abs", 1e-3, encoding="fixed")
+        C.CuSZpCodec("abs", 1e-3, encoding="aatrox")
     with pytest.raises(CodecError, match="dim must be 1, 2 or 3"):
         C.CuSZpCodec("abs", 1e-3, dim=4)
     with pytest.raises(CodecError, match="unknown option"):
@@ -304,7 +351,7 @@ def test_truncated_corrupt_and_foreign_streams_are_refused_without_a_gpu():
         N.NvcompZstdCodec().decompress_device(Compressed(**good.__dict__))
 
 
-@pytest.mark.parametrize("meta,match", [({"dim": None}, "lacks"), ({"encoding": "fixed"}, "invalid"),
+@pytest.mark.parametrize("meta,match", [({"dim": None}, "lacks"), ({"encoding": "aatrox"}, "invalid"),
                                         ({"eb_f32": 1e-3}, "not a float32"), ({"dim": 3}, "3-D processing for a 1-D")])
 def test_stream_meta_is_validated(meta, match):
     m = {"encoding": "outlier", "dim": 1, "eb_f32": float(np.float32(1e-3)), **meta}

@@ -28,7 +28,7 @@ def _call(node, name, args, **state):
 
 def test_the_whitelist_is_exactly_the_typed_tools_with_docstrings():
     assert tool_names() == ["evaluate_codec", "list_codecs", "platform_snapshot", "profile_command",
-                            "diagnose_profile", "diagnose_file", "run_sweep", "compare_runs"]
+                            "diagnose_profile", "diagnose_file", "run_sweep", "compare_runs", "tune_command"]
     for t in TOOLS:
         assert t.description.strip(), t.name
         assert "runtime" not in t.tool_call_schema.model_json_schema().get("properties", {})

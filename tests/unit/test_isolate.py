@@ -170,3 +170,56 @@ def test_sz3_h5_bounds_below_the_dtypes_resolution_are_refused() -> None:
     r = evaluate(x, "sz3-h5", "abs", 1e-53, repeats=1)
     assert r.status == "error" and "below the smallest float32 value" in r.error
     assert evaluate(x, "sz3-h5", "abs", 1e-40, repeats=1).status in ("ok", "bound_overshoot")
+
+
+def test_a_record_only_evaluation_sends_no_field_back(grf: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate() (the record alone) and keep_reconstruction=False: the child replies with the
+    record and the stream, and no shared mapping the size of the field is made or filled."""
+    big = np.random.default_rng(0).standard_normal((128, 128, 16)).astype(np.float32)  # 1 MiB
+    maps: list[int] = []
+    real_mmap = isolate.mmap.mmap
+
+    def counting_mmap(fileno: int, length: int, *args: object, **kwargs: object) -> object:
+        maps.append(length)
+        return real_mmap(fileno, length, *args, **kwargs)
+
+    monkeypatch.setattr(isolate.mmap, "mmap", counting_mmap)
+    kept = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1)
+    assert maps and maps[-1] >= big.nbytes and kept.reconstructed is not None
+    maps.clear()
+    lean = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1, keep_reconstruction=False)
+    record = evaluate(big, "zfp", "abs", 1e-2, repeats=1)
+    assert maps == []
+    assert lean.reconstructed is None and lean.compressed is not None
+    assert lean.compressed.data == kept.compressed.data
+    for r in (lean.result, record):
+        assert r.status == "ok" and r.bound_ok is True
+        assert (r.ratio, r.max_abs_err, r.psnr) == (kept.result.ratio, kept.result.max_abs_err, kept.result.psnr)
+    # in process too
+    here = evaluate_full(big, "zfp", "abs", 1e-2, repeats=1, isolate=False, keep_reconstruction=False)
+    assert here.reconstructed is None and here.result.max_abs_err == kept.result.max_abs_err
+
+
+def _compiled_signatures() -> int:
+    from perfscout.analysis import stream_compiled
+
+    return len(stream_compiled._beyond_kernel.signatures) + len(stream_compiled._pass_a_kernel.signatures)
+
+
+def test_children_inherit_the_metric_pass_kernels_warmed_before_the_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An isolated CPU evaluation that takes the compiled metric pass loads its kernels in the
+    caller once, so every forked child starts with them (none re-imports numba or re-loads
+    the cache); a pair that takes the NumPy pass loads nothing."""
+    from perfscout.analysis import streaming
+
+    streaming._warmed.cache_clear()
+    monkeypatch.setenv(streaming.ENV_BACKEND, "numpy")
+    assert streaming.warm_before_fork(np.zeros(8, np.float32)) is False
+    monkeypatch.setenv(streaming.ENV_BACKEND, "bogus")
+    assert streaming.warm_before_fork(np.zeros(8, np.float32)) is False  # the pass itself says why
+    monkeypatch.setenv(streaming.ENV_BACKEND, "numba")
+    x = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32)
+    r = evaluate(x, "sz3", "abs", 1e-3, repeats=1)  # isolated: warms here, then forks
+    assert r.status == "ok" and r.bound_ok is True
+    assert streaming._warmed.cache_info().currsize == 1  # evaluate() warmed the caller before it forked
+    assert isolate.run_isolated(_compiled_signatures, (), {}, what="signatures", device="cpu") >= 2

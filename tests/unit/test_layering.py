@@ -12,8 +12,9 @@ registry's) and fails on
 
 Where the small top-level modules sit, and why:
 
-- ``errors.py`` and ``home.py`` are at the bottom with ``state/``: they import nothing of
-  perfscout, and every layer raises perfscout's errors and finds its home directory.
+- ``errors.py``, ``home.py`` and ``io.py`` are at the bottom with ``state/``: they import nothing of
+  perfscout, and every layer raises perfscout's errors, finds its home directory and writes
+  its files atomically with ``io.write_atomic``.
 - ``platform_profiles/`` (the spec table of known hardware and saved snapshots) sits with
   ``codecs/`` and ``datasets/``: like them it is a source of data that loads into
   ``state`` records (``PlatformProfile``), needs ``errors``/``home``, and is read by tools.
@@ -48,7 +49,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "perfscout"
 
 #: Layer of each top-level unit of the package (a unit = the first name under perfscout).
 LAYERS: dict[str, int] = {
-    "state": 0, "errors": 0, "home": 0,
+    "state": 0, "errors": 0, "home": 0, "io": 0,
     "codecs": 1, "datasets": 1, "platform_profiles": 1,
     "analysis": 2,
     "tools": 3,
@@ -302,3 +303,36 @@ def test_checker_finds_cycles_between_units_and_modules(tmp_path: Path) -> None:
     assert sorted(map(sorted, module_cycles(edges))) == [["perfscout.codecs.x", "perfscout.datasets.y"],
                                                           ["perfscout.tools.p", "perfscout.tools.q"]]
     assert not upward_imports(edges, LAYERS)  # one layer: no upward import, still a cycle
+
+
+#: Where the agent framework (LangGraph, LangChain) may be imported: the graph and what sits on
+#: it, plus the one chat-model factory in state/ that both the graph and the diagnosis use.
+FRAMEWORK_UNITS = {"graph", "cli", "viewer", "agent", "api_sweep", "__init__", "__main__"}
+FRAMEWORK_MODULES = {"perfscout.state.llm_endpoint"}
+_FRAMEWORK = ("langgraph", "langchain", "langchain_core", "langchain_openai", "langsmith")
+
+
+def framework_imports(package_dir: Path) -> list[tuple[str, str, int]]:
+    """(module, framework package, line) for every import of the agent framework."""
+    out = []
+    for path in sorted(package_dir.rglob("*.py")):
+        module = module_name(path, package_dir)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            out += [(module, n, node.lineno) for n in names if n.split(".")[0] in _FRAMEWORK]
+    return out
+
+
+def test_the_agent_framework_is_imported_only_by_the_graph_and_above() -> None:
+    bad = [f"{m}:{line} imports {n}" for m, n, line in framework_imports(PACKAGE_DIR)
+           if unit_of(m) not in FRAMEWORK_UNITS and m not in FRAMEWORK_MODULES]
+    assert not bad, "LangGraph/LangChain below graph/:\n" + "\n".join(bad)
+
+
+def test_framework_scan_sees_a_planted_import(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"tools/x.py": "def f():\n    from langgraph.prebuilt import ToolRuntime\n",
+                            "graph/y.py": "import langchain_core.tools\n"})
+    found = framework_imports(root)
+    assert ("perfscout.tools.x", "langgraph.prebuilt", 2) in found
+    assert ("perfscout.graph.y", "langchain_core.tools", 1) in found

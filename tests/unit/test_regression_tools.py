@@ -10,7 +10,7 @@ import pytest
 from perfscout.datasets import synthetic
 from perfscout.tools import regress as G
 from perfscout.tools.evaluate import evaluate_full
-from perfscout.tools.regress_tools import TOOLS, compare_runs, tune_command
+from perfscout.graph.regress_tools import TOOLS, compare_runs, tune_command
 
 
 @pytest.fixture()

@@ -7,6 +7,7 @@ from pathlib import Path
 from perfscout.analysis.report.blocks import Document
 from perfscout.analysis.report.html import to_html
 from perfscout.analysis.report.markdown import to_markdown
+from perfscout.io import write_atomic
 
 
 def write(doc: Document, md: Path | None = None, html: Path | None = None) -> list[Path]:
@@ -18,8 +19,6 @@ def write(doc: Document, md: Path | None = None, html: Path | None = None) -> li
             continue
         path = Path(path)
         text = render(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, text if text.endswith("\n") else text + "\n")
         written.append(path)
     return written

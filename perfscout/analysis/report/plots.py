@@ -8,6 +8,12 @@ the same rows give the same bytes (no timestamp or version in the PNG metadata).
 
 Every figure is drawn only from stored rows that were measured (:func:`rows.measured`); a figure
 with nothing to show is not written, and the caller says so in the report.
+
+Sizes are for the report page, whose content is at most 1100 px wide (report.css): a figure is
+at most :data:`PAGE_WIDTH_IN` wide at :data:`DPI`, so the browser shows it at its own size and
+its text at the size it was drawn (a wider one was shrunk, and a heatmap of four panels had
+4 px digits); the legend stands beside the plot, never on its lines; heatmap panels wrap two to
+a row.
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ from perfscout.analysis.report.blocks import Block, Figure, Heading, Paragraph
 from perfscout.analysis.report.rows import measured
 
 DPI = 100
+#: The widest figure, in inches at DPI: the report page's content width (1100 px) less margins.
+PAGE_WIDTH_IN = 10.5
+#: The smallest text drawn, in points (at DPI 100: 12.5 px, read without zooming).
+MIN_TEXT_PT = 9
+#: Heatmap panels per row.
+HEATMAP_COLUMNS = 2
 #: One line style per error mode, the same in every figure (colour = codec@device).
 _LINESTYLES = {"abs": "-", "rel": "--", "pw_rel": ":", "psnr": "-.", "ratio": (0, (5, 1)), "fixed_rate": (0, (1, 3))}
 
@@ -52,6 +64,13 @@ def _palette(series: list[str]) -> dict[str, tuple]:
     return {s: colors[i] for i, s in enumerate(sorted(series))}
 
 
+def _legend_beside(ax: Axes, **kwargs: object) -> None:
+    """The legend to the right of the axes: inside, wherever it went, it covered lines or
+    points (a fixed corner, and "best" too once eight series crowd the plot)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False,
+              fontsize=MIN_TEXT_PT, title_fontsize=MIN_TEXT_PT, **kwargs)
+
+
 def rate_distortion(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["psnr"].notna() & np.isfinite(d["psnr"]) & d["bitrate"].notna()]
     if d.empty:
@@ -63,7 +82,7 @@ def rate_distortion(d: pd.DataFrame, ax: Axes) -> str | None:
                 linestyle=_LINESTYLES.get(mode, "-."))
     ax.set_xlabel("bitrate (bits/value)")
     ax.set_ylabel("PSNR (dB)")
-    ax.legend(fontsize=7)  # "best": a fixed corner hid the point that sat in it
+    _legend_beside(ax)
     return "Rate–distortion: PSNR against bits per value; up and left is better."
 
 
@@ -80,7 +99,7 @@ def cr_vs_bound(d: pd.DataFrame, ax: Axes) -> str | None:
     ax.set_yscale("log")
     ax.set_xlabel("error bound (as requested, in its mode)")
     ax.set_ylabel("compression ratio")
-    ax.legend(fontsize=7)
+    _legend_beside(ax)
     return "Compression ratio against the requested bound (log–log), one line per codec, device and mode."
 
 
@@ -96,6 +115,7 @@ def throughput(d: pd.DataFrame, ax: Axes) -> str | None:
     ax.set_xlabel("codec@device")
     ax.set_ylabel("throughput (MB/s, median over bounds)")
     ax.tick_params(axis="x", labelrotation=20)
+    _legend_beside(ax, title="direction")
     return "Compress and decompress throughput per codec and device: bar = median over all bounds, whisker = interquartile range."
 
 
@@ -113,7 +133,7 @@ def bubble(d: pd.DataFrame, ax: Axes) -> str | None:
     ax.set_xscale("log")
     ax.set_xlabel("compression ratio")
     ax.set_ylabel("compress throughput (MB/s)")
-    ax.legend(fontsize=7, markerscale=0.5)
+    _legend_beside(ax, markerscale=0.5)
     return "Compression ratio × compress throughput; bubble area grows with the max error relative to the value range."
 
 
@@ -121,18 +141,23 @@ def heatmap(d: pd.DataFrame, fig: MplFigure) -> str | None:
     if d.empty:
         return None
     series = sorted(d["series"].unique())
-    axes = fig.subplots(1, len(series), squeeze=False)[0]
+    ncols = min(HEATMAP_COLUMNS, len(series))
+    nrows = -(-len(series) // ncols)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     logs = np.log10(d["ratio"].clip(lower=1e-12))
     vmin, vmax = float(logs.min()), float(max(logs.max(), logs.min() + 1e-9))  # one colour scale for all panels
-    for ax, s in zip(axes, series, strict=True):
+    for ax, s in zip(axes, series):
         g = d[d["series"] == s]
         table = g.pivot_table(index="mode", columns="bound", values="ratio", aggfunc="median")
         table.columns = [f"{b:g}" for b in table.columns]
         sns.heatmap(np.log10(table), annot=table.round(1), fmt="g", cbar=False, cmap="viridis", ax=ax, vmin=vmin, vmax=vmax,
-                    annot_kws={"fontsize": 7})
-        ax.set_title(s, fontsize=9)
+                    annot_kws={"fontsize": MIN_TEXT_PT + 2})
+        ax.set_title(s, fontsize=MIN_TEXT_PT + 2)
         ax.set_xlabel("bound")
         ax.set_ylabel("mode")
+        ax.tick_params(labelsize=MIN_TEXT_PT, labelrotation=0)
+    for ax in axes[len(series):]:
+        ax.set_visible(False)  # the empty slot of an odd panel count
     return "Compression ratio for every mode × bound (cell = ratio, colour = log10 ratio on one scale across panels), one panel per codec@device."
 
 
@@ -146,35 +171,49 @@ _AXES_PLOTS: list[tuple[str, str, Callable[[pd.DataFrame, Axes], str | None]]] =
 
 def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Plot]:
     """All figures for one dataset, written under ``out_dir`` (global matplotlib state untouched)."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
-        return _dataset_figures(df, dataset, out_dir)
-
-
-def _dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Plot]:
-    d = measured(df[df["dataset"] == dataset])
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures: list[Plot] = []
+    return [_save(fig, dataset, kind, title, caption, out_dir)
+            for kind, title, caption, fig in build_figures(df, dataset)]
+
+
+def build_figures(df: pd.DataFrame, dataset: str) -> list[tuple[str, str, str, MplFigure]]:
+    """``(kind, title, caption, figure)`` for each figure one dataset has, laid out and drawn
+    on an Agg canvas, not written."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        return _build_figures(df, dataset)
+
+
+def _build_figures(df: pd.DataFrame, dataset: str) -> list[tuple[str, str, str, MplFigure]]:
+    d = measured(df[df["dataset"] == dataset])
+    figures = []
     for kind, title, draw in _AXES_PLOTS:
-        fig = MplFigure(figsize=(7, 4.2))
+        fig = MplFigure(figsize=(PAGE_WIDTH_IN, 5.0))
         ax = fig.subplots()
         caption = draw(d, ax)
         if caption is not None:
-            ax.set_title(f"{dataset}: {title}", fontsize=10)
-            figures.append(_save(fig, dataset, kind, title, caption, out_dir))
+            ax.set_title(f"{dataset}: {title}")
+            figures.append((kind, title, caption, _laid_out(fig)))
     n = max(1, d["series"].nunique()) if not d.empty else 1
     n_modes = max(2, d["mode"].nunique()) if not d.empty else 2
-    fig = MplFigure(figsize=(min(4.2 * n, 16), 1.7 + 0.45 * n_modes))
+    ncols = min(HEATMAP_COLUMNS, n)
+    nrows = -(-n // ncols)
+    fig = MplFigure(figsize=(PAGE_WIDTH_IN if n > 1 else PAGE_WIDTH_IN / 2 + 0.5, 0.9 + nrows * (1.3 + 0.45 * n_modes)))
     caption = heatmap(d, fig)
     if caption is not None:
-        fig.suptitle(f"{dataset}: compression ratio, mode × bound", fontsize=10)
-        figures.append(_save(fig, dataset, "heatmap", "Mode × bound heatmap", caption, out_dir))
+        fig.suptitle(f"{dataset}: compression ratio, mode × bound")
+        figures.append(("heatmap", "Mode × bound heatmap", caption, _laid_out(fig)))
     return figures
+
+
+def _laid_out(fig: MplFigure) -> MplFigure:
+    FigureCanvasAgg(fig)  # PNG through Agg, whatever backend pyplot has
+    fig.tight_layout()  # makes room for the legend beside the axes, inside the figure's width
+    fig.canvas.draw()
+    return fig
 
 
 def _save(fig: MplFigure, dataset: str, kind: str, title: str, caption: str, out_dir: Path) -> Plot:
     path = out_dir / f"{_slug(dataset)}__{kind}.png"
-    FigureCanvasAgg(fig)  # PNG through Agg, whatever backend pyplot has
-    fig.tight_layout()
     fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamp/version: reproducible bytes
     return Plot(dataset=dataset, kind=kind, title=title, path=path, caption=caption)
 

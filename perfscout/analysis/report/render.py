@@ -18,6 +18,7 @@ import pandas as pd
 
 from perfscout.analysis import chunking
 from perfscout.analysis.report import gpu, plots, summary
+from perfscout.analysis.report.equal_quality import equal_quality_blocks
 from perfscout.analysis.report.blocks import (
     Block,
     BulletList,
@@ -46,6 +47,7 @@ class SweepData:
     skipped: list[dict[str, Any]] = field(default_factory=list)  # grid points not run, with why
     report_options: dict[str, Any] = field(default_factory=dict)  # e.g. psnr_min
     experiments: dict[str, list[str]] = field(default_factory=dict)  # task_key -> experiment names
+    searches: dict[str, dict[str, Any]] = field(default_factory=dict)  # task_key -> psnr/ratio search outcome
 
 
 # ----------------------------------------------------------------------------- content
@@ -123,6 +125,9 @@ def build_document(run_dir: Path, data: SweepData) -> Document:
     blocks.append(Heading(f"Fastest compression with PSNR ≥ {psnr_min:g} dB (bound held)", 3))
     blocks.append(_table(summary.fastest_table(df, psnr_min), f"no result reached PSNR ≥ {psnr_min:g} dB"))
 
+    # ratio at the asked PSNRs (the psnr targets and psnr_min) and PSNR at the asked ratios
+    blocks += equal_quality_blocks(df.to_dict("records") if not df.empty else [], searches=data.searches,
+                                   psnr_targets=[psnr_min])
     blocks.append(Heading("Violated bounds"))
     blocks.append(_table(summary.violations_table(df), "none: every measured bound held"))
     blocks.append(Heading("Failed tasks"))

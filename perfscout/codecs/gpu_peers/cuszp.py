@@ -7,7 +7,8 @@ perfscout ships no cuSZp code: the user builds ``libcuSZp.so`` from a cuSZp chec
 dynamic linker's path; ``availability()`` says exactly which step failed.
 
 Options: ``encoding`` ("plain" or "outlier": cuSZp's fixed-length encodings with Lorenzo
-deltas; default "outlier"; the ids ``cuszp-plain`` / ``cuszp-outlier`` fix it, so that a
+deltas; "fixed": its fixed-length encoding of the quantised values themselves, no deltas;
+default "outlier"; the ids ``cuszp-plain`` / ``cuszp-outlier`` fix it, so that a
 sweep's rows say which), ``dim`` (1, 2 or 3: cuSZp's 1-D/2-D/3-D processing; default
 min(ndim, 3), or 1 when the fastest axis is not a multiple of 4: cuSZp's 2-D/3-D kernels
 corrupt such arrays, so asking for them there is refused). The only error mode is an absolute bound, which cuSZp takes as a C ``float``
@@ -16,8 +17,13 @@ corrupt such arrays, so asking for them there is refused). The only error mode i
 rounding can put an element beyond the bound: perfscout's element-wise check reports it.
 
 cuSZp's decoders leave blocks whose codes are all zero unwritten (they expect a zeroed output
-buffer; found by perfscout's check, as stale values far beyond the bound), so the output is
-zeroed before each decode. Its reported compressed size is not always the stream's (found by
+buffer; found by perfscout's check, as stale values far beyond the bound), so a decode's output must hold
+zeros there. ``device_decompress`` allocates a zeroed output when it is given none; a caller
+that times decodes (perfscout.tools.gpu_eval, benchmarks/gpu_fair.py) takes one from
+:meth:`CuSZpCodec.decode_target` outside the timed region and passes it as ``out`` to every
+timed decode of that one stream, as cuSZp's own tests do: a block that is not written keeps
+the zero, every other block is overwritten with the same values, so the timed decode does
+the work szp-gpu's does (which writes every element) and no 1 GiB memset per call. Its reported compressed size is not always the stream's (found by
 perfscout's host round trip on an H200): when its grid has a single thread block (1-D: at
 most 32768 elements; 2-D/3-D: at most 512 blocks of 64 elements in float32, 1024 in
 float64) the last block never writes the total, and the size comes back as the rate bytes
@@ -51,7 +57,7 @@ ENV_VAR = "PERFSCOUT_CUSZP_LIB"
 LIB_NAME = "libcuSZp.so"
 BUILD_HINT = ("build it with scripts/build_cuszp.sh SOURCE_DIR (source: github.com/szcompressor/cuSZp) "
               f"or point {ENV_VAR} at a libcuSZp.so")
-ENCODINGS = {"plain": 1, "outlier": 2}  # cuszp_mode_t (FIXED = 0, no deltas, is not offered)
+ENCODINGS = {"fixed": 0, "plain": 1, "outlier": 2}  # cuszp_mode_t (FIXED: no deltas)
 TYPES = {"float32": 0, "float64": 1}  # cuszp_type_t
 MAX_ELEMENTS = 2**31 - 1
 OFFSET_LIMIT = 2**32
@@ -204,18 +210,21 @@ def rate_layout(dims: tuple[int, int, int], dim: int) -> tuple[int, int]:
     return (blocks, blocks) if dim == 1 else (-(-blocks // 4) * 4, blocks)
 
 
-def stream_extent(rates: Any, dims: tuple[int, int, int], dim: int) -> int:
+def stream_extent(rates: Any, dims: tuple[int, int, int], dim: int, encoding: str = "outlier") -> int:
     """The length in bytes of the cuSZp stream whose block-rate bytes are ``rates`` (uint8,
     NumPy or CuPy, the first ``rate_layout(...)[1]`` bytes of the stream).
 
-    Each rate byte says how its block is stored: low 5 bits the bit planes r; bit 7 set for
-    a block whose first residual is stored apart (outlier encoding) in ((b >> 5) & 3) + 1
-    bytes. A block takes, besides its rate byte, a sign map and r planes of one bit per
-    element (1-D: 32 elements, 4-byte units; 2-D/3-D: 64 elements, 8-byte units), nothing
-    when r = 0 and it has no outlier, and the outlier's bytes."""
+    Outlier encoding: a rate byte's low 5 bits are the bit planes r; bit 7 is set for a block
+    whose first residual is stored apart, in ((b >> 5) & 3) + 1 bytes. Plain and fixed
+    encodings: the byte is r itself. A block takes, besides its rate byte, a sign map and r
+    planes of one bit per element (1-D: 32 elements, 4-byte units; 2-D/3-D: 64 elements,
+    8-byte units), nothing when r = 0 and it has no outlier, and the outlier's bytes."""
     xp = _namespace(rates)
     r = rates.astype(xp.int64)
-    planes, outlier = r & 0x1F, (r >> 7) & 1
+    if encoding == "outlier":
+        planes, outlier = r & 0x1F, (r >> 7) & 1
+    else:
+        planes, outlier = r, xp.zeros_like(r)
     unit = 4 if dim == 1 else 8
     size = xp.where(outlier == 1, unit + ((r >> 5) & 3) + 1 + unit * planes,
                     xp.where(planes > 0, unit + unit * planes, 0))
@@ -228,16 +237,16 @@ def _namespace(a: Any) -> Any:
     return D.cupy()
 
 
-def extent_problem(stream: Any, shape: tuple[int, ...], dim: int) -> str:
+def extent_problem(stream: Any, shape: tuple[int, ...], dim: int, encoding: str = "outlier") -> str:
     """'' if ``stream`` (uint8, NumPy or CuPy) is exactly as long as the cuSZp stream its
-    rate bytes describe for ``shape`` with ``dim``-D processing, else why not."""
+    rate bytes describe for ``shape`` with ``dim``-D processing and ``encoding``, else why not."""
     dims = cuszp_dims(shape, dim)
     region, valid = rate_layout(dims, dim)
     n = int(stream.size)
     if n < region:
         return (f"cuszp stream is truncated: {n} bytes, shorter than the {region} block-rate bytes a "
                 f"{dim}-D stream of shape {tuple(shape)} starts with")
-    extent = stream_extent(stream[:valid], dims, dim)
+    extent = stream_extent(stream[:valid], dims, dim, encoding)
     if n != extent:
         kind = "truncated" if n < extent else "longer than its blocks"
         return (f"cuszp stream is {kind}: {n} bytes, but its block rates describe {extent} bytes for shape "
@@ -362,7 +371,7 @@ class CuSZpCodec(D.DeviceCodec):
         dim = self._dim_for(shape)
         dims = cuszp_dims(shape, dim)
         _, valid = rate_layout(dims, dim)
-        extent = stream_extent(blob.buffer[:valid], dims, dim)
+        extent = stream_extent(blob.buffer[:valid], dims, dim, self.encoding)
         if not 0 < extent <= blob.buffer.nbytes:
             raise CodecError(f"cuSZp's block rates describe a stream of {extent} bytes in a buffer of "
                              f"{blob.buffer.nbytes} (its kernels may not have run on this GPU)")
@@ -370,23 +379,35 @@ class CuSZpCodec(D.DeviceCodec):
 
     def check_stream(self, blob: D.DeviceBlob, shape: tuple[int, ...], dtype: np.dtype,
                      meta: dict[str, Any]) -> None:
-        _, dim, _ = _decode_params(meta, shape)
-        problem = extent_problem(blob.view(), shape, dim)
+        encoding, dim, _ = _decode_params(meta, shape)
+        problem = extent_problem(blob.view(), shape, dim, encoding)
         if problem:
             raise CodecError(problem)
 
+    def decode_target(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A zeroed output for :meth:`device_decompress` (``out=``), made outside a timed region.
+
+        cuSZp's decoders write nothing for a block whose codes are all zero: they rely on a
+        zeroed output (cudaMalloc'd memory often is; a reused pool block is not, and then
+        stale values come back, far beyond the bound). The buffer may then take any number of
+        decodes *of one stream*: the unwritten blocks keep their zeros."""
+        return D.cupy().zeros(shape, dtype=dtype)
+
     def device_decompress(self, blob: D.DeviceBlob, shape: tuple[int, ...], dtype: np.dtype,
-                          meta: dict[str, Any]) -> Any:
+                          meta: dict[str, Any], out: Any = None) -> Any:
+        """Decode into ``out`` when given (from :meth:`decode_target`, zeroed, or holding an
+        earlier decode of this same stream: the caller's promise), else into a new zeroed
+        array (the memset is then part of this call)."""
         cp = D.cupy()
         encoding, dim, eb32 = _decode_params(meta, shape)
         dims = cuszp_dims(shape, dim)
         if blob.nbytes > worst_case_nbytes(dims, dim):
             raise CodecError(f"cuSZp stream of {blob.nbytes} bytes is larger than any stream for shape {shape}")
-        # cuSZp's decoders write nothing for a block whose codes are all zero: they rely on a
-        # zeroed output (cudaMalloc'd memory often is; a reused pool block is not, and then
-        # stale values come back, far beyond the bound). So the output is zeroed here, and
-        # the memset is part of the decompress time.
-        out = cp.zeros(shape, dtype=dtype)
+        if out is None:
+            out = cp.zeros(shape, dtype=dtype)
+        elif tuple(out.shape) != tuple(shape) or out.dtype != np.dtype(dtype) or not out.flags.c_contiguous:
+            raise CodecError(f"cuszp: decode target is {out.dtype} {tuple(out.shape)}, need a C-contiguous "
+                             f"{np.dtype(dtype)} {tuple(shape)}")
         self._lib().cuSZp_decompress(
             ctypes.c_void_p(out.data.ptr), ctypes.c_void_p(blob.buffer.data.ptr), ctypes.c_size_t(out.size),
             ctypes.c_size_t(blob.nbytes), ctypes.c_float(eb32), dim, Uint3(*dims), TYPES[np.dtype(dtype).name],

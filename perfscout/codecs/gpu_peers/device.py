@@ -135,6 +135,13 @@ class DeviceCodec(Codec):
         """What decoding needs besides shape and dtype (JSON-able; stored with the stream)."""
         return {}
 
+    def decode_target(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """None, or the output buffer a library needs prepared (zeroed: cuSZp) before it
+        decodes; a timed caller makes it outside the timing and passes it to every timed
+        :meth:`device_decompress` of one stream as ``out``. Default: None (the backend
+        allocates its own output, and a backend that takes ``out`` needs no preparation)."""
+        return None
+
     def settle(self, blob: DeviceBlob, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBlob:
         """The blob with the stream's real extent, checked against the size the library
         reported (outside the timed compress call). Default: the report is the extent."""

@@ -26,9 +26,9 @@ TUNE_DIR = "tune"
 
 
 def _helpers() -> Any:
-    from perfscout.tools import agent_common
+    from perfscout.graph import tool_common
 
-    return agent_common
+    return tool_common
 
 
 def _agent_run_dir(runtime: ToolRuntime | None) -> str:
