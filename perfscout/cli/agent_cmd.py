@@ -72,7 +72,7 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         raise typer.Exit(1)
     # A run whose every tool call was refused (a path outside what the request may touch, a
     # missing executable, a shape too large) measured nothing: as exit 0 it reads as success.
-    from perfscout.tools.agent_common import INTERNAL_ERROR
+    from perfscout.graph.tool_common import INTERNAL_ERROR
 
     observations = [o for o in (outcome.values.get("observations") or []) if isinstance(o, dict)]
     internal = [o for o in observations if str(o.get("error") or "").startswith(INTERNAL_ERROR)]

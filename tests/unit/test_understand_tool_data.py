@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from perfscout.cli import app
 from perfscout.graph.tools import resolve_data
-from perfscout.tools.agent_common import INTERNAL_ERROR, _failure
+from perfscout.graph.tool_common import INTERNAL_ERROR, _failure
 from perfscout.errors import InputError
 
 
