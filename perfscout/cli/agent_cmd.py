@@ -72,7 +72,14 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
         raise typer.Exit(1)
     # A run whose every tool call was refused (a path outside what the request may touch, a
     # missing executable, a shape too large) measured nothing: as exit 0 it reads as success.
+    from perfscout.graph.tool_common import INTERNAL_ERROR
+
     observations = [o for o in (outcome.values.get("observations") or []) if isinstance(o, dict)]
+    internal = [o for o in observations if str(o.get("error") or "").startswith(INTERNAL_ERROR)]
+    if internal:  # a defect, not a result: never exit 0 with "no results"
+        fail(escape(f"{len(internal)} task(s) of thread {outcome.thread_id} failed with an internal error "
+                    f"(first: {internal[0].get('tool')}: {internal[0].get('error')}); report: {outcome.report_path}"),
+             code=1)
     if observations and all(o.get("kind") == "refused" for o in observations):
         first = next((str(o.get("error") or o.get("summary") or "") for o in observations), "")
         fail(escape(f"every task of thread {outcome.thread_id} was refused, nothing was measured "

@@ -301,10 +301,29 @@ def _missing_value_args(intent: Intent, ref: DataRef) -> dict[str, Any]:
     return {}
 
 
+#: The plan's notes about codecs, in the request's language
+_NOTES = {
+    "en": {"group": "'{group}' compressors usable here on {devices}: {chosen}",
+           "not_here": "not a codec of this installation", "unusable": "not usable here",
+           "only_on": "{codec} runs on the {device} only: it is measured there",
+           "no_gpu_codec": "the request names the GPU but no GPU compressor; say 'szp-gpu' or 'the GPU ones' to measure one",
+           "excluded": "left out at the request's word: {codecs}", "none": "none",
+           "no_mode": "has no {mode} mode (its modes: {modes})"},
+    "zh": {"group": "这里 {devices} 上可用的“{group}”压缩器：{chosen}",
+           "not_here": "不是这里安装的压缩器", "unusable": "这里不可用",
+           "only_on": "{codec} 只在 {device} 上运行：在那里测量",
+           "no_gpu_codec": "请求提到了 GPU，但没有指定 GPU 压缩器；说“szp-gpu”或“GPU 上的压缩器”来测量一个",
+           "excluded": "按请求排除：{codecs}", "none": "无",
+           "no_mode": "没有 {mode} 模式（它的模式：{modes}）"},
+}
+
+
 def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
                  skipped: list[dict[str, str]]) -> list[tuple[str, str]]:
     """(codec, device) to measure: named codecs where they run, groups expanded."""
     from perfscout.graph.understand import codec_catalogue
+
+    say = _NOTES["zh" if intent.language == "zh" else "en"]
 
     cat = codec_catalogue()
     asked = list(intent.devices)
@@ -315,35 +334,34 @@ def _codec_pairs(intent: Intent, platform: dict[str, Any], notes: list[str],
         chosen = [c for c, i in cat.items() if i.get("available") and i.get("device") in devices]
         for c, i in cat.items():
             if i.get("device") in devices and not i.get("available"):
-                skipped.append({"codec": c, "why": i.get("reason") or "not usable here"})
-        notes.append(f"'{group}' compressors usable here on {'/'.join(devices)}: {', '.join(chosen) or 'none'}")
+                skipped.append({"codec": c, "why": i.get("reason") or say["unusable"]})
+        notes.append(say["group"].format(group=group, devices="/".join(devices), chosen=", ".join(chosen) or say["none"]))
         pairs += [(c, cat[c]["device"]) for c in chosen]
     for c in intent.codecs:
         info = cat.get(c)
         if info is None:
-            skipped.append({"codec": c, "why": "not a codec of this installation"})
+            skipped.append({"codec": c, "why": say["not_here"]})
             continue
         if not info.get("available"):
-            skipped.append({"codec": c, "why": info.get("reason") or "not usable here"})
+            skipped.append({"codec": c, "why": info.get("reason") or say["unusable"]})
             continue
         dev = info.get("device") or "cpu"
         if asked and dev not in asked:
-            notes.append(f"{c} runs on the {'GPU' if dev == 'cuda' else 'CPU'} only: it is measured there")
+            notes.append(say["only_on"].format(codec=c, device="GPU" if dev == "cuda" else "CPU"))
         pairs.append((c, dev))
     if "cuda" in asked and not any(d == "cuda" for _, d in pairs) and intent.codecs and not intent.codec_groups:
-        notes.append("the request names the GPU but no GPU compressor; say 'szp-gpu' or 'the GPU ones' "
-                     "to measure one")
+        notes.append(say["no_gpu_codec"])
     seen: set[tuple[str, str]] = set()
     pairs = [p for p in pairs if not (p in seen or seen.add(p))]
     if intent.excluded_codecs:
-        notes.append(f"left out at the request's word: {', '.join(intent.excluded_codecs)}")
+        notes.append(say["excluded"].format(codecs=", ".join(intent.excluded_codecs)))
         pairs = [(c, d) for c, d in pairs if c not in intent.excluded_codecs]
     if intent.mode:
         kept = []
         for c, d in pairs:
             modes = cat.get(c, {}).get("modes") or []
             if modes and intent.mode not in modes:
-                skipped.append({"codec": c, "why": f"has no {intent.mode} mode (its modes: {', '.join(modes)})"})
+                skipped.append({"codec": c, "why": say["no_mode"].format(mode=intent.mode, modes=", ".join(modes))})
             else:
                 kept.append((c, d))
         pairs = kept

@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.prebuilt import ToolRuntime
 
-from perfscout.errors import InputError
+from perfscout.errors import InputError, PerfscoutError
 
 Artifact = dict[str, Any]
 
@@ -26,9 +26,16 @@ def _artifact(kind: str, *, data: Any = None, error: str = "", transient: bool =
             "needs": needs or {}}
 
 
+#: The start of a failure's error that is a defect of perfscout itself (an AttributeError, a
+#: TypeError ...), not of the input, the codec or the machine: a run with one never ends as done.
+INTERNAL_ERROR = "internal error (a bug in perfscout): "
+
+
 def _failure(exc: BaseException) -> tuple[str, Artifact]:
     transient = isinstance(exc, TRANSIENT_ERRORS)
     msg = f"{type(exc).__name__}: {exc}"
+    if not (transient or isinstance(exc, (PerfscoutError, OSError, MemoryError))):
+        msg = INTERNAL_ERROR + msg
     return f"failed: {msg}", _artifact("error", error=msg, transient=transient)
 
 

@@ -59,7 +59,7 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
     if dataset.startswith("synthetic:"):
         return ds.parse_synthetic(dataset.split(":", 1)[1]), None
     looks_like_path = "/" in dataset or dataset.startswith((".", "~")) or dataset.endswith(
-        (".raw", ".bin", ".dat", ".f32", ".f64", ".nc", ".h5", ".hdf5", ".zarr"))
+        (".raw", ".bin", ".dat", ".f32", ".f64", ".nc", ".h5", ".hdf5", ".zarr")) or _is_file(dataset)
     if not looks_like_path and not var:
         return _named_dataset(ds, dataset)
     path = Path(dataset).expanduser()
@@ -88,13 +88,21 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
     return ds.load_raw(str(path), dims, dtype, endian or "<", allow_nonfinite=True), None
 
 
+def _is_file(name: str) -> bool:
+    """A name that is a file in the working directory ("wmag91.float", any extension): data to read."""
+    try:
+        return Path(name).expanduser().is_file()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
     """A named dataset; a unique prefix selects it, an ambiguous or unknown one asks."""
     try:
         return ds.get_dataset(name), None
     except Exception as exc:  # unknown name or data absent: ask, do not guess
         problem = f"{type(exc).__name__}: {exc}"
-    names = list(ds.dataset_names())
+    names = [d.name for d in ds.list_datasets()]
     matches = [n for n in names if n.startswith(name)]
     if len(matches) == 1:
         return ds.get_dataset(matches[0]), None

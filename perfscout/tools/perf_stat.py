@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_
 
 __all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
            "event_base", "load_perf_file", "parse_perf_csv", "parse_perf_json", "perf_supports_json",
-           "run_perf_stat"]
+           "run_perf_stat", "software_findings"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,46 @@ def _split_mode(text: str) -> str:
     return ""
 
 
+#: A metric perf computed and printed beside the counts: a TopDown share ("70.1,%  tma_backend_bound",
+#: on a counter line or a line of its own) or the CPU utilisation of the task-clock line
+#: ("0.470,CPUs utilized").
+_TOPDOWN_METRIC = re.compile(r"^\s*%\s+(tma_[A-Za-z0-9_]+)\s*$")
+#: The group header of a hybrid CPU's metrics: "TopdownL1 (cpu_atom)"
+_METRIC_GROUP_PMU = re.compile(r"^\s*Topdown\w*\s+\((\w+)\)\s*$")
+
+
+def _metric_fields(fields: list[str]) -> tuple[float, str] | None:
+    """(value in percent, metric name) of a TopDown share among a line's fields, or None."""
+    for j in range(1, len(fields)):
+        m = _TOPDOWN_METRIC.match(fields[j])
+        if m:
+            value = _float(fields[j - 1])  # empty or "nan" where perf could not compute it (an idle core type)
+            return (value, m.group(1)) if value is not None and math.isfinite(value) else None
+    return None
+
+
+def _record_metric(prof: PerfProfile, name: str, value: float, pmu: str) -> None:
+    """A TopDown share perf printed, as an event in percent ("tma_retiring", or "cpu_core/tma_retiring/"
+    on a hybrid CPU, so each core type keeps its own)."""
+    event = f"{pmu}/{name}/" if pmu else name
+    if event not in prof.events:
+        prof.events[event] = Metric(name=event, value=value, unit="%", raw=f"{value:g}", raw_unit="%")
+
+
+def _cpus_utilized(prof: PerfProfile, event: str, fields: list[str]) -> None:
+    """The wall time a saved file does not hold, from perf's own 'CPUs utilized' beside task-clock."""
+    if event_base(event) not in ("task-clock", "cpu-clock") or prof.elapsed_s is not None:
+        return
+    for j in range(1, len(fields)):
+        if fields[j].strip() == "CPUs utilized":
+            used, cpu = _float(fields[j - 1]), prof.events.get(event)
+            if used and used > 0 and cpu is not None and isinstance(cpu.value, (int, float)):
+                prof.elapsed_s = float(cpu.value) / used
+                prof.notes.append(f"wall time {prof.elapsed_s:.4g} s from perf's 'CPUs utilized' ({used:g}) "
+                                  f"and {event}")
+            return
+
+
 def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
     """Parse ``perf stat -x,`` output: value,unit,event,[variance,]runtime,pct,metric,metric-unit.
 
@@ -100,11 +141,19 @@ def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
     prof = PerfProfile(command=list(command))
     seen = False
     ignored = 0
+    pmu = ""  # the core type of a hybrid CPU's metric group, from its header line
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         fields = _counter_fields(line)
         if fields is None:
+            f = line.split(",")
+            if line.startswith(","):  # perf's own line of metrics only (",,,,,70.1,%  tma_backend_bound")
+                group = _METRIC_GROUP_PMU.match(f[-1])
+                pmu = group.group(1) if group else pmu
+                if metric := _metric_fields(f):
+                    _record_metric(prof, metric[1], metric[0], pmu)
+                continue
             ignored += 1
             continue
         raw, unit, event, rest = fields
@@ -114,6 +163,9 @@ def parse_perf_csv(text: str, command: Sequence[str] = ()) -> PerfProfile:
         pct = _float(rest[1]) if len(rest) > 1 else None
         runtime_ns = _float(rest[0]) if rest else None
         _record(prof, event, raw, unit, pct, runtime_ns)
+        _cpus_utilized(prof, event, rest)
+        if metric := _metric_fields(rest):  # "4677067630,,TOPDOWN.SLOTS,...,31.1,%  tma_backend_bound"
+            _record_metric(prof, metric[1], metric[0], pmu)
     if not seen:
         split = _split_mode(text)
         if split:
@@ -131,6 +183,7 @@ def parse_perf_json(text: str, command: Sequence[str] = ()) -> PerfProfile:
     """Parse ``perf stat -j`` output: one JSON object per line."""
     prof = PerfProfile(command=list(command))
     seen = False
+    pmu = ""
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -140,6 +193,11 @@ def parse_perf_json(text: str, command: Sequence[str] = ()) -> PerfProfile:
         except ValueError:
             continue
         event = _event_name(str(obj.get("event", "")))
+        unit_text = str(obj.get("metric-unit", ""))
+        group = _METRIC_GROUP_PMU.match(str(obj.get("metricgroup", "")))
+        pmu = group.group(1) if group else pmu if "metricgroup" not in obj else ""
+        if (m := _TOPDOWN_METRIC.match(unit_text)) and math.isfinite(_float(str(obj.get("metric-value", ""))) or math.nan):
+            _record_metric(prof, m.group(1), float(obj["metric-value"]), pmu)  # a TopDown share perf computed
         if not event or "counter-value" not in obj:
             continue
         seen = True
@@ -148,6 +206,7 @@ def parse_perf_json(text: str, command: Sequence[str] = ()) -> PerfProfile:
         _record(prof, event, str(obj["counter-value"]), str(obj.get("unit", "")),
                 float(pct) if pct is not None else None,
                 float(runtime_ns) if runtime_ns is not None else None)
+        _cpus_utilized(prof, event, [str(obj.get("metric-value", "")), unit_text])
     if not seen:
         raise InputError("no perf stat JSON counter objects found (expected perf stat -j output)")
     _settle(prof)
@@ -201,6 +260,19 @@ def counters_unavailable_finding(prof: PerfProfile) -> Finding | None:
     from perfscout.analysis.diagnosis.rules import cpu_counters_unavailable
 
     return cpu_counters_unavailable.check(CpuContext(prof))
+
+
+def software_findings(prof: PerfProfile) -> list[Finding]:
+    """What ``perfscout profile`` reports for a run without hardware counters: the CPU diagnosis
+    of its software events and getrusage (busy cores, waiting, switches, faults, memory), the
+    primary first and ``cpu_counters_unavailable`` among them; [] when counters counted (the
+    diagnosis then reads them). The same findings as ``perfscout diagnose`` on the saved output."""
+    if prof.hardware_counters:
+        return []
+    from perfscout.analysis.diagnosis import diagnose_perf
+
+    (program,) = diagnose_perf(prof)["programs"]
+    return [Finding.model_validate(f) for f in program["findings"]]
 
 
 _JSON_SUPPORT: dict[str, bool] = {}
@@ -276,7 +348,9 @@ def run_perf_stat(
                                                   f"{res.reason or 'see stderr'})")
         _add_rusage(prof, res)
         return prof, res
-    prof.elapsed_s = res.wall_s
+    # perf's own wall time of the program (from its "CPUs utilized") where it printed one: the
+    # sandbox's wall time adds the sandbox's and perf's start-up
+    prof.elapsed_s = prof.elapsed_s or res.wall_s
     if not prof.hardware_counters:
         prof.fallback += " + getrusage of the child (perf's own process included)"
     _add_rusage(prof, res)

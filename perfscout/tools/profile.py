@@ -27,7 +27,7 @@ from perfscout.state.profiles import KernelProfile, PerfProfile
 from perfscout.state.records import Finding
 from perfscout.tools.ncu import NcuOptions, import_report, run_ncu
 from perfscout.tools.ncu_parse import NcuRule, attach_rules, duration_digest, load_details_csv, load_raw_csv
-from perfscout.tools.perf_stat import counters_unavailable_finding, load_perf_file, run_perf_stat
+from perfscout.tools.perf_stat import load_perf_file, run_perf_stat, software_findings
 from perfscout.tools.bwrap import Confinement
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
 from perfscout.tools.snapshot import take_snapshot
@@ -174,9 +174,8 @@ def profile_command(
     else:
         prof, res = run_perf_stat(sandbox, [str(a) for a in command], limits=limits)
         out.perf = prof
-        finding = counters_unavailable_finding(prof) if res.status != "refused" else None
-        if finding is not None:
-            out.findings.append(finding)
+        if res.status != "refused":  # without counters: what the software events and getrusage say
+            out.findings += software_findings(prof)
     if res is not None:
         out.status = res.status
         out.exit = _exit_summary(res)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from perfscout.graph.context import Context
 from perfscout.graph.graph import build
@@ -48,13 +49,29 @@ def make_files(tmp: Path) -> None:
         t[:] = 280 + rng.standard_normal((16, 32))
     for run in ("runA", "runB"):
         (tmp / run).mkdir(exist_ok=True)
+    # the same 91^3 field under names with other extensions (a bare name in the working
+    # directory is a file whatever its extension), and a netCDF file with two wind components
+    (tmp / "wmag91.float").write_bytes((tmp / "wmag91.f32").read_bytes())
+    (tmp / "wmag91.sdat").write_bytes((tmp / "wmag91.f32").read_bytes())
+    with netCDF4.Dataset(tmp / "uv.nc", "w") as nc:
+        nc.createDimension("lat", 8)
+        nc.createDimension("lon", 16)
+        for name, long_name in (("u", "U component of wind"), ("v", "V component of wind"), ("z", "Geopotential")):
+            var = nc.createVariable(name, "f4", ("lat", "lon"))
+            var.long_name = long_name
+            var[:] = rng.standard_normal((8, 16)).cumsum(axis=1)
 
 
-def observe(request: str, ctx: Context) -> dict[str, Any]:
-    """What the graph made of a request, stopped before any tool runs."""
+def observe(request: str, ctx: Context, answers: list[Any] = ()) -> dict[str, Any]:
+    """What the graph made of a request, stopped before any tool runs; each of ``answers``
+    is given, in turn, to the question then open (what is seen is after the last)."""
     graph = build().compile(checkpointer=InMemorySaver(), interrupt_before=["act"])
     config = {"configurable": {"thread_id": uuid.uuid4().hex}}
     graph.invoke({"request": request}, config, context=ctx)
+    for answer in answers:
+        if not graph.get_state(config).interrupts:
+            break  # nothing asked: the answers left over are compared by check()
+        graph.invoke(Command(resume=answer), config, context=ctx)
     snap = graph.get_state(config)
     values = dict(snap.values or {})
     question = snap.interrupts[0].value if snap.interrupts else None
@@ -85,6 +102,9 @@ def check(case: dict[str, Any], seen: dict[str, Any], tmp: Path) -> list[str]:
             differ("refused", True, seen["refusal"] or (question or {}).get("question") or intent.get("question"))
         if tasks:
             differ("tasks when refused", 0, len(tasks))
+        for said in ([exp["says"]] if isinstance(exp.get("says"), str) else exp.get("says") or []):
+            if said.lower() not in str(seen["refusal"]).lower():
+                differ("refusal says", said, seen["refusal"])
         return problems
     if seen["refusal"]:
         differ("refusal", "", seen["refusal"])
@@ -126,6 +146,9 @@ def check(case: dict[str, Any], seen: dict[str, Any], tmp: Path) -> list[str]:
         "endian": lambda: (intent.get("data") or [{}])[0].get("endian"),
         "var": lambda: (intent.get("data") or [{}])[0].get("var"),
         "runs": lambda: intent.get("runs"),
+        "sweep_out": lambda: intent.get("sweep_out"),
+        "vars": lambda: [d.get("var") for d in intent.get("data") or []],
+        "language": lambda: intent.get("language"),
     }
     for key, got in checks.items():
         if key not in exp:

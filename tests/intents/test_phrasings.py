@@ -28,9 +28,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("case", CASES, ids=[f"{i:03d}-{c['cat']}" for i, c in enumerate(CASES)])
 @pytest.mark.usefixtures("builtin_codecs_only")  # test plug-ins imported elsewhere (tests.fakes) are not "all codecs"
 def test_phrasing_gives_its_intent(case, files, tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)  # the fixture files and examples the requests name
+    # the fixture files and examples the requests name; "cwd: tmp" cases name the test's files bare
+    monkeypatch.chdir(files if case.get("cwd") == "tmp" else ROOT)
     ctx = Context(home=str(tmp_path / "home"), planner="deterministic")
-    seen = observe(case["request"].replace("{tmp}", str(files)), ctx)
+    answers = [a.replace("{tmp}", str(files)) for a in case.get("answers") or []]
+    seen = observe(case["request"].replace("{tmp}", str(files)), ctx, answers)
     assert check(case, seen, files) == [], seen
 
 

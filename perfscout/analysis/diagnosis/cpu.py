@@ -1,9 +1,12 @@
 """CPU side of the diagnosis: ``perf stat`` profiles to findings.
 
-Without hardware counters (VMs, containers, locked-down kernels) the primary finding is
-``cpu_counters_unavailable``, which still reports what the software events say; with
-counters, TopDown level 1 (when perf provides it) decides the category and the cache,
-branch, scheduling and paging rules size the causes. The JSON mirrors the GPU shape:
+Without hardware counters (VMs, containers, locked-down kernels) the software events and
+the child's getrusage still answer: busy on N cores (task-clock against wall time), waiting
+(off the CPU), context switches, page faults and memory growth; the primary is the largest
+of those, and ``cpu_counters_unavailable`` (advice, never primary while any of them fires)
+says what could not be measured and how to get it. With counters, TopDown level 1 (when perf
+provides it) decides the category and the cache, branch, scheduling and paging rules size
+the causes. The JSON mirrors the GPU shape:
 ``{"programs": [{"name", "primary", "findings", "metrics"}], "platform": {...}}``.
 """
 
@@ -25,11 +28,7 @@ def diagnose_perf(profile: PerfProfile, platform: dict | None = None) -> dict[st
     ctx = CpuContext(profile)
     findings, problems = run_rules(cpu_rules(), ctx, platform)  # built-ins, then installed plug-ins
     kind = "no_counters" if not profile.hardware_counters else "cpu"
-    if not profile.hardware_counters:
-        primary = next((f for f in findings if f.id == "cpu_counters_unavailable"), None)
-        ordered = [primary] + [f for f in findings if f is not primary] if primary else []
-    else:
-        primary, ordered = rank(findings, kind)
+    primary, ordered = rank(findings, kind)
     log.debug("perf profile of %r: %s; primary %s; fired %s", " ".join(profile.command)[:80] or "program",
               "hardware counters" if profile.hardware_counters else (profile.fallback or "no hardware counters"),
               primary.id if primary else "none", ", ".join(f.id for f in ordered) or "nothing")

@@ -51,9 +51,16 @@ class CpuContext:
         v = self.val(*TOPDOWN[key])
         if n is None or v is None:
             return None
+        unit = self.profile.events[n].unit
+        if base(n).startswith("topdown-") and unit != "%" and v > 100.0:
+            # perf's topdown-* events count pipeline slots (Ice Lake and later, "--topdown
+            # --no-metric-only"): the share is the count over all slots
+            slots = self.val("slots", "TOPDOWN.SLOTS", "topdown-total-slots") or sum(
+                self.val(b) or 0.0 for b in ("topdown-retiring", "topdown-fe-bound", "topdown-be-bound", "topdown-bad-spec"))
+            return v / slots if slots and slots >= v else None
         # A value perf marked "%" is a percentage however small (0.8 % is 0.008, not
         # 80 %); an unmarked one above 1 can only be a percentage too.
-        return v / 100.0 if self.profile.events[n].unit == "%" or v > 1.0 else v
+        return v / 100.0 if unit == "%" or v > 1.0 else v
 
     def ev(self, *bases: str, threshold: str = "") -> Evidence:
         n = self.name_of(*bases)

@@ -16,8 +16,10 @@ catalogues), ``text`` (the text with its used spans, numbers, shapes, paths, var
 file, dataset names), ``commands`` (normalising, refusals, the program to profile),
 ``messages`` (what the parser says, in both languages), ``assess`` (the questions),
 ``question`` (the question a request asks, and accounting for every word), ``readers``
-(:func:`parse` and one reader per slot), ``answers`` (folding an answer in). Imports point
-one way, in that order (messages and vocab import nothing of the package).
+(:func:`parse` and one reader per slot), ``answers`` (folding an answer in), ``unicode_text``
+(invisible characters, look-alike letters, the refusals' skeleton). Imports point one way, in
+that order (messages, vocab and unicode_text import nothing of the package), and only public
+names cross from one module to another (tests/unit/test_understand_public_names.py).
 """
 
 from perfscout.graph.understand.answers import apply_answer

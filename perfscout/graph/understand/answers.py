@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from perfscout.graph.understand.assess import assess
-from perfscout.graph.understand.commands import _command_refusal, _split_argv, normalise
-from perfscout.graph.understand.messages import _say
-from perfscout.graph.understand.readers import _shape_of, parse
-from perfscout.graph.understand.text import _CANCEL, _IGNORE, _NO, _SHAPE, _YES, _number_list, _Text
-from perfscout.graph.understand.vocab import _table, codec_catalogue, dataset_catalogue
+from perfscout.graph.understand.commands import command_refusal, split_argv, normalise
+from perfscout.graph.understand.messages import say
+from perfscout.graph.understand.readers import shape_of, parse
+from perfscout.graph.understand.text import CANCEL, IGNORE, NO, SHAPE, YES, number_list, RequestText
+from perfscout.graph.understand.vocab import phrase_table, codec_catalogue, dataset_catalogue
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent, Pending
 from perfscout.state.modes import REQUEST_MODES
 
@@ -47,13 +47,13 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     new = intent.model_copy(deep=True)
     text, doc = _normal_answer(answer)
     low = text.lower().strip(" .!。！")
-    if doc.get("skip") is True or doc.get("cancel") is True or low in _CANCEL:
-        new.ignored.append(f"the run was cancelled when asked: {pending.question}")
+    if doc.get("skip") is True or doc.get("cancel") is True or low in CANCEL:
+        new.ignored.append(say(new, "cancelled_at", question=pending.question))
         return _cancelled(new), ""
     new.missing = [p for p in new.missing if p != pending]
     if pending.slot == "clause":
-        if low in _IGNORE or low in _YES or doc.get("ignore") is True:
-            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+        if low in IGNORE or low in YES or doc.get("ignore") is True:
+            new.ignored.append(say(new, "user_ignored", detail=pending.detail))
             return assess(new), ""
         sub = parse(text) if text else Intent()
         if sub.refusal:
@@ -61,12 +61,12 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
             return new, ""
         _merge(new, sub)
         return assess(new), ""
-    if low in _YES and pending.proposal:
+    if low in YES and pending.proposal:
         doc = dict(pending.proposal)
         text = ""
-    if low in _NO and pending.proposal:  # not the guessed shape: ask for it plainly
+    if low in NO and pending.proposal:  # not the guessed shape: ask for it plainly
         plain = pending.model_copy(update={"proposal": {}, "candidates": [],
-                                           "question": pending.question.split(":")[0] + ": " + _say(
+                                           "question": pending.question.split(":")[0] + ": " + say(
                                                new, "dtype", detail="it").replace("Is it", "what is its shape, and is it")})
         new.missing.insert(0, plain)
         return new, ""
@@ -82,7 +82,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
         return assess(new), ""
     if not text:
         new.missing.insert(0, pending)
-        return new, "the answer was empty."
+        return new, say(new, "answer_empty")
     before = new.model_dump()
     sub = parse(text)
     if sub.refusal:
@@ -92,7 +92,7 @@ def apply_answer(intent: Intent, pending: Pending, answer: Any) -> tuple[Intent,
     after = assess(new)
     if after.model_dump() == {**before, "missing": after.model_dump()["missing"]} and any(
             p.slot == pending.slot and p.question == pending.question for p in after.missing):
-        return after, f"I could not use the answer {text!r}."
+        return after, say(after, "answer_unused", text=text)
     return after, ""
 
 
@@ -156,7 +156,7 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         elif mode in ("psnr", "ratio", "fixed_rate") and pending.detail:
             new.bounds = []  # a point-wise value is no PSNR, ratio or rate: asked next
     elif slot == "bounds":
-        values = sub.bounds or _number_list(text)
+        values = sub.bounds or number_list(text)
         if sub.mode and not new.mode:
             new.mode = sub.mode
         if sub.mode and new.mode and sub.mode != new.mode:
@@ -164,10 +164,11 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         new.bounds = [v for v in values if v > 0 and math.isfinite(v)]
         new.targets += [t for t in sub.targets if t not in new.targets]
     elif slot == "data":
+        replaced = [d for d in new.data if pending.detail and (d.path == pending.detail or d.kind == "named" and d.name == pending.detail)]
         if pending.detail:
-            new.data = [d for d in new.data if d.path != pending.detail and not (d.kind == "named" and d.name == pending.detail)]
+            new.data = [d for d in new.data if d not in replaced]
         if sub.data:
-            new.data += [d for d in sub.data if d not in new.data]
+            new.data += [d for d in _carry_over(replaced, sub.data) if d not in new.data]
         elif pending.candidates and text in pending.candidates:
             new.data.append(DataRef(kind="named", name=text, text=text))
         elif pending.candidates and re.search(r"\b(?:both|all|each|every)\b|两个|都|全部|所有", text.lower()):
@@ -187,12 +188,12 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
     elif slot in ("shape", "dtype"):
         ref = next((d for d in new.data if d.path == pending.detail), None)
         if ref is not None:
-            t = _Text(normalise(text))
-            shapes = [s for s in (_shape_of(m) for m in t.finditer(_SHAPE)) if s]
+            t = RequestText(normalise(text))
+            shapes = [s for s in (shape_of(m) for m in t.finditer(SHAPE)) if s]
             if not shapes and re.fullmatch(r"\d+(?:\s*[, ]\s*\d+)+", text.strip()):
                 shapes = [[int(x) for x in re.split(r"\s*[, ]\s*", text.strip())]]
-            dtypes = [dt for dt, rx in _table("dtypes") if rx.search(t.low)]
-            endians = [e for e, rx in _table("endian") if rx.search(t.low)]
+            dtypes = [dt for dt, rx in phrase_table("dtypes") if rx.search(t.low)]
+            endians = [e for e, rx in phrase_table("endian") if rx.search(t.low)]
             if shapes:
                 ref.shape = shapes[0]
             if dtypes:
@@ -205,8 +206,8 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
             word = text.strip().strip("`'\"")
             ref.var = _pick_candidate(word, pending.candidates) or word
     elif slot == "command":
-        new.command = _split_argv(text.strip().strip("`"))
-        if why := _command_refusal(new.command):
+        new.command = split_argv(text.strip().strip("`"))
+        if why := command_refusal(new.command, new.language):
             new.refusal = why
     elif slot == "profile_file":
         new.profile_file = sub.profile_file or text.strip()
@@ -214,6 +215,23 @@ def _fill_slot(new: Intent, pending: Pending, text: str, sub: Intent) -> None:
         new.runs = list(dict.fromkeys(new.runs + (sub.runs or re.findall(r"[\w./~-]+", text))))[:2]
     else:  # question
         _merge(new, sub)
+
+
+def _carry_over(replaced: list[DataRef], given: list[DataRef]) -> list[DataRef]:
+    """The data an answer names in place of data asked about, keeping what the request said of
+    it: "u and v in absent.nc" answered with "uv.nc" is u and v of uv.nc (never asked again); a
+    raw file's shape, dtype and byte order stay where the answer gives none."""
+    if len(given) != 1 or not replaced:
+        return given
+    new = given[0]
+    if new.kind == "file" and not new.var:
+        named = [d.var for d in replaced if d.kind == "file" and d.var]
+        if named:
+            return [new.model_copy(update={"var": v}) for v in dict.fromkeys(named)]
+    if new.kind == "raw" and replaced[0].kind == "raw":
+        old = replaced[0]
+        return [new.model_copy(update={k: getattr(new, k) or getattr(old, k) for k in ("shape", "dtype", "endian")})]
+    return given
 
 
 def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
@@ -246,10 +264,10 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
                 ref.var = str(value)
         elif key in ("dataset", "path", "data"):
             sub = parse(str(value))
-            if pending.detail:
-                new.data = [d for d in new.data if d.path != pending.detail]
+            replaced = [d for d in new.data if pending.detail and d.path == pending.detail]
+            new.data = [d for d in new.data if d not in replaced]
             if sub.data:
-                new.data += sub.data
+                new.data += _carry_over(replaced, sub.data)
             else:
                 new.data.append(DataRef(kind="named", name=str(value), text=str(value)))
         elif key in ("codec", "codecs"):
@@ -279,13 +297,13 @@ def _apply_doc(new: Intent, pending: Pending, doc: dict[str, Any]) -> str:
                 return "bounds must be positive, finite numbers."
             new.bounds = nums
         elif key == "command":
-            new.command = value if isinstance(value, list) else _split_argv(str(value))
-            if why := _command_refusal(new.command):
+            new.command = value if isinstance(value, list) else split_argv(str(value))
+            if why := command_refusal(new.command, new.language):
                 new.refusal = why
         elif key == "runs":
             new.runs = [str(v) for v in (value if isinstance(value, list) else [value])]
         elif key in ("ignore", "proceed") and pending.slot == "clause":
-            new.ignored.append(f"\"{pending.detail}\" (the user chose to go on without it)")
+            new.ignored.append(say(new, "user_ignored", detail=pending.detail))
         else:
             return f"the answer names {key!r}, which is not something I asked for."
     return ""

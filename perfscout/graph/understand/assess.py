@@ -6,17 +6,17 @@ import math
 import re
 from pathlib import Path
 
-from perfscout.graph.understand.messages import _say
-from perfscout.graph.understand.text import _AT_LEAST, _AT_MOST, _FS, _file_variables
+from perfscout.graph.understand.messages import say
+from perfscout.graph.understand.text import AT_LEAST, AT_MOST, SafeFS, file_variables
 from perfscout.graph.understand.vocab import codec_catalogue, dataset_catalogue
 from perfscout.state.intent import CODEC_QUESTIONS, Intent, Pending, Target
 from perfscout.state.modes import POINTWISE_BOUND_MODES
 
 
-def _ask_which_dataset(intent: Intent, written: str, names: list[str], typo: bool = False) -> Pending:
+def ask_which_dataset(intent: Intent, written: str, names: list[str], typo: bool = False) -> Pending:
     key = "data_typo" if typo else "data_which"
     return Pending(slot="data", detail=written, candidates=names,
-                   question=_say(intent, key, detail=written, cands=" or ".join(names)))
+                   question=say(intent, key, detail=written, cands=" or ".join(names)))
 
 
 def usable_codecs(devices: list[str] | None = None) -> list[str]:
@@ -68,9 +68,9 @@ def assess(intent: Intent) -> Intent:
     for p in keep:  # near-miss names and unknown clauses, with their questions written now
         if not p.question:
             if p.slot == "clause":
-                p.question = _say(intent, "clause", detail=p.detail)
+                p.question = say(intent, "clause", detail=p.detail)
             elif p.slot == "codecs":
-                p.question = _say(intent, "codecs_unknown", detail=p.detail, cands=" or ".join(p.candidates[:4]),
+                p.question = say(intent, "codecs_unknown", detail=p.detail, cands=" or ".join(p.candidates[:4]),
                                   known=", ".join(usable_codecs()) or "none")
         if p.slot == "codecs" and p.detail in intent.codecs:
             continue
@@ -81,21 +81,21 @@ def assess(intent: Intent) -> Intent:
     q = intent.question
     if q is None:
         if not any(p.slot == "clause" for p in pending):
-            pending.append(Pending(slot="question", question=_say(intent, "question")))
+            pending.append(Pending(slot="question", question=say(intent, "question")))
     elif q in CODEC_QUESTIONS:
         pending += _codec_question_gaps(intent)
     elif q == "profile" and not intent.command:
-        pending.append(Pending(slot="command", question=_say(intent, "command")))
+        pending.append(Pending(slot="command", question=say(intent, "command")))
     elif q == "diagnose":
         if not intent.profile_file:
-            pending.append(Pending(slot="profile_file", question=_say(intent, "profile_file")))
-        elif not _FS.exists(_FS.path(intent.profile_file)):
+            pending.append(Pending(slot="profile_file", question=say(intent, "profile_file")))
+        elif not SafeFS.exists(SafeFS.path(intent.profile_file)):
             pending.append(Pending(slot="profile_file", detail=intent.profile_file,
-                                   question=_say(intent, "profile_absent", detail=intent.profile_file)))
+                                   question=say(intent, "profile_absent", detail=intent.profile_file)))
     elif q == "sweep" and not intent.sweep_spec:
-        pending.append(Pending(slot="question", question=_say(intent, "sweep")))
+        pending.append(Pending(slot="question", question=say(intent, "sweep")))
     elif q == "compare_runs" and len(intent.runs) < 2:
-        pending.append(Pending(slot="runs", question=_say(intent, "runs"), candidates=list(intent.runs)))
+        pending.append(Pending(slot="runs", question=say(intent, "runs"), candidates=list(intent.runs)))
     seen: set[tuple[str, str, str]] = set()
     intent.missing = [p for p in pending if not ((p.slot, p.detail, p.question) in seen
                                                  or seen.add((p.slot, p.detail, p.question)))]
@@ -107,7 +107,7 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
     asked = any(p.slot == "data" for p in intent.missing)
     if not intent.data and not asked:
         known = [d["name"] for d in dataset_catalogue() if d.get("available") and d["kind"] != "synthetic"]
-        gaps.append(Pending(slot="data", question=_say(intent, "data", known=", ".join(known) or "none"),
+        gaps.append(Pending(slot="data", question=say(intent, "data", known=", ".join(known) or "none"),
                             candidates=known))
     catalogue = {d["name"]: d for d in dataset_catalogue()}
     for ref in intent.data:
@@ -115,60 +115,61 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
         if info is not None and not info.get("available") and not any(p.slot == "data" for p in gaps):
             known = [d["name"] for d in catalogue.values() if d.get("available") and d["kind"] != "synthetic"]
             gaps.append(Pending(slot="data", detail=ref.name, candidates=known,
-                                question=_say(intent, "data_unavailable", detail=ref.name,
+                                question=say(intent, "data_unavailable", detail=ref.name,
                                               description=info.get("description") or info.get("kind"),
                                               reason=info.get("reason") or "not found", cands=" or ".join(known))))
         if ref.kind not in ("raw", "file"):
             continue
-        p = _FS.path(ref.path)
-        if not _FS.exists(p):
-            gaps.append(Pending(slot="data", detail=ref.path, question=_say(intent, "data_absent", detail=ref.path)))
+        p = SafeFS.path(ref.path)
+        if not SafeFS.exists(p):
+            gaps.append(Pending(slot="data", detail=ref.path, question=say(intent, "data_absent", detail=ref.path)))
             continue
         if ref.kind == "raw" and (ref.shape is None or ref.dtype is None):
-            size = _FS.size(p)
+            size = SafeFS.size(p)
             guesses = _guess_shapes(p, size, ref.dtype)
             if ref.shape and ref.dtype is None:
                 n = math.prod(ref.shape)
                 fits = [t for t, s in (("f32", 4), ("f64", 8)) if n * s == size]
                 if len(fits) == 1:
                     ref.dtype = fits[0]  # type: ignore[assignment]
-                    intent.notes.append(f"{p.name}: {size} bytes = {'x'.join(map(str, ref.shape))} x "
-                                        f"{4 if fits[0] == 'f32' else 8} bytes, so {fits[0]}")
+                    intent.notes.append(say(intent, "size_gives_dtype", name=p.name, size=size,
+                                             shape="x".join(map(str, ref.shape)), itemsize=4 if fits[0] == "f32" else 8,
+                                             dtype=fits[0]))
                     continue
-                gaps.append(Pending(slot="dtype", detail=ref.path, question=_say(intent, "dtype", detail=p.name),
+                gaps.append(Pending(slot="dtype", detail=ref.path, question=say(intent, "dtype", detail=p.name),
                                     candidates=["float32", "float64"]))
                 continue
             if guesses:
                 shape_text, dtype_text = guesses[0].split()
                 gaps.append(Pending(slot="shape", detail=ref.path, candidates=guesses,
-                                    question=_say(intent, "shape_guess", detail=p.name, size=size,
+                                    question=say(intent, "shape_guess", detail=p.name, size=size,
                                                   guess=" or ".join(g.replace("x", "×", 2) for g in guesses[:3])),
                                     proposal={"shape": shape_text, "dtype": "f32" if dtype_text == "float32" else "f64"}))
             else:
                 gaps.append(Pending(slot="shape", detail=ref.path,
-                                    question=_say(intent, "shape", detail=p.name, size=size)))
+                                    question=say(intent, "shape", detail=p.name, size=size)))
         if ref.kind == "file":
-            variables = [v["name"] for v in _file_variables(ref.path)]
+            variables = [v["name"] for v in file_variables(ref.path)]
             if not ref.var:
                 if len(variables) == 1:
                     ref.var = variables[0]
-                    intent.notes.append(f"{p.name} has one variable, {ref.var}: using it")
+                    intent.notes.append(say(intent, "one_variable", name=p.name, var=ref.var))
                 else:
                     gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
-                                        question=_say(intent, "var", detail=p.name,
+                                        question=say(intent, "var", detail=p.name,
                                                       cands=", ".join(variables) or "(none readable)")))
             elif variables and ref.var not in variables:
                 gaps.append(Pending(slot="var", detail=ref.path, candidates=variables,
-                                    question=_say(intent, "var_unknown", detail=p.name, var=ref.var,
+                                    question=say(intent, "var_unknown", detail=p.name, var=ref.var,
                                                   cands=", ".join(variables))))
     if any(p.slot == "codecs" for p in intent.missing):
         pass  # a named codec is already asked about (unknown, not installed, a typo)
     elif not intent.codecs and not intent.codec_groups:
         if intent.question in ("best_ratio", "fastest_compress", "fastest_decompress", "lowest_error"):
             intent.codec_groups = ["all"]
-            intent.notes.append("no compressor named: every usable one is compared")
+            intent.notes.append(say(intent, "all_codecs"))
         else:
-            gaps.append(Pending(slot="codecs", question=_say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
+            gaps.append(Pending(slot="codecs", question=say(intent, "codecs", known=", ".join(usable_codecs()) or "none"),
                                 candidates=usable_codecs()))
     same = next((t for t in intent.targets if intent.mode and not intent.bounds and t.metric ==
                  {"psnr": "psnr", "ratio": "ratio", "fixed_rate": "bitrate"}.get(intent.mode)), None)
@@ -179,32 +180,31 @@ def _codec_question_gaps(intent: Intent) -> list[Pending]:
     elif not intent.mode and not intent.bounds:
         # a goal written without "at least/at most" ("hit ratio 20") before a constraint ("while psnr > 70")
         goals = [t for t in intent.targets if t.metric in ("psnr", "ratio", "bitrate")]
-        goals.sort(key=lambda t: bool(re.search(rf"{_AT_LEAST}|{_AT_MOST}|[<>]", t.text.lower())))
+        goals.sort(key=lambda t: bool(re.search(rf"{AT_LEAST}|{AT_MOST}|[<>]", t.text.lower())))
         target = goals[0] if goals else None
         if target is not None and target.metric == "bitrate":  # "16 bits per value and 8 bits per value": each a setting
             rates = [t.value for t in goals if t.metric == "bitrate"]
             intent.mode, intent.bounds = "fixed_rate", list(dict.fromkeys(rates))
-            intent.notes.append(_say(intent, "rates_as_settings", rates=", ".join(f"{r:g}" for r in intent.bounds)))
+            intent.notes.append(say(intent, "rates_as_settings", rates=", ".join(f"{r:g}" for r in intent.bounds)))
         elif target is not None:
             intent.mode = {"psnr": "psnr", "ratio": "ratio", "bitrate": "fixed_rate"}[target.metric]  # type: ignore[assignment]
             intent.bounds = [target.value]
-            intent.notes.append(f"no error bound named: each codec is run at the target {target.label()} "
-                                f"({intent.mode} mode)")
+            intent.notes.append(say(intent, "target_as_setting", target=target.label(), mode=intent.mode))
         else:
-            gaps.append(Pending(slot="bounds", question=_say(intent, "bounds")))
+            gaps.append(Pending(slot="bounds", question=say(intent, "bounds")))
     elif intent.bounds and not intent.mode and intent.codecs == ["zfp"] and re.search(r"\btolerance\b|容差|容限", intent.text.lower()):
         intent.mode = "abs"  # zfp's tolerance is its fixed-accuracy mode: an absolute bound
-        intent.notes.append(_say(intent, "zfp_tolerance"))
+        intent.notes.append(say(intent, "zfp_tolerance"))
     elif intent.bounds and not intent.mode:
-        gaps.append(Pending(slot="mode", question=_say(intent, "mode", bounds=", ".join(f"{b:g}" for b in intent.bounds)),
+        gaps.append(Pending(slot="mode", question=say(intent, "mode", bounds=", ".join(f"{b:g}" for b in intent.bounds)),
                             candidates=list(POINTWISE_BOUND_MODES)))
     elif intent.mode and not intent.bounds:
-        gaps.append(Pending(slot="bounds", question=_say(intent, "bounds_mode", mode=intent.mode)))
+        gaps.append(Pending(slot="bounds", question=say(intent, "bounds_mode", mode=intent.mode)))
     bad = [b for b in intent.bounds if not (b > 0 and math.isfinite(b))]
     if bad:
         intent.bounds = [b for b in intent.bounds if b not in bad]
         gaps.append(Pending(slot="bounds", detail=", ".join(map(str, bad)),
-                            question=_say(intent, "bounds_mode" if intent.mode else "bounds", mode=intent.mode or "")))
+                            question=say(intent, "bounds_mode" if intent.mode else "bounds", mode=intent.mode or "")))
     return gaps
 
 

@@ -8,7 +8,7 @@ from perfscout.state.intent import Intent
 
 # ---------------------------------------------------------------------------- questions
 
-_Q = {
+MESSAGES = {
     "en": {
         "clause": "I did not understand \"{detail}\", and none of my tools does that (I can: compare and evaluate "
                   "compressors, find the best ratio or the fastest setting, sweep a spec, profile a program, "
@@ -84,6 +84,19 @@ _Q = {
         "profile_absent": "The profile file {detail} does not exist here. Which file should I read?",
         "sweep": "Which sweep spec (a YAML file such as examples/sweep_quick.yaml)?",
         "runs": "Which two runs should I compare? Give the baseline and the candidate (run ids or run directories).",
+        "cancelled_at": "the run was cancelled when asked: {question}",
+        "user_ignored": "\"{detail}\" (the user chose to go on without it)",
+        "answer_empty": "the answer was empty.",
+        "answer_unused": "I could not use the answer {text!r}.",
+        "size_gives_dtype": "{name}: {size} bytes = {shape} x {itemsize} bytes, so {dtype}",
+        "one_variable": "{name} has one variable, {var}: using it",
+        "all_codecs": "no compressor named: every usable one is compared",
+        "target_as_setting": "no error bound named: each codec is run at the target {target} ({mode} mode)",
+        "shape_unused": "shape {shape} (no raw file to apply it to)",
+        "dtype_kept": "dtype {dtype} noted; a registry field keeps its own dtype",
+        "codec_not_here": "{codec} is not a codec of this installation",
+        "too_long": "the request is {size:,} characters long, and perfscout reads requests of at most {limit:,} characters "
+                    "(a request is words; put long details in a spec file: perfscout run --spec FILE)",
     },
     "zh": {
         "clause": "我没有理解“{detail}”，而且我的工具都不做这件事（我可以：比较和评估压缩器、找压缩比最高或最快的设置、运行 sweep、"
@@ -139,11 +152,27 @@ _Q = {
         "profile_absent": "profile 文件 {detail} 在这里不存在。应该读哪个文件？",
         "sweep": "用哪个 sweep 配置（YAML 文件，例如 examples/sweep_quick.yaml）？",
         "runs": "比较哪两次运行？请给出基线和候选（运行 id 或运行目录）。",
+        "cancelled_at": "在提问时运行被取消：{question}",
+        "user_ignored": "“{detail}”（用户选择不管它继续）",
+        "answer_empty": "回答是空的。",
+        "answer_unused": "无法使用回答 {text!r}。",
+        "size_gives_dtype": "{name}：{size} 字节 = {shape} × {itemsize} 字节，所以是 {dtype}",
+        "one_variable": "{name} 只有一个变量 {var}：使用它",
+        "all_codecs": "没有指定压缩器：比较所有可用的压缩器",
+        "target_as_setting": "没有给出误差界：每个压缩器都以目标 {target} 运行（{mode} 模式）",
+        "shape_unused": "形状 {shape}（没有原始文件可用）",
+        "dtype_kept": "已记下类型 {dtype}；数据集里的场保持它自己的类型",
+        "codec_not_here": "{codec} 不是这里安装的压缩器",
+        "too_long": "请求有 {size:,} 个字符，perfscout 只读取不超过 {limit:,} 个字符的请求（请求是文字；较长的细节请写进 spec 文件：perfscout run --spec FILE）",
     },
 }
 
 
-def _say(intent: Intent, key: str, **kw: Any) -> str:
-    return _Q[intent.language][key].format(**kw)
+def say(intent: Intent, key: str, **kw: Any) -> str:
+    return MESSAGES[intent.language][key].format(**kw)
+
+
+def say_language(language: str, key: str, **kw: Any) -> str:
+    return MESSAGES["zh" if language == "zh" else "en"][key].format(**kw)
 
 

@@ -8,27 +8,27 @@ import difflib
 import re
 from functools import lru_cache
 
-from perfscout.graph.understand.assess import _ask_which_dataset, usable_codecs
-from perfscout.graph.understand.messages import _say
+from perfscout.graph.understand.assess import ask_which_dataset, usable_codecs
+from perfscout.graph.understand.messages import say
 from perfscout.graph.understand.text import (
-    _CLAUSE,
-    _codec_typo,
-    _dataset_aliases,
-    _osa,
-    _Text,
+    CLAUSE,
+    codec_typo,
+    dataset_aliases,
+    edit_distance,
+    RequestText,
 )
 from perfscout.graph.understand.vocab import (
-    _CJK,
-    _filler,
-    _phrase_pattern,
-    _table,
+    CJK,
+    filler,
+    phrase_pattern,
+    phrase_table,
     codec_catalogue,
     vocabulary,
 )
 from perfscout.state.intent import CODEC_QUESTIONS, Intent, Pending
 
 
-def _read_question(t: _Text, intent: Intent, cue_spans: list[tuple[str, int, int]]) -> None:
+def read_question(t: RequestText, intent: Intent, cue_spans: list[tuple[str, int, int]]) -> None:
     """The question, from cue phrases found before other slots took their words."""
     cues = []
     for q, start, end in cue_spans:
@@ -87,15 +87,15 @@ def _single_word_cues() -> list[tuple[str, str]]:
             if re.fullmatch(r"[a-z]{6,}", str(p).lower())]
 
 
-def _typo_cues(t: _Text) -> list[str]:
+def _typo_cues(t: RequestText) -> list[str]:
     """Question words one typo away from a cue ("comapre" -> compare), when no cue was found."""
     found: list[str] = []
     for m in re.finditer(r"(?<![\w.-])[A-Za-z]{6,}(?![\w-])", t.low):
         word = m.group(0)
-        if not t.free(m.start(), m.end()) or word in _filler():
+        if not t.free(m.start(), m.end()) or word in filler():
             continue
         for q, cue in _single_word_cues():
-            if abs(len(cue) - len(word)) <= 1 and _osa(word, cue) <= (1 if len(cue) < 9 else 2):
+            if abs(len(cue) - len(word)) <= 1 and edit_distance(word, cue) <= (1 if len(cue) < 9 else 2):
                 t.take(m.start(), m.end())
                 found.append(q)
                 break
@@ -106,14 +106,14 @@ def _typo_cues(t: _Text) -> list[str]:
 def _about_rx(question: str, part: str) -> re.Pattern[str] | None:
     words = sorted({str(w).lower() for w in ((vocabulary().get("about_questions") or {}).get(question) or {}).get(part) or []},
                    key=len, reverse=True)
-    return re.compile("|".join(f"(?:{_phrase_pattern(w)})" for w in words)) if words else None
+    return re.compile("|".join(f"(?:{phrase_pattern(w)})" for w in words)) if words else None
 
 
-def _ask_about_machine_clause(work: str, intent: Intent) -> None:
+def ask_about_machine_clause(work: str, intent: Intent) -> None:
     """"compare sz3 and zfp ..., and what is the GPU here?": a second question of its own in a
     measurement request is asked about, not read as a device or dropped."""
     low = work.lower()
-    cuts = [0] + [m.end() for m in _CLAUSE.finditer(low)] + [len(low)]
+    cuts = [0] + [m.end() for m in CLAUSE.finditer(low)] + [len(low)]
     nouns, asks = _about_rx("describe_machine", "nouns"), _about_rx("describe_machine", "asks")
     if nouns is None or asks is None:
         return
@@ -123,12 +123,12 @@ def _ask_about_machine_clause(work: str, intent: Intent) -> None:
                 and nouns.search(clause) and not re.search(r"\d|\bsz|\bzfp|\bszp|cusz|nvcomp", clause)):
             text = work[a:b].strip(" ,;:，；。?？")
             intent.devices = [d for d in intent.devices if not re.search(r"gpu|cuda|显卡|cpu", clause)] or intent.devices
-            intent.missing.append(Pending(slot="clause", detail=text, question=_say(
+            intent.missing.append(Pending(slot="clause", detail=text, question=say(
                 intent, "two_questions", clause=text, first=intent.question)))
             return
 
 
-def _read_about_question(t: _Text, intent: Intent) -> None:
+def _read_about_question(t: RequestText, intent: Intent) -> None:
     """"What's the GPU on this machine?", "how many cores do I have", "这台机器有什么 GPU",
     "list available compressors": a question about this machine or what is installed, when
     the request names nothing to measure."""
@@ -158,7 +158,7 @@ def _words(text: str) -> list[str]:
 
 def _strip_zh_filler(run: str) -> str:
     """A run of Chinese characters with the filler phrases removed (longest first)."""
-    for w in sorted((w for w in _filler() if _CJK.search(w)), key=len, reverse=True):
+    for w in sorted((w for w in filler() if CJK.search(w)), key=len, reverse=True):
         run = run.replace(w, "")
     return run
 
@@ -193,23 +193,23 @@ def _is_context(clause: str) -> bool:
     return bool(_CONTEXT_EN.match(text) or _CONTEXT_ZH.match(text)) and not _REQUEST_CUE.search(text)
 
 
-def _account(t: _Text, intent: Intent) -> None:
+def account(t: RequestText, intent: Intent) -> None:
     """Every leftover word: filler, a near-miss name (asked), or reported as not used.
     A clause with leftover words and nothing recognised is asked about as a whole."""
     left = t.leftover()
-    clauses = [(m.start(), m.end()) for m in _CLAUSE.finditer(t.low)]
+    clauses = [(m.start(), m.end()) for m in CLAUSE.finditer(t.low)]
     bounds = [0] + [e for _, e in clauses] + [len(left)]
     starts = [0] + [s for s, _ in clauses] + [len(left)]
     spans = list(zip(bounds[:-1], starts[1:]))
-    codec_words = sorted({c for c, _ in _table("codecs")} | set(codec_catalogue()))
+    codec_words = sorted({c for c, _ in phrase_table("codecs")} | set(codec_catalogue()))
     unknown_all: list[str] = []
-    aliases = [a for a, _ in _dataset_aliases()]
+    aliases = [a for a, _ in dataset_aliases()]
     for m in re.finditer(r"(?<![\w./-])([A-Za-z][\w-]*[._]\d[\w.]*)(?![\w/])", left):
         # "vort.512_512", "vorticty.128_128_41": a registry name written a little wrong
         close = difflib.get_close_matches(m.group(1).lower(), aliases, n=3, cutoff=0.75)
         if close:
-            cands = sorted({n for a, n in _dataset_aliases() if a in close})
-            intent.missing.append(_ask_which_dataset(intent, m.group(1), cands, typo=True))
+            cands = sorted({n for a, n in dataset_aliases() if a in close})
+            intent.missing.append(ask_which_dataset(intent, m.group(1), cands, typo=True))
             left = left[:m.start()] + " " * (m.end() - m.start()) + left[m.end():]
     for start, end in spans:
         piece_left = left[start:end]
@@ -217,30 +217,30 @@ def _account(t: _Text, intent: Intent) -> None:
         unknown = []
         for w in _words(piece_left):
             lw = w.lower().strip("'")
-            if _CJK.search(w):
+            if CJK.search(w):
                 rest = _strip_zh_filler(w)
                 if len(rest) >= 2:
                     unknown.append(rest)
                 continue
-            if lw in _filler() or len(lw) <= 1:
+            if lw in filler() or len(lw) <= 1:
                 continue
-            typo = _codec_typo(lw)
+            typo = codec_typo(lw)
             if typo or re.fullmatch(r"(?:sz|zfp|szp|nvcomp)[\w-]*", lw):
                 close = typo or difflib.get_close_matches(lw, codec_words, n=3, cutoff=0.5)
                 intent.missing.append(Pending(slot="codecs", detail=w, candidates=close or codec_words,
                                               question=""))
                 continue
-            if (not intent.codecs and not intent.codec_groups and len(lw) >= 3 and not _CJK.search(w)
+            if (not intent.codecs and not intent.codec_groups and len(lw) >= 3 and not CJK.search(w)
                     and _in_codec_position(piece_full, w)):
                 # "evaluate fancyzip at rel 1e-3": the codec slot holds a name perfscout does not know
                 intent.missing.append(Pending(slot="codecs", detail=w, candidates=usable_codecs(),
-                                              question=_say(intent, "codecs_not_known", detail=w,
+                                              question=say(intent, "codecs_not_known", detail=w,
                                                             known=", ".join(usable_codecs()) or "none")))
                 continue
-            close = difflib.get_close_matches(lw, [a for a, _ in _dataset_aliases()], n=3, cutoff=0.8)
+            close = difflib.get_close_matches(lw, [a for a, _ in dataset_aliases()], n=3, cutoff=0.8)
             if close and len(lw) >= 5:
-                cands = sorted({n for a, n in _dataset_aliases() if a in close})
-                intent.missing.append(_ask_which_dataset(intent, w, cands, typo=True))
+                cands = sorted({n for a, n in dataset_aliases() if a in close})
+                intent.missing.append(ask_which_dataset(intent, w, cands, typo=True))
                 continue
             unknown.append(w)
         recognised = any(t.used[start:end])

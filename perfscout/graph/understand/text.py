@@ -10,13 +10,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from perfscout.graph.understand.vocab import _CJK, _table, dataset_catalogue, vocabulary
+from perfscout.graph.understand.vocab import CJK, phrase_table, dataset_catalogue, vocabulary
 
 # ---------------------------------------------------------------------------- the text
 
 
 @dataclass
-class _Text:
+class RequestText:
     """The request being read: lower-cased working copy plus which characters are used."""
 
     orig: str
@@ -56,7 +56,7 @@ class _Text:
 
 # ---------------------------------------------------------------------------- numbers
 
-_SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _NUM_CORE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 #: 1e-3, 0.001, 1x10^-3, 1×10⁻³, 10^-3, 10**-3, 0.1%, 5e-4
 NUMBER = (rf"(?<!\w)(?<!(?<!\.)\.)(?:(?:{_NUM_CORE})\s*[x×*]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+|10\s*(?:\^|\*\*)\s*[-+]?\d+|"
@@ -87,7 +87,7 @@ def to_number(text: str) -> float | None:
         return None
 
 
-def _number_list(text: str, ranged: bool = False) -> list[float]:
+def number_list(text: str, ranged: bool = False) -> list[float]:
     """All numbers of a list or range ("1e-2, 1e-3 and 1e-4", "1e-2 to 1e-4"; ``ranged``:
     the words before it made it a range, as "between 1e-4 and 1e-2")."""
     values = [v for v in (to_number(t) for t in re.findall(rf"{ZH_NUMBER}|{NUMBER}", text.lower())) if v is not None]
@@ -103,67 +103,73 @@ def _number_list(text: str, ranged: bool = False) -> list[float]:
 
 # ---------------------------------------------------------------------------- the grammar
 
-_QUOTE = re.compile(r"`([^`]+)`|“([^”]+)”|「([^」]+)」|‘([^’]+)’|(?:(?<=\s)|^)'([^']+)'(?=[\s,.;:!?)，。]|$)"
+QUOTE = re.compile(r"`([^`]+)`|“([^”]+)”|「([^」]+)」|‘([^’]+)’|(?:(?<=\s)|^)'([^']+)'(?=[\s,.;:!?)，。]|$)"
                     r"|(?:(?<=\s)|^)\"([^\"]+)\"(?=[\s,.;:!?)，。]|$)")
-_SHAPE_SEP = r"\s*[x×*]\s*"
-_SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{_SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*))|(?<![\w.])(\d+)\s*(?:\^|\*\*)\s*([23])(?!\d)"
+SHAPE_SEP = r"\s*[x×*]\s*"
+SHAPE = re.compile(rf"(?<![\w.])(\d+(?:{SHAPE_SEP}\d+)+)(?![\w.]|\s*(?:\^|\*\*))|(?<![\w.])(\d+)\s*(?:\^|\*\*)\s*([23])(?!\d)"
                     r"|[(\[]\s*(\d+(?:\s*,\s*\d+)+)\s*[)\]]|\b(?:shape|dims?|dimensions?|size)\s*(?:of\s+)?[:=]?\s*(\d+(?:\s*[, x×*]\s*\d+)*)"
                     r"|(?<![\w.])(\d+)\s+by\s+(\d+)(?:\s+by\s+(\d+))?")
 _EN_NUM = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twenty"
-_REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|runs(?=\s*[.,;)]|\s*$|\s+(?:each|per)\b)"
+REPEATS = re.compile(rf"\b({_EN_NUM})\s*(?:repeats?|repetitions?|reps|trials?|runs each|times each|timed runs|runs(?=\s*[.,;)]|\s*$|\s+(?:each|per)\b)"
                       r"|times(?!\s+(?:smaller|less|fewer|more|larger|bigger|faster|slower|compression|ratio|reduction)))\b|\b(once|twice)\b"
                       rf"|\brepeat(?:ed|ing)?\s+(?:it\s+|each\s+)?({_EN_NUM})\s*(?:times|x)?\b|\brepeats?\s*[=:]?\s*(\d+)\b"
                       r"|重复\s*([\d一二两三四五六七八九十]+)\s*[次遍]|(?<![做跑测试评估来\d])([\d二两三四五六七八九十][\d一二两三四五六七八九十]*|一(?=\s*[遍]))\s*[次遍](?:重复)?")
-_AT_LEAST = (r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|>(?!=)|over|above|more\s+than|greater\s+than|higher\s+than|"
+AT_LEAST = (r"(?:at\s+least|no\s+less\s+than|not\s+less\s+than|>=|≥|=>|>(?!=)|over|above|more\s+than|greater\s+than|higher\s+than|"
              r"better\s+than|minimum(?:\s+of)?|min|至少|不低于|不小于|大于等于|大于|高于|超过|以上)")
-_AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+than|lower\s+than|smaller\s+than|"
+AT_MOST = (r"(?:at\s+most|no\s+more\s+than|<=|≤|=<|<(?!=)|under|below|less\s+than|lower\s+than|smaller\s+than|"
             r"maximum(?:\s+of)?|max|最多|不超过|不高于|小于等于|小于|低于|以下|以内)")
-_RATIO_TARGET = re.compile(
-    rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{_AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{_AT_LEAST}?\s*|{_AT_LEAST}\s*)"
+RATIO_TARGET = re.compile(
+    rf"(?:(?:compression\s+)?ratio\s*(?:of|is|=|:)?\s*{AT_LEAST}?\s*|(?:压缩比|压缩率)\s*{AT_LEAST}?\s*|{AT_LEAST}\s*)"
     rf"(\d+(?:\.\d+)?)\s*(?:x\b|×|:1\b|倍|times\b|fold\b)?"
     rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*(?::1\b|x\s+(?:compression|ratio|smaller)|倍)"
     r"|\bat\s+(?:a\s+|an\s+)?(\d+(?:\.\d+)?)\s*(?:x|×)(?![\w.])")
-_PSNR_TARGET = re.compile(rf"psnr\s*(?:of|is|=|:)?\s*({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*(?:db)?"
-                          rf"|({_AT_LEAST}|{_AT_MOST})\s*(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?"
-                          rf"|psnr\s*(\d+(?:\.\d+)?)\s*db\s*({_AT_LEAST}|{_AT_MOST})"
+PSNR_TARGET = re.compile(rf"psnr\s*(?:of|is|=|:)?\s*({AT_LEAST}|{AT_MOST})\s*(\d+(?:\.\d+)?)\s*(?:db)?"
+                          rf"|({AT_LEAST}|{AT_MOST})\s*(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?"
+                          rf"|psnr\s*(\d+(?:\.\d+)?)\s*db\s*({AT_LEAST}|{AT_MOST})"
                           rf"|(?<![\d.])(\d+(?:\.\d+)?)\s*db\s*(?:of\s+)?psnr")
-_BITRATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:bits?\s*(?:per|/)\s*(?:value|element|sample|float)|bpv\b|-?bit\s+rate)"
+BITRATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:bits?\s*(?:per|/)\s*(?:value|element|sample|float)|bpv\b|-?bit\s+rate)"
                       r"|每个?值\s*(\d+(?:\.\d+)?)\s*(?:位|比特|bit)|(?<![\d.])(\d+(?:\.\d+)?)\s*(?:位|比特)\s*每个?值")
-_PSNR_MODE = re.compile(r"\bpsnr\s*(?:mode|bound|of|=|:|at)?\s*(\d+(?:\.\d+)?)\s*(?:db)?(?![\w.])"
+PSNR_MODE = re.compile(r"\bpsnr\s*(?:mode|bound|of|=|:|at)?\s*(\d+(?:\.\d+)?)\s*(?:db)?(?![\w.])"
                         r"|(?<![\w.])(\d+(?:\.\d+)?)\s*db\b(?:\s*psnr)?")
-_BOUND_JOIN = r"(?:\s*(?:,|，|、|/|and|or|&|和|或|以及|及|to|through|thru|down\s+to|up\s+to|\.\.|~|～|到|至|-)\s*)"
-_BOUND_LIST = re.compile(rf"(?:{ZH_NUMBER}|{NUMBER})(?:{_BOUND_JOIN}(?:{ZH_NUMBER}|{NUMBER}))*")
-_BOUND_LEAD = re.compile(r"\s*(?:error\s+bound|bound|eb|tolerance|tol|error|mode|模式|误差界|误差|容限)?\s*(?:of|is|=|:|at|to|with|为|是|设为|设置为)?\s*$")
-_SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*(?::f(?:32|64))?)")
-_CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
-_PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。'\"`)]+|(?:[\w.+-]+/)+[\w.+-]*"
+BOUND_JOIN = r"(?:\s*(?:,|，|、|/|and|or|&|和|或|以及|及|to|through|thru|down\s+to|up\s+to|\.\.|~|～|到|至|-)\s*)"
+BOUND_LIST = re.compile(rf"(?:{ZH_NUMBER}|{NUMBER})(?:{BOUND_JOIN}(?:{ZH_NUMBER}|{NUMBER}))*")
+BOUND_LEAD = re.compile(r"\s*(?:error\s+bound|bound|eb|tolerance|tol|error|mode|模式|误差界|误差|容限)?\s*(?:of|is|=|:|at|to|with|为|是|设为|设置为)?\s*$")
+SYNTH = re.compile(r"\bsynthetic[: ]\s*([a-z_]+):(\d+(?:,\d+)*(?::f(?:32|64))?)")
+CLAUSE = re.compile(r"[;；。!！?？\n]|,\s*(?:then|and\s+then|also|after\s+that)\b|\band\b|\bbut\b|\balso\b|，\s*(?:然后|再|接着|并且|另外)|\bthen\b|然后|接着|另外")
+#: a path: absolute, ~/ or ./ (up to a space, a comma, a quote or a bracket of any width: "x.f32（float32）"
+#: ends at the parenthesis), with folders, or a bare name with a known extension
+_PATH = re.compile(r"(?<![\w:/.-])((?:~|\.{1,2})?/[^\s,;，；。、'\"`()\[\]{}<>（）【】「」『』《》]+|(?:[\w.+-]+/)+[\w.+-]*"
                    r"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:%s)(?![\w.]))")
 _RUN_LEAD = r"(?:\b(?:runs?|baseline|candidate|reference)\b|运行|基线|候选|基准)"
-_RUN_ID = re.compile(rf"{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*([A-Za-z0-9][\w.-]*)"
+RUN_ID = re.compile(rf"{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*([A-Za-z0-9][\w.-]*)"
                      rf"(?:\s*(?:\band\b|\bvs\b\.?|\bversus\b|\bagainst\b|和|与|,)\s*(?:(?:the\s+)?{_RUN_LEAD}(?:\s*(?:\brun\b|\bid\b|=|:|为|是|运行))*\s*)?([\w.-]+))?")
 #: the role a lead word gives the id after it
-_RUN_ROLE = re.compile(r"(baseline|reference|基线|基准)|(candidate|候选)")
-_VAR = re.compile(r"\b(?:variable|var|field)\s+(?!(?:of|in|from|the|a|an)\b)[`'\"]?([A-Za-z_][\w.]*)[`'\"]?"
+RUN_ROLE = re.compile(r"(baseline|reference|基线|基准)|(candidate|候选)")
+VAR = re.compile(r"\b(?:variable|var|field)\s+(?!(?:of|in|from|the|a|an)\b)[`'\"]?([A-Za-z_][\w.]*)[`'\"]?"
                   r"|\b(?!(?:on|in|of|the|a|an|this|that|my|its|variable|var)\b)([A-Za-z_]\w*)\s+(?:variable|field)\b"
                   r"|变量\s*[`'\"]?([A-Za-z_][\w.]*)")
 
-_YES = {"yes", "y", "ok", "okay", "sure", "correct", "right", "yep", "是", "是的", "对", "对的", "好", "好的", "可以", "没错", "确认"}
-_IGNORE = {"ignore", "ignore it", "skip it", "go on", "continue", "proceed", "never mind", "nevermind", "drop it",
+YES = {"yes", "y", "ok", "okay", "sure", "correct", "right", "yep", "是", "是的", "对", "对的", "好", "好的", "可以", "没错", "确认"}
+IGNORE = {"ignore", "ignore it", "skip it", "go on", "continue", "proceed", "never mind", "nevermind", "drop it",
            "without it", "忽略", "继续", "跳过", "不用了", "算了"}
-_CANCEL = {"cancel", "stop", "abort", "quit", "nothing", "never", "取消", "停止", "退出", "算了吧"}
-_NO = {"no", "n", "nope", "wrong", "不", "不是", "不对"}
+CANCEL = {"cancel", "stop", "abort", "quit", "nothing", "never", "取消", "停止", "退出", "算了吧"}
+NO = {"no", "n", "nope", "wrong", "不", "不是", "不对"}
+
+
+#: a bare file name with any extension ("wmag91.sdat"): a file when it exists in the working directory
+BARE_FILE = re.compile(r"(?<![\w:/.-])([\w+-][\w.+-]*\.[A-Za-z0-9_]{1,12})(?![\w/.-])")
 
 
 def _path_kinds() -> dict[str, str]:
     return {ext: kind for kind, exts in vocabulary()["file_kinds"].items() for ext in exts}
 
 
-def _path_re() -> re.Pattern[str]:
+def path_re() -> re.Pattern[str]:
     exts = sorted({e.lstrip(".") for e in _path_kinds()}, key=len, reverse=True)
     return re.compile(_PATH.pattern % "|".join(re.escape(e) for e in exts), re.IGNORECASE)
 
 
-class _FS:
+class SafeFS:
     """File-system questions that never raise: a request can name anything (a 5,000-character
     path, a NUL byte), and an unanswerable question is "no"."""
 
@@ -206,12 +212,12 @@ class _FS:
 def path_kind(path: str) -> str:
     """'profile' | 'csv' | 'netcdf' | 'hdf5' | 'zarr' | 'spec' | 'raw' | 'dir' | '' by the file itself where it
     exists (magic bytes), else by its name."""
-    p = _FS.path(path)
-    if _FS.is_dir(p):
-        if p.suffix.lower() == ".zarr" or _FS.exists(p / ".zgroup") or _FS.exists(p / "zarr.json") or _FS.exists(p / ".zarray"):
+    p = SafeFS.path(path)
+    if SafeFS.is_dir(p):
+        if p.suffix.lower() == ".zarr" or SafeFS.exists(p / ".zgroup") or SafeFS.exists(p / "zarr.json") or SafeFS.exists(p / ".zarray"):
             return "zarr"
         return "dir"
-    if _FS.is_file(p):
+    if SafeFS.is_file(p):
         try:
             with p.open("rb") as fh:
                 head = fh.read(8)
@@ -225,14 +231,14 @@ def path_kind(path: str) -> str:
     for ext, kind in sorted(_path_kinds().items(), key=lambda kv: len(kv[0]), reverse=True):
         if name.endswith(ext):
             return kind
-    return "raw" if _FS.is_file(p) else ""
+    return "raw" if SafeFS.is_file(p) else ""
 
 
 # ---------------------------------------------------------------------------- datasets
 
 
 @lru_cache(maxsize=1)
-def _dataset_aliases() -> list[tuple[str, str]]:
+def dataset_aliases() -> list[tuple[str, str]]:
     """(alias, dataset name), longest alias first: the name, the name without its
     extension, its dims written as 512x512, and its family ("vorticity")."""
     out: list[tuple[str, str]] = []
@@ -263,16 +269,16 @@ def _dataset_aliases() -> list[tuple[str, str]]:
 
 
 def _dataset_pattern(alias: str) -> re.Pattern[str]:
-    if _CJK.search(alias):
+    if CJK.search(alias):
         return re.compile(re.escape(alias))
     return re.compile(r"(?<![\w.])" + r"\s*".join(re.escape(p) for p in alias.split()) + r"(?![\w])")
 
 
-def _find_datasets(t: _Text) -> list[tuple[str, list[str], int]]:
+def find_datasets(t: RequestText) -> list[tuple[str, list[str], int]]:
     """(as written, candidate names, where) per dataset mention: one candidate = resolved."""
     found: list[tuple[str, list[str], int]] = []
     by_alias: dict[str, list[str]] = {}
-    for alias, name in _dataset_aliases():
+    for alias, name in dataset_aliases():
         by_alias.setdefault(alias, []).append(name)
     for alias in sorted(by_alias, key=len, reverse=True):
         for m in t.finditer(_dataset_pattern(alias)):
@@ -280,13 +286,13 @@ def _find_datasets(t: _Text) -> list[tuple[str, list[str], int]]:
     return found
 
 
-def _file_variables(path: str) -> list[dict[str, Any]]:
+def file_variables(path: str) -> list[dict[str, Any]]:
     """The file's variables (name, long_name, standard_name, shape), [] if unreadable here."""
     try:
         from perfscout import datasets
 
         describe = getattr(datasets, "describe_file", None)
-        if describe is None or not _FS.exists(_FS.path(path)):
+        if describe is None or not SafeFS.exists(SafeFS.path(path)):
             return []
         out = []
         for v in describe(path):
@@ -299,7 +305,7 @@ def _file_variables(path: str) -> list[dict[str, Any]]:
         return []
 
 
-def _zh_int(text: str) -> int | None:
+def zh_int(text: str) -> int | None:
     if text.isdigit():
         return int(text)
     if text.lower() in vocabulary()["en_numbers"]:
@@ -314,7 +320,7 @@ def _zh_int(text: str) -> int | None:
     return None
 
 
-def _osa(a: str, b: str) -> int:
+def edit_distance(a: str, b: str) -> int:
     """Edit distance with adjacent transpositions ("zpf" -> "zfp" is 1): how typos look."""
     prev2: list[int] = []
     prev = list(range(len(b) + 1))
@@ -328,20 +334,20 @@ def _osa(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _codec_typo(word: str) -> list[str]:
+def codec_typo(word: str) -> list[str]:
     """Codec ids a word is one typo away from ("zpf", "sz33", "cuzsp"); [] for none."""
     lw = word.lower()
     if len(lw) < 3 or not re.search(r"[a-z]", lw):
         return []
     hits = []
-    for codec, rx in _table("codecs"):
+    for codec, rx in phrase_table("codecs"):
         alias = rx.pattern
         for a in (vocabulary()["codecs"].get(codec) or []):
             a = str(a).lower()
             if " " in a or len(a) < 3:
                 continue
             limit = 1 if len(a) <= 6 else 2
-            if abs(len(a) - len(lw)) <= limit and _osa(lw, a) <= limit and lw[0] in a[:2]:
+            if abs(len(a) - len(lw)) <= limit and edit_distance(lw, a) <= limit and lw[0] in a[:2]:
                 hits.append(codec)
         del alias
     return sorted(set(hits))

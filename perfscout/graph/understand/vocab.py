@@ -21,42 +21,49 @@ def vocabulary() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def _phrase_pattern(phrase: str) -> str:
+def phrase_pattern(phrase: str) -> str:
     """A phrase as a regex: Latin words on word boundaries, Chinese as a substring."""
     parts = [re.escape(p) for p in phrase.lower().split()]
-    body = r"\s*".join(parts) if _CJK.search(phrase) else r"\s+".join(parts)
-    if _CJK.search(phrase[:1]) and _CJK.search(phrase[-1:]):
+    body = r"\s*".join(parts) if CJK.search(phrase) else r"\s+".join(parts)
+    if CJK.search(phrase[:1]) and CJK.search(phrase[-1:]):
         return body
-    left = "" if _CJK.search(phrase[:1]) else r"(?<![\w.-])"
-    right = "" if _CJK.search(phrase[-1:]) else r"(?![\w-])"
+    left = "" if CJK.search(phrase[:1]) else r"(?<![\w.-])"
+    right = "" if CJK.search(phrase[-1:]) else r"(?![\w-])"
     return left + body + right
 
 
 @lru_cache(maxsize=None)
-def _table(section: str) -> list[tuple[str, re.Pattern[str]]]:
+def phrase_table(section: str) -> list[tuple[str, re.Pattern[str]]]:
     """(meaning, compiled phrase) for one vocabulary section, longest phrase first."""
     entries = vocabulary().get(section) or {}
     rows = [(str(meaning), str(p)) for meaning, phrases in entries.items() for p in phrases or []]
     rows.sort(key=lambda r: len(r[1]), reverse=True)
-    return [(m, re.compile(_phrase_pattern(p))) for m, p in rows]
+    return [(m, re.compile(phrase_pattern(p))) for m, p in rows]
 
 
 @lru_cache(maxsize=1)
-def _filler() -> frozenset[str]:
+def question_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """(question, compiled pattern) of the vocabulary's ``question_patterns``."""
+    entries = vocabulary().get("question_patterns") or {}
+    return [(str(q), re.compile(str(p))) for q, ps in entries.items() for p in ps or []]
+
+
+@lru_cache(maxsize=1)
+def filler() -> frozenset[str]:
     f = vocabulary()["filler"]
     return frozenset(str(w).lower() for w in f["en"]) | frozenset(str(w) for w in f["zh"])
 
 
 #: the catalogues, asked once per parse (probing the codecs runs the linker's search; the
 #: dataset registry is a YAML file): one request sees one state of the installation
-_CATALOGUES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("perfscout_catalogues", default=None)
+CATALOGUES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("perfscout_catalogues", default=None)
 
 
 def _memo(key: str, make: Any) -> Any:
-    memo = _CATALOGUES.get()
+    memo = CATALOGUES.get()
     if memo is None:
         return make()
     if key not in memo:

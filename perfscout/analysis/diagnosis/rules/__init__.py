@@ -18,7 +18,8 @@ GPU_RULE_IDS = (
 CPU_RULE_IDS = (
     "cpu_counters_unavailable", "cpu_memory_bound", "cpu_frontend_bound", "cpu_backend_bound",
     "cpu_bad_speculation", "cpu_retiring", "cpu_low_ipc", "cpu_cache_misses",
-    "cpu_branch_misses", "cpu_context_switches", "cpu_page_faults",
+    "cpu_branch_misses", "cpu_context_switches", "cpu_page_faults", "cpu_busy_cores", "cpu_waiting",
+    "cpu_memory_growth",
 )
 
 

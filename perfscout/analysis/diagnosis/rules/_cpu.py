@@ -18,3 +18,44 @@ def make(ctx: CpuContext, rule_id: str, role: str, title: str, *, confidence: fl
 
 def perf_cmd(events: str) -> str:
     return f"perf stat -x, -e {events} -- <your program>, then perfscout diagnose --perf-csv FILE"
+
+
+def cpu_and_wall(ctx: CpuContext) -> tuple[float | None, float | None, str]:
+    """(CPU seconds, wall seconds, where the CPU time came from): task-clock where perf counted
+    it, else the child's getrusage (user + system); the wall time of the run (or of perf's own
+    'CPUs utilized' in a saved file)."""
+    cpu_s, source = ctx.seconds(), ctx.name_of("task-clock", "cpu-clock") or ""
+    ru = ctx.profile.rusage
+    user_only = source.endswith(":u")  # perf counted user space only: the kernel's share is missing
+    if (cpu_s is None or user_only) and (ru.get("user_s") is not None or ru.get("system_s") is not None):
+        cpu_s, source = float(ru.get("user_s") or 0.0) + float(ru.get("system_s") or 0.0), "getrusage"
+    wall = ctx.profile.elapsed_s
+    return cpu_s, (float(wall) if wall else None), source
+
+
+def is_python(ctx: CpuContext) -> bool:
+    """Whether the profiled command is a Python program (py-spy can sample it)."""
+    import os
+    import re
+
+    argv = ctx.profile.command
+    return bool(argv) and (bool(re.match(r"python(?:\d+(?:\.\d+)?)?$|pypy", os.path.basename(argv[0])))
+                           or argv[0].endswith(".py"))
+
+
+def sampling_step(ctx: CpuContext) -> str:
+    """The next step that shows where the time goes: a sampling profiler for this command."""
+    cmd = " ".join(ctx.profile.command) or "<your program>"
+    step = f"perf record -g -- {cmd}, then perf report (hot functions with their call stacks)"
+    if is_python(ctx):
+        step = f"py-spy record -o profile.svg -- {cmd} (a flame graph of the Python functions); or " + step
+    return step
+
+
+def switch_count(ctx: CpuContext) -> float | None:
+    """perf's context-switches, or None where it could not see them (counted in user space only,
+    ":u", a switch is the kernel's and always reads 0)."""
+    name = ctx.name_of("context-switches", "cs")
+    if name is None or name.endswith(":u"):
+        return None
+    return ctx.val(name)

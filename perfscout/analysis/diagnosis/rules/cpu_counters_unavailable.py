@@ -15,7 +15,9 @@ from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence, Finding
 
 ID = "cpu_counters_unavailable"
-ROLE = "roof"
+#: advice: it says what could not be measured, never what limits the program (cpu_busy_cores,
+#: cpu_waiting and the other software readings do that)
+ROLE = "advice"
 READS = {"software": ("task-clock", "context-switches", "cpu-migrations", "page-faults")}
 #: The hardware events perf stat counts by default.
 HARDWARE = HARDWARE_EVENTS
@@ -51,7 +53,7 @@ def check(ctx: CpuContext) -> Finding | None:
         # perf missing, refused or killed before writing counts: only getrusage remains.
         what = f"perf counted nothing ({prof.fallback or 'perf stat unavailable'})" + _rusage(prof) + "."
     f = make(
-        ctx, ID, "roof", "CPU hardware counters unavailable: IPC, cache and branch behaviour cannot be measured here",
+        ctx, ID, "advice", "CPU hardware counters unavailable: IPC, cache and branch behaviour cannot be measured here",
         confidence=1.0, evidence=ev,
         recommendation=(what + " For IPC, cache and branch figures "
                         "profile on bare metal or a VM with a virtual PMU (e.g. KVM with "
