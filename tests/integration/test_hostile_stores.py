@@ -144,3 +144,46 @@ def test_a_regression_report_never_replaces_what_it_compares(runs: dict[str, Pat
         result = runner.invoke(app, ["regress", str(runs["a"]), str(runs["a"]), flag, str(store)])
         _clean(result, 2, "is the input")
     assert store.read_bytes() == before
+
+
+def test_results_csv_cells_cannot_be_spreadsheet_formulas(runs: dict[str, Path], tmp_path: Path) -> None:
+    """User-controlled text (a dataset's name, a plug-in's error text: ``=HYPERLINK(...)``,
+    ``@SUM``, ``+cmd``, ``-2+3``, a tab or CR first) reaches results.csv's text cells;
+    opened in a spreadsheet such a cell would run as a formula. Each is prefixed with ``'``
+    (OWASP's rule), while real numbers (a negative figure, a text cell that is just a
+    number) are left as they are."""
+    import csv
+
+    from perfscout.state.records import CompressionResult
+    from perfscout.tools.results_store import ResultStore
+
+    names = ["=HYPERLINK(\"http://x\",\"y\")", "@SUM(A1)", "+cmd", "-2+3", "\tTAB", "\rCR"]
+    out = _copy(runs["a"], tmp_path / "run")
+    with ResultStore(out / "results.sqlite") as store:  # the user-controlled text of further rows
+        base = store.results().iloc[0].to_dict()
+        for i, name in enumerate(names):
+            row = {k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in base.items()}
+            row.update(task_key=f"k{i}", dataset=name, error=name, codec="zfp", psnr=-12.5, bound_ok=True)
+            store.put_result(CompressionResult(**{k: v for k, v in row.items() if v is not None or k == "bound_ok"}))
+        store.put_result(CompressionResult(**{**{k: v for k, v in base.items() if v == v and v is not None},
+                                              "task_key": "num", "dataset": "-42", "error": "1e-3"}))
+        store.export(out)
+    with open(out / "results.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    by_key = {r["task_key"]: r for r in rows}
+    for i, name in enumerate(names):
+        assert by_key[f"k{i}"]["dataset"] == "'" + name, by_key[f"k{i}"]["dataset"]
+        assert by_key[f"k{i}"]["error"] == "'" + name
+        assert float(by_key[f"k{i}"]["psnr"]) == -12.5  # a number column is never touched
+    assert by_key["num"]["dataset"] == "-42" and by_key["num"]["error"] == "1e-3"  # plain numbers stay
+    for r in rows:
+        for cell in r.values():
+            assert not cell or cell[0] not in "=+@\t\r" and not (cell[0] == "-" and not _is_number(cell)), cell
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
