@@ -61,7 +61,8 @@ def test_a_damaged_store_is_a_clear_error_everywhere(damage: str, runs: dict[str
     store.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
     damaged = store.read_bytes()
     needle = "cannot open results store"
-    _clean(runner.invoke(app, ["report", str(bad)]), 2, needle)
+    # the report names it damaged (exit 1): the run's task results on disk say what it lost
+    _clean(runner.invoke(app, ["report", str(bad)]), 1, "is damaged")
     _clean(runner.invoke(app, ["export", str(bad)]), 2, needle)
     _clean(runner.invoke(app, ["regress", str(runs["a"]), str(bad)]), 2, needle)
     _clean(runner.invoke(app, ["sweep", str(runs["a.yaml"]), "--out", str(bad), "--resume", "--no-progress"]),
@@ -187,3 +188,54 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize("damage", ["zero-length", "rows-lost", "tasks-lost", "random"])
+def test_a_store_that_disagrees_with_the_task_results_on_disk_is_damaged(
+        damage: str, runs: dict[str, Path], tmp_path: Path) -> None:
+    """A zero-length results.sqlite beside the stored task results reported "0 of 0 task(s)
+    ... every measured bound held", exit 0. A store that does not hold what raw/ holds is
+    damaged: exit 1, nothing written (the store is left as it was, no report), and
+    ``report --rebuild`` rebuilds it from the task results (the damaged one kept aside)."""
+    bad = _copy(runs["a"], tmp_path / "bad")
+    for name in ("report.md", "report.html"):
+        (bad / name).unlink(missing_ok=True)
+    store = bad / "results.sqlite"
+    if damage == "zero-length":
+        store.write_bytes(b"")
+        for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+            (bad / extra).unlink(missing_ok=True)
+    elif damage == "random":
+        store.write_bytes(os.urandom(4096))
+    else:
+        with sqlite3.connect(store) as db:
+            db.execute("DELETE FROM results" if damage == "rows-lost" else "DELETE FROM tasks")
+    before = store.read_bytes()
+    result = runner.invoke(app, ["report", str(bad)])
+    _clean(result, 1, "is damaged")
+    said = " ".join(result.stderr.split())
+    assert "--rebuild" in said and "1 task result" in said, said
+    assert store.read_bytes() == before, "the damaged store was written to"
+    assert not (bad / "report.md").exists()
+    rebuilt = runner.invoke(app, ["report", "--rebuild", str(bad)])
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    report = (bad / "report.md").read_text()
+    assert "1 of 1 task(s) stored" in report, report[:400]
+    kept = sorted(p.name for p in bad.iterdir() if p.name.startswith("results.sqlite.damaged"))
+    assert kept and (bad / kept[0]).read_bytes() == before, kept
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT codec, bound_ok FROM results").fetchall() == [("zfp", 1)]
+    # a store that agrees is not rebuilt (its attempt log would be lost for nothing)
+    _clean(runner.invoke(app, ["report", "--rebuild", str(runs["a"])]), 2, "agrees")
+
+
+def test_a_store_of_a_run_with_no_result_yet_is_not_damaged(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Rows that are missing because their tasks never finished (no result.json in raw/)
+    are an incomplete run, not a damaged store: the report says so, exit 0."""
+    partial = _copy(runs["a"], tmp_path / "partial")
+    with sqlite3.connect(partial / "results.sqlite") as db:
+        db.execute("DELETE FROM results")
+    shutil.rmtree(partial / "raw")
+    result = runner.invoke(app, ["report", str(partial)])
+    assert result.exit_code == 0, result.stderr
+    assert "Incomplete run" in (partial / "report.md").read_text()
