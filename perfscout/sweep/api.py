@@ -74,6 +74,8 @@ class StoreDamaged(StoreError):
     """The results store does not hold what the run's task results on disk say it should
     (``perfscout report`` exits 1; ``report --rebuild`` rebuilds it from them)."""
 
+    exit_code = 1  # the CLI's: a damaged store is a failure, not bad input
+
 
 #: The run directory's record of each finished task, written after its row is committed
 #: (perfscout.sweep.child.promote): a task with this file has a row in a sound store.
