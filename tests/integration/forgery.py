@@ -24,3 +24,14 @@ def split(buf: bytes) -> tuple[dict, list[bytes]]:
         parts.append(buf[pos:pos + size])
         pos += size
     return header, parts
+
+
+def sz3_claiming(stream: bytes, n: int) -> bytes:
+    """An SZ3 (pysz) stream whose own configuration is rewritten to hold ``n`` values in one
+    dimension: every header check agrees with a container of shape ``[n]``."""
+    (payload,) = struct.unpack_from("<Q", stream, 8)
+    conf = stream[16 + payload:]
+    ndim, width = conf[1], conf[2]
+    rest = conf[3 + -(-ndim * width // 8) + 8:]
+    new_conf = bytes([3 + 8 + 8 + len(rest), 1, 64]) + n.to_bytes(8, "little") + struct.pack("<Q", n) + rest
+    return stream[:16 + payload] + new_conf

@@ -30,7 +30,7 @@ from perfscout.codecs.framing import _PREFIX, to_bytes
 from perfscout.datasets import synthetic
 from perfscout.errors import CodecError
 from perfscout.tools.evaluate import evaluate_full
-from tests.integration.forgery import pack, split
+from tests.integration.forgery import pack, split, sz3_claiming
 
 runner = CliRunner()
 
@@ -102,14 +102,8 @@ def test_a_consistent_petabyte_claim_is_refused_before_allocating(tmp_path: Path
     check passes; the size is refused against this machine's memory, at once."""
     good, _ = _container("sz3")
     header, parts = split(good)
-    stream = parts[0]
-    (payload,) = struct.unpack_from("<Q", stream, 8)
-    conf = stream[16 + payload:]
-    ndim, width = conf[1], conf[2]
-    rest = conf[3 + -(-ndim * width // 8) + 8:]
     n = 2**48
-    new_conf = bytes([3 + 8 + 8 + len(rest), 1, 64]) + n.to_bytes(8, "little") + struct.pack("<Q", n) + rest
-    forged = stream[:16 + payload] + new_conf
+    forged = sz3_claiming(parts[0], n)
     header["shape"] = [n]
     result, out = _decompress(_with_stream(header, parts, forged), tmp_path)
     assert _decoded_or_refused(result, out) == "refused"
