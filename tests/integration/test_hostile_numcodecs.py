@@ -253,3 +253,30 @@ def test_a_chunk_claiming_more_than_this_machine_has_is_refused_at_once() -> Non
     header["shape"] = [n]
     with pytest.raises(CodecError, match="available"):
         SZ3("abs", 1e-2).decode(_resealed(header, parts))
+
+
+def test_a_dead_decoder_process_is_an_error_then_replaced() -> None:
+    """The helper killed under the adapter (SIGKILL, as a crashing decoder dies): the call
+    that finds it dead is a CodecError naming the signal, and the next call starts a
+    fresh helper and decodes."""
+    import signal
+
+    from perfscout.codecs import decoder_process as D
+    from perfscout.errors import CodecError
+
+    x = np.cumsum(np.random.default_rng(3).standard_normal((24, 40)), axis=0)
+    chunk = SZ3("abs", 1e-2).encode(x)
+    first = SZ3("abs", 1e-2).decode(chunk)
+    proc = D._CHILD.proc
+    assert proc is not None and proc.poll() is None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    original = D._CHILD._alive
+    D._CHILD._alive = lambda: proc  # type: ignore[method-assign]  # as if it died with this request on its way
+    try:
+        with pytest.raises(CodecError, match="killed by SIGKILL"):
+            SZ3("abs", 1e-2).decode(chunk)
+    finally:
+        D._CHILD._alive = original  # type: ignore[method-assign]
+    np.testing.assert_array_equal(SZ3("abs", 1e-2).decode(chunk), first)
+    assert D._CHILD.proc is not None and D._CHILD.proc.pid != proc.pid
