@@ -90,7 +90,11 @@ class _Child:
         allowed_s = TIMEOUT_BASE_S + TIMEOUT_S_PER_GIB * out.nbytes / 2**30
         deadline = time.monotonic() + allowed_s
         with self.lock:
-            proc = self._alive()
+            try:
+                proc = self._alive()
+            except OSError as exc:  # no interpreter to start (an embedded Python, a process limit)
+                raise CodecError(f"{codec_id} stream could not be decoded: the decoder's helper process did not "
+                                 f"start ({exc})") from None
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(_HEAD.pack(b"D", len(container)))
