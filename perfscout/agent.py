@@ -28,7 +28,7 @@ import yaml
 from langgraph.types import Command
 
 from perfscout.errors import InputError
-from perfscout.graph.checkpoint import DURABILITY, open_checkpointer
+from perfscout.graph.checkpoint import DURABILITY, open_checkpointer, refuse_reused_thread
 from perfscout.graph.context import Context, context_from
 from perfscout.graph.graph import compile_graph
 from perfscout.graph.planner import is_sweep_spec
@@ -143,8 +143,12 @@ def stream(request_or_spec: Any, *, thread_id: str | None = None,
     """Run and yield ``(node, update)`` events as each node finishes (``__interrupt__``
     when the run stops for a question). The last event is ``("__outcome__", RunOutcome)``."""
     ctx = context_from(context)
+    request = load_request(request_or_spec)
+    if thread_id:  # a given id must be new: a run under it would merge into its results
+        with open_checkpointer(ctx) as saver:
+            refuse_reused_thread(saver, ctx, thread_id)
     thread_id = thread_id or uuid.uuid4().hex[:12]
-    yield from _drive({"request": load_request(request_or_spec)}, thread_id, ctx, stream_mode)
+    yield from _drive({"request": request}, thread_id, ctx, stream_mode)
 
 
 def _drive(graph_input: Any, thread_id: str, ctx: Context, stream_mode: str = "updates",

@@ -133,7 +133,8 @@ _LOW63 = (1 << 63) - 1
 @_jit
 def _pass_a_kernel(x: Any, y: Any, bound_kind: int, bound: float) -> tuple:
     """One chunk: (finite, min e, max e (e = y - x in float64), max |e|, its first index,
-    the count of |e| beyond the bound: > bound (kind 1) or > bound * |x| (kind 2)).
+    the count of candidates beyond the bound: |e| >= bound (kind 1) or >= bound * |x|
+    (kind 2), |e| > 0; the bound check decides them exactly).
 
     Extremes as integer reductions of the bit patterns (a float min/max reduction does
     not vectorise; for IEEE doubles ``b ^ ((b >> 63) & LOW63)`` orders as the values, and
@@ -159,10 +160,12 @@ def _pass_a_kernel(x: Any, y: Any, bound_kind: int, bound: float) -> tuple:
             hi = k if k > hi else hi
             a = b & low
             bmax = a if a > bmax else bmax
+            # candidates of the bound check: |e| at least the (rounded) allowance and not 0;
+            # the check decides them exactly (perfscout.codecs.verify.may_exceed)
             if bound_kind == 1:
-                beyond += abs(e) > bound  # = (|e| - bound > 0), the check's own test
+                beyond += (abs(e) >= bound) & (e != 0.0)
             elif bound_kind == 2:
-                beyond += abs(e) > bound * abs(xv)
+                beyond += (abs(e) >= bound * abs(xv)) & (e != 0.0)
         if bmax > amax:  # the first block holding the largest |e|
             amax = bmax
             amax_at = s
@@ -181,7 +184,7 @@ def _pass_a_kernel(x: Any, y: Any, bound_kind: int, bound: float) -> tuple:
 
 @_jit
 def _beyond_kernel(x: Any, y: Any, bound_kind: int, bound: float, cand: Any) -> int:
-    """The flat indices (into ``cand``) of a chunk's elements beyond the bound, in
+    """The flat indices (into ``cand``) of a chunk's candidates beyond the bound, in
     order; their count. Pass A's test, element by element: counted per block first
     (vectorised), indices gathered only in the blocks that hold any."""
     k = 0
@@ -192,13 +195,13 @@ def _beyond_kernel(x: Any, y: Any, bound_kind: int, bound: float, cand: Any) -> 
         for i in range(xb.size):
             xv = np.float64(xb[i])
             a = abs(np.float64(yb[i]) - xv)
-            count += (a > bound) if bound_kind == 1 else (a > bound * abs(xv))
+            count += ((a >= bound) if bound_kind == 1 else (a >= bound * abs(xv))) & (a != 0.0)
         if count == 0:
             continue
         for i in range(xb.size):
             xv = np.float64(xb[i])
             a = abs(np.float64(yb[i]) - xv)
-            if (a > bound) if bound_kind == 1 else (a > bound * abs(xv)):
+            if ((a >= bound) if bound_kind == 1 else (a >= bound * abs(xv))) and a != 0.0:
                 cand[k] = s + i
                 k += 1
     return k

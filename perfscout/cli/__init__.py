@@ -156,7 +156,8 @@ class LazyGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         """Every command's failures, in one place: a :class:`PerfscoutError` (bad input) and
         an ``OSError`` (a path the user gave that cannot be read or written: missing, a
-        directory, read-only, a full disk) are one line on stderr and exit code 2; any other
+        directory, read-only, a full disk) are one line on stderr and exit code 2 (1 for an error
+        whose ``exit_code`` says so: a damaged store); any other
         exception is a perfscout bug, also one line (the traceback under ``--verbose``), exit
         code 2 as well, since only an input can have reached it. Here rather than in
         :func:`main` so that typer's ``CliRunner`` and embedding callers see the same."""
@@ -166,6 +167,8 @@ class LazyGroup(TyperGroup):
             raise
         except PerfscoutError as exc:
             _print_error(str(exc))
+            # a store found damaged is a failure, not bad input: its error says exit 1
+            raise typer.Exit(getattr(exc, "exit_code", 2)) from None
         except OSError as exc:
             _print_error(_describe_os_error(exc))
         except MemoryError as exc:

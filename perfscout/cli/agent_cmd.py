@@ -196,11 +196,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Continue a run: answer its question, or pick up after a crash."""
         from perfscout import agent
+        from perfscout.graph.checkpoint import CheckpointStoreDamaged
 
         usable_home()
         events = (agent.resume_stream(thread_id, _parse_answer(answer)) if answer is not None
                   else agent.resume_stream(thread_id))
-        _finish(events, as_json, interactive=True)
+        try:
+            _finish(events, as_json, interactive=True)
+        except CheckpointStoreDamaged as exc:
+            mine = [d for d in exc.run_dirs if d.name == thread_id]
+            where = (f"; the run directory of {thread_id} is still there: {mine[0]} (its report and results "
+                     "are intact; a fresh run with another --thread-id measures it again)") if mine else \
+                f"; no run directory of {thread_id} is on disk"
+            fail(escape(f"{exc}{where}"), code=1)
 
     @app.command("runs")
     def runs_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
@@ -210,10 +218,31 @@ def register(app: typer.Typer) -> None:
         from perfscout.graph.context import Context
         from perfscout.home import home_source
 
+        from perfscout.graph.checkpoint import CheckpointStoreDamaged
+
         ctx = Context()
-        runs = agent.list_runs(context=ctx)
+        try:
+            runs = agent.list_runs(context=ctx)
+        except CheckpointStoreDamaged as exc:
+            _damaged_runs(exc, as_json)
+        from perfscout.graph.checkpoint import describe, run_dirs_on_disk
+
+        known = {r.thread_id for r in runs}
+        # run directories the store does not know (it was moved aside or replaced): shown, never hidden
+        orphans = [d for d in run_dirs_on_disk(ctx) if d.name not in known]
         if as_json:
-            emit_json([{**r.__dict__, "summary": describe_request(r.request)} for r in runs])
+            emit_json([{**r.__dict__, "summary": describe_request(r.request)} for r in runs]
+                      + [{"thread_id": d.name, "status": "no checkpoint", "run_dir": str(d),
+                          "report_path": str(d / "report.md") if (d / "report.md").is_file() else ""}
+                         for d in orphans])
+            return
+        if orphans:
+            stderr.print(escape(f"{len(orphans)} run director{'y' if len(orphans) == 1 else 'ies'} under "
+                                f"{ctx.runs_dir} {'is' if len(orphans) == 1 else 'are'} not in the checkpoint store "
+                                f"{describe(ctx)} (cannot be resumed; reports intact): "
+                                f"{', '.join(d.name for d in orphans[:8])}{' ...' if len(orphans) > 8 else ''}"),
+                         highlight=False)
+        if not runs and orphans:
             return
         if not runs:
             stdout.print(escape(f"no runs yet in {ctx.home_path} ({home_source()}); start one with: "
@@ -236,6 +265,27 @@ def register(app: typer.Typer) -> None:
         stdout.print(table)
         stdout.print(escape(f"{len(runs)} run(s) in {ctx.home_path} ({home_source()}); report paths are "
                             f"relative to {base}; continue one with: perfscout resume THREAD"), highlight=False)
+
+
+def _damaged_runs(exc: Any, as_json: bool) -> None:
+    """`perfscout runs` on a damaged checkpoint store: say so (exit 1) and list the run
+    directories still on disk (thread id, request, report) instead of "no runs yet"."""
+    rows = []
+    for d in exc.run_dirs:
+        try:
+            request = json.loads((d / "request.json").read_text(encoding="utf-8")).get("request")
+        except (OSError, ValueError, AttributeError):
+            request = None
+        report = d / "report.md"
+        rows.append({"thread_id": d.name, "status": "unknown (checkpoint store damaged)", "run_dir": str(d),
+                     "report_path": str(report) if report.is_file() else "", "request": request})
+    if as_json:
+        emit_json({"error": str(exc), "damaged_store": exc.store, "run_dirs": rows})
+    else:
+        for r in rows:
+            stdout.print(escape(f"{r['thread_id']}: {describe_request(r['request'])} "
+                                f"(report: {r['report_path'] or '-'})"), highlight=False)
+    fail(escape(str(exc)), code=1)
 
 
 def describe_request(request: Any) -> str:

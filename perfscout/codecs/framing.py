@@ -85,7 +85,7 @@ def from_bytes(buf: bytes) -> tuple[Compressed, dict[str, bytes]]:
     if version != CONTAINER_VERSION:
         raise CodecError(f"unsupported container version {version} (this perfscout reads {CONTAINER_VERSION})")
     (stored_crc,) = struct.unpack_from("<I", buf, len(buf) - 4)
-    if crc32(buf[:-4]) != stored_crc:
+    if crc32(memoryview(buf)[:-4]) != stored_crc:  # no copy of the whole container
         raise CodecError("compressed file is corrupt or truncated: CRC-32 mismatch")
     start = _PREFIX.size
     try:

@@ -5,6 +5,14 @@ empty -> ``$PERFSCOUT_HOME/checkpoints.sqlite``; ``sqlite:///PATH`` -> that file
 ``postgresql://...`` -> :class:`~langgraph.checkpoint.postgres.PostgresSaver`. Runs
 are invoked with ``durability="sync"``: each step's checkpoint is on disk before the
 next step starts, so a tool call that finished is never repeated after a crash.
+
+A SQLite store that cannot be read, or that is empty while run directories exist under
+``$PERFSCOUT_HOME/runs``, is **damaged** (:class:`CheckpointStoreDamaged`): it is never
+opened for writing (the SQLite saver would lay fresh tables over it and forget every
+run), and ``runs``/``resume``/``run`` name it with the run directories still on disk.
+A thread id that already holds a run (checkpoints, or a run directory) is never reused
+for a fresh run (:func:`refuse_reused_thread`): its results would merge into the new
+answer and its report be replaced.
 """
 
 from __future__ import annotations
@@ -21,6 +29,72 @@ from perfscout.errors import InputError
 from perfscout.graph.context import Context
 
 DURABILITY = "sync"
+
+
+class CheckpointStoreDamaged(InputError):
+    """The checkpoint store cannot be used; ``run_dirs`` are the run directories on disk."""
+
+    exit_code = 1  # the CLI's: a damaged store is a failure, not bad input
+
+    def __init__(self, message: str, store: str, run_dirs: list[Path]) -> None:
+        super().__init__(message)
+        self.store = store
+        self.run_dirs = run_dirs
+
+
+def run_dirs_on_disk(ctx: Context) -> list[Path]:
+    """The agent's run directories under ``ctx.runs_dir`` (those with a ``request.json``),
+    most recently changed first."""
+    base = ctx.runs_dir
+    try:
+        found = [d for d in base.iterdir() if d.is_dir() and (d / "request.json").is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)
+
+
+def _damaged(ctx: Context, why: str) -> CheckpointStoreDamaged:
+    path = describe(ctx)
+    dirs = run_dirs_on_disk(ctx)
+    seen = (f"the run directories it can still see: {len(dirs)} under {ctx.runs_dir} "
+            f"({', '.join(d.name for d in dirs[:8])}{' ...' if len(dirs) > 8 else ''}); their reports and "
+            "results are intact there, but no run can be resumed from this store" if dirs
+            else f"no run directory under {ctx.runs_dir}")
+    return CheckpointStoreDamaged(
+        f"the checkpoint store {path} is damaged ({why}); {seen}. It was not written to: move it aside "
+        f"(mv {path} {path}.damaged) to start a fresh store", path, dirs)
+
+
+def _check_sqlite_store(ctx: Context, path: Path) -> None:
+    """CheckpointStoreDamaged for a store that is not a readable SQLite database, or is
+    empty while run directories exist (reading only)."""
+    if not path.exists():
+        return
+    if path.is_file() and path.stat().st_size == 0:
+        if run_dirs_on_disk(ctx):
+            raise _damaged(ctx, "it is empty (0 bytes) while run directories exist")
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()  # reads the header page
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(ctx, f"{exc}") from None
+
+
+def refuse_reused_thread(saver: BaseCheckpointSaver, ctx: Context, thread_id: str) -> None:
+    """InputError when ``thread_id`` already holds a run: checkpoints in the store, or a run
+    directory on disk (whose report a fresh run would replace)."""
+    has_checkpoint = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}) is not None
+    run_dir = ctx.runs_dir / thread_id
+    has_dir = (run_dir / "request.json").is_file()
+    if has_checkpoint or has_dir:
+        where = "checkpoints in the store" if has_checkpoint else f"its run directory {run_dir}"
+        raise InputError(f"thread id {thread_id!r} already holds a run ({where}): a new request under it would mix "
+                         f"its results into the new answer and replace its report. Continue it with: perfscout "
+                         f"resume {thread_id}; or give another --thread-id (or none, for a fresh one)")
 
 
 def describe(ctx: Context) -> str:
@@ -106,11 +180,17 @@ def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
 
     path = _sqlite_path(ctx)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _check_sqlite_store(ctx, path)
     # check_same_thread=False: ToolNode and the runner use worker threads; SqliteSaver locks.
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
         saver = SqliteSaver(conn)
-        saver.setup()
+        try:
+            saver.setup()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise _damaged(ctx, str(exc)) from None
         yield saver
     finally:
         conn.close()

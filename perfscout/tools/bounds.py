@@ -44,8 +44,10 @@ against):
 ``fixed_rate``
     zfp's bits per value. Not an error bound: ``bound_ok`` is ``None``.
 
-Verification statuses. Every result is decompressed and compared element by element,
-in float64, with the bound. An element's *rounding slack* is two units in the last
+Verification statuses. Every result is decompressed and compared element by element
+with the bound, exactly: ``|x - x'| > bound`` is decided for the real numbers the floats
+stand for, never by a rounded float64 difference (:mod:`perfscout.codecs.verify`, where
+the check lives, below the codecs' users; this module re-exports it). An element's *rounding slack* is two units in the last
 place of the data type at its magnitude (``max(|x|, |x'|)``) plus ``4 * eps * bound``
 (the bound's own representation in the codec's arithmetic), where for ``pw_rel`` the
 bound is the element's own ``bound * |x|``:
@@ -73,7 +75,6 @@ Bounds, ``R`` and metrics then refer to the finite values only.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,22 +86,33 @@ from perfscout.analysis.rate_distortion import PSNR_WINDOW_DB, RATIO_TOLERANCE
 from perfscout.analysis.stream_fast import ChunkView
 from perfscout.analysis.tile_pool import resolve_threads
 from perfscout.codecs.base import ALL_MODES, Compressed
-from perfscout.errors import CodecError, InputError
 
-NONFINITE_POLICIES = ("refuse", "passthrough")
+# The verdict and the non-finite pass-through live below the codecs' users (the numcodecs
+# adapters call them too); re-exported here, where evaluate and the CLI have always found them.
+from perfscout.codecs.verify import (  # noqa: F401
+    BOUND_CHECK_CHUNK,
+    NONFINITE_POLICIES,
+    BoundCheck,
+    BoundScan,
+    NonfiniteInputError,
+    NonfiniteSplit,
+    beyond_in_chunk,
+    check_verify_inputs,
+    exceeds,
+    find_nonfinite,
+    may_exceed,
+    merge_beyond,
+    refuse_nonfinite,
+    restore_nonfinite,
+    rounding_slack,
+    scan_bound,
+    split_nonfinite,
+    unpack_nonfinite,
+    verdict,
+    verify_bound,
+)
+from perfscout.errors import InputError
 
-
-class NonfiniteInputError(InputError):
-    """The input holds NaN/Inf and the policy is ``refuse`` (status ``nonfinite_input``)."""
-
-    def __init__(self, message: str, count: int, first_index: tuple[int, ...]) -> None:
-        super().__init__(message)
-        self.count = count
-        self.first_index = first_index
-
-    def __reduce__(self) -> tuple[type, tuple[str, int, tuple[int, ...]]]:
-        # Picklable with its extra fields: it crosses from the codec's child process.
-        return (type(self), (str(self), self.count, self.first_index))
 
 
 # -- bound validation and resolution ------------------------------------------------------
@@ -220,183 +232,16 @@ def codec_abs_bound(abs_bound: float, dtype: np.dtype) -> float:
     return min(float(abs_bound), float(np.finfo(dtype).max))
 
 
-# -- verification ------------------------------------------------------------------------
-@dataclass
-class BoundCheck:
-    """Verdict of the element-wise check."""
-
-    status: str  # "ok" | "bound_overshoot" | "bound_violated" | "error" (no bound, non-finite error)
-    bound_ok: bool | None
-    max_abs_err: float
-    max_abs_err_index: tuple[int, ...]
-    n_beyond: int = 0  # elements beyond the bound (overshoot or violation)
-    n_violations: int = 0  # elements beyond the bound by more than rounding slack
-    worst_excess: float = 0.0  # largest (error - allowed) over all elements, when > 0
-    worst_index: tuple[int, ...] = ()
-    message: str = ""
-
-
-def rounding_slack(
-    original: np.ndarray, reconstructed: np.ndarray, bound: float | np.ndarray
-) -> np.ndarray:
-    """Per-element float-rounding allowance in the data type (see module docstring)."""
-    dtype = np.dtype(original.dtype) if np.issubdtype(original.dtype, np.floating) else np.dtype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        magnitude = np.maximum(np.abs(original), np.abs(reconstructed)).astype(dtype)
-        ulp = np.spacing(magnitude).astype(np.float64)
-    ulp = np.where(np.isfinite(ulp), ulp, 0.0)  # no slack for a NaN/Inf reconstruction
-    return 2.0 * ulp + 4.0 * float(np.finfo(dtype).eps) * bound
-
-
-def _checked_what(original: np.ndarray, reconstructed: np.ndarray, abs_bound: float | None,
-                  pw_rel_bound: float | None) -> str:
-    """The refusals of :func:`verify_bound` (InputError), and what the bound is called."""
-    if original.shape != reconstructed.shape:
-        raise InputError(f"reconstruction has shape {reconstructed.shape}, original {original.shape}")
-    for name, value in (("abs_bound", abs_bound), ("pw_rel_bound", pw_rel_bound)):
-        # An infinite (or NaN) bound would pass every error, inf included: never "ok".
-        if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
-            raise InputError(f"cannot verify against {name} = {value!r}: a bound must be finite and >= 0")
-    if original.size == 0:
-        raise InputError("cannot verify an empty array: there is no element to check")
-    if abs_bound is None and pw_rel_bound is None:
-        return ""
-    if pw_rel_bound is not None:
-        # Each element's own bound: the field's largest one would excuse a 100% error on
-        # a small element as "rounding" (float32: 4 eps of 10 is ~5e-6).
-        return f"point-wise relative bound {pw_rel_bound:g}"
-    return f"abs bound {abs_bound:.6g}"
-
-
-def verify_bound(
-    original: np.ndarray,
-    reconstructed: np.ndarray,
-    *,
-    abs_bound: float | None = None,
-    pw_rel_bound: float | None = None,
-) -> BoundCheck:
-    """Check every element against ``abs_bound`` or ``bound * |x|`` (``pw_rel_bound``).
-
-    With neither bound (fixed_rate) only the error is measured and ``bound_ok`` is None;
-    a non-finite error there (inf/NaN out of finite input) is status ``error``, never ``ok``.
-    """
-    what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
-    return _verdict(original, reconstructed, what, _scan_bound(original, reconstructed, abs_bound, pw_rel_bound))
-
-
-def _verdict(original: np.ndarray, reconstructed: np.ndarray, what: str, scan: _BoundScan) -> BoundCheck:
-    index = tuple(int(i) for i in np.unravel_index(scan.max_flat, original.shape))
-    if not what:
-        if not math.isfinite(scan.max_err):  # no bound to hold, but inf/NaN out of finite input is broken
-            return BoundCheck("error", None, scan.max_err, index, message=(
-                f"error: the reconstruction is not finite at index {index} (value "
-                f"{float(original.flat[scan.max_flat]):.6g} came back as {float(reconstructed.flat[scan.max_flat])!r})"))
-        return BoundCheck("ok", None, scan.max_err, index)
-    if scan.n_beyond == 0:
-        return BoundCheck("ok", True, scan.max_err, index)
-    worst_index = tuple(int(i) for i in np.unravel_index(scan.worst_flat, original.shape))
-    n_viol, n_beyond, worst = scan.n_violations, scan.n_beyond, scan.worst_excess
-    status = "bound_violated" if n_viol else "bound_overshoot"
-    detail = (
-        f"{n_viol} of them beyond float rounding" if n_viol
-        else f"all within float rounding of {np.dtype(original.dtype).name}"
-    )
-    message = (
-        f"{status}: {n_beyond} element(s) exceed the {what}, {detail}; worst excess "
-        f"{worst:.3g} at index {worst_index} (error {scan.worst_err:.6g}, value "
-        f"{scan.worst_value:.6g}); max error {scan.max_err:.6g} at {index}"
-    )
-    return BoundCheck(status, False, scan.max_err, index, n_beyond, n_viol, worst, worst_index, message)
-
-
-#: The check reads both arrays in flat chunks of this many elements: float64
-#: temporaries of a few MiB instead of several copies of the whole field.
-BOUND_CHECK_CHUNK = 1 << 18
-
-
-@dataclass
-class _BoundScan:
-    max_err: float = -1.0
-    max_flat: int = 0
-    n_beyond: int = 0
-    n_violations: int = 0
-    worst_excess: float = -math.inf
-    worst_flat: int = 0
-    worst_err: float = 0.0
-    worst_value: float = 0.0
-    worst_is_nan: bool = False
-
-
-def _scan_bound(original: np.ndarray, reconstructed: np.ndarray, abs_bound: float | None,
-                pw_rel_bound: float | None) -> _BoundScan:
-    """One pass in chunks: the largest error (first occurrence), and for the elements beyond
-    the bound (only for them: the rounding slack costs several operations per element)
-    their count, how many exceed it by more than the slack, and the worst excess (first
-    NaN, else first largest, as numpy.argmax over the whole excess array would pick)."""
-    xf = np.ascontiguousarray(original).reshape(-1)
-    yf = np.ascontiguousarray(reconstructed).reshape(-1)
-    out = _BoundScan()
-    for i0 in range(0, xf.size, BOUND_CHECK_CHUNK):
-        xc, yc = xf[i0 : i0 + BOUND_CHECK_CHUNK], yf[i0 : i0 + BOUND_CHECK_CHUNK]
-        x = xc.astype(np.float64, copy=False)
-        with np.errstate(over="ignore", invalid="ignore"):
-            err = np.abs(x - yc.astype(np.float64, copy=False))
-        err[np.isnan(err)] = np.inf  # a NaN out of a codec is an unbounded error
-        j = int(np.argmax(err))
-        if float(err[j]) > out.max_err:
-            out.max_err, out.max_flat = float(err[j]), i0 + j
-        if abs_bound is None and pw_rel_bound is None:
-            continue
-        if pw_rel_bound is None and float(err[j]) <= abs_bound:
-            continue  # nothing in this chunk is beyond the bound
-        _beyond_in_chunk(out, i0, xc, yc, x, err, abs_bound, pw_rel_bound)
-    return out
-
-
-def _beyond_in_chunk(out: _BoundScan, i0: int, xc: np.ndarray, yc: np.ndarray, x: np.ndarray,
-                     err: np.ndarray, abs_bound: float | None, pw_rel_bound: float | None) -> None:
-    """The elements of one chunk beyond the bound (``x``: the chunk in float64, ``err``:
-    its |error|, NaN already inf): their count, how many exceed it by more than their
-    rounding slack (computed for them only), and the worst excess, into ``out``."""
-    allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
-    with np.errstate(invalid="ignore"):
-        excess = err - allowed
-    w = int(np.argmax(excess))
-    v = float(excess[w])
-    if not out.worst_is_nan and (math.isnan(v) or v > out.worst_excess):
-        out.worst_excess, out.worst_flat, out.worst_is_nan = v, i0 + w, math.isnan(v)
-        out.worst_err, out.worst_value = float(err[w]), float(x[w])
-    beyond = excess > 0
-    nb = int(np.count_nonzero(beyond))
-    if nb == 0:
-        return
-    out.n_beyond += nb
-    cand = np.flatnonzero(beyond)
-    sub_allowed = allowed[cand] if pw_rel_bound is not None else float(abs_bound)
-    slack = rounding_slack(xc[cand], yc[cand], sub_allowed)
-    out.n_violations += int(np.count_nonzero(excess[cand] > slack))
-
-
-def _merge_beyond(out: _BoundScan, part: _BoundScan) -> None:
-    """Add a later chunk's :func:`_beyond_in_chunk` to ``out``, as one scan over both
-    would have (the worst: first NaN, else first largest)."""
-    out.n_beyond += part.n_beyond
-    out.n_violations += part.n_violations
-    v = part.worst_excess
-    if not out.worst_is_nan and (part.worst_is_nan or v > out.worst_excess):
-        out.worst_excess, out.worst_flat, out.worst_is_nan = v, part.worst_flat, part.worst_is_nan
-        out.worst_err, out.worst_value = part.worst_err, part.worst_value
-
-
 # -- the bound check inside the metric pass --------------------------------------------------
 class _OnePassCheck:
     """The bound check as a :class:`perfscout.analysis.stream_fast.ChunkWatch`: the metric
     pass's first read of each chunk already holds e = y - x in float64 and its extremes
-    (the same numbers :func:`_scan_bound` computes: |y - x| = |x - y| exactly), so the
+    (the same numbers :func:`scan_bound` computes: |y - x| = |x - y| exactly), so the
     largest error and its index come from that pass, and only a chunk that may hold an
-    element beyond the bound gets :func:`_beyond_in_chunk`: for ``abs``, max |e| above the
-    bound; for ``pw_rel``, max |e| above ``bound * min |x|`` of the chunk (below it no
-    element can be beyond: rounding is monotonic). Partials come back in chunk order and
+    element beyond the bound gets :func:`beyond_in_chunk`: for ``abs``, max |e| at least the
+    bound; for ``pw_rel``, max |e| at least ``bound * min |x|`` of the chunk (below it no
+    element can be beyond: rounding is monotonic; at it, one may be, which the exact
+    comparison of :mod:`perfscout.codecs.verify` decides). Partials come back in chunk order and
     are merged as the sequential scan would."""
 
     def __init__(self, abs_bound: float | None, pw_rel_bound: float | None) -> None:
@@ -404,46 +249,47 @@ class _OnePassCheck:
         # What the compiled pass counts per chunk (perfscout.analysis.stream_compiled):
         # only a chunk with an element beyond the bound is shown to chunk().
         self.bounds = (abs_bound, pw_rel_bound)
-        self.scan: _BoundScan | None = None  # set by finish: the whole check
+        self.scan: BoundScan | None = None  # set by finish: the whole check
 
-    def chunk(self, view: ChunkView) -> _BoundScan | None:
+    def chunk(self, view: ChunkView) -> BoundScan | None:
         abs_bound, pw = self.abs_bound, self.pw_rel_bound
         if abs_bound is None and pw is None:
             return None
         worst = max(-view.e_min, view.e_max)
         if pw is None:
-            if worst <= abs_bound:
+            if not may_exceed(worst, abs_bound):
                 return None
         else:
             lo, hi = view.x_min, view.x_max
             smallest = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
-            if worst <= pw * smallest:
+            if not may_exceed(worst, pw * smallest):
                 return None
-        part = _BoundScan()
+        part = BoundScan()
         x = np.asarray(view.x).astype(np.float64, copy=False)
-        _beyond_in_chunk(part, view.start, view.x, view.y, x, np.abs(view.e), abs_bound, pw)
+        beyond_in_chunk(part, view.start, view.x, view.y, x, np.abs(view.e), abs_bound, pw)
         return part
 
-    def candidates(self, start: int, xc: np.ndarray, yc: np.ndarray, cand: np.ndarray) -> _BoundScan:
+    def candidates(self, start: int, xc: np.ndarray, yc: np.ndarray, cand: np.ndarray) -> BoundScan:
         """The chunk's partial from the flat indices (in order, into the chunk starting at
-        ``start``) of its elements beyond the bound, which the compiled metric pass finds
+        ``start``) of its elements that may be beyond the bound (rounded error at least the
+        rounded allowance), which the compiled metric pass finds
         (perfscout.analysis.stream_compiled): the worst excess of the chunk is one of
-        theirs (every other element's excess is <= 0), so :func:`_beyond_in_chunk` on them
+        theirs (every other element's excess is < 0), so :func:`beyond_in_chunk` on them
         alone gives the same counts, worst excess and (mapped back) index."""
-        part = _BoundScan()
+        part = BoundScan()
         if not cand.size:
             return part
         xs, ys = xc[cand], yc[cand]
         x = xs.astype(np.float64)
-        _beyond_in_chunk(part, 0, xs, ys, x, np.abs(ys.astype(np.float64) - x), self.abs_bound, self.pw_rel_bound)
+        beyond_in_chunk(part, 0, xs, ys, x, np.abs(ys.astype(np.float64) - x), self.abs_bound, self.pw_rel_bound)
         part.worst_flat = start + int(cand[part.worst_flat])
         return part
 
     def finish(self, partials: list[Any], max_abs: float, max_flat: int) -> None:
-        out = _BoundScan(max_err=max_abs, max_flat=max_flat)
+        out = BoundScan(max_err=max_abs, max_flat=max_flat)
         for part in partials:
             if part is not None:
-                _merge_beyond(out, part)
+                merge_beyond(out, part)
         self.scan = out
 
 
@@ -473,7 +319,7 @@ def verify_and_measure(
 
     The metric pass's fast path (finite pair, no rescale) carries the check
     (:class:`_OnePassCheck`); when the general passes take over (NaN/Inf, extreme
-    magnitudes, float64 overflow), the check runs its own scan (:func:`_scan_bound`).
+    magnitudes, float64 overflow), the check runs its own scan (:func:`scan_bound`).
     ``threads``: the metric pass's worker threads (:func:`perfscout.analysis.tile_pool.resolve_threads`).
     ``x_extremes``: ``original``'s min and max when the caller knows every element is
     finite (:func:`finite_extremes`, computed once for a ``rel`` bound): the pass then
@@ -484,7 +330,7 @@ def verify_and_measure(
     returned in ``metrics_error`` beside a verdict that stands on its own."""
     from perfscout.analysis.streaming import check_compressed_nbytes, requested_backend, stream_quality_metrics
 
-    what = _checked_what(original, reconstructed, abs_bound, pw_rel_bound)
+    what = check_verify_inputs(original, reconstructed, abs_bound, pw_rel_bound)
     check_compressed_nbytes(compressed_nbytes)
     requested_backend()  # an unknown $PERFSCOUT_METRICS_BACKEND is bad input, not a failed metric pass
     threads = resolve_threads(threads)
@@ -496,106 +342,8 @@ def verify_and_measure(
                                          x_extremes=None if pw_rel_bound is not None else x_extremes)
     except (ArithmeticError, InputError) as exc:
         error = exc
-    scan = watch.scan if watch.scan is not None else _scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
-    return VerifiedMetrics(_verdict(original, reconstructed, what, scan), metrics, error, watch.scan is not None)
-
-
-# -- non-finite pass-through ---------------------------------------------------------------
-@dataclass
-class NonfiniteSplit:
-    """A finite stand-in for the codec plus what restores the non-finite values exactly."""
-
-    filled: np.ndarray
-    mask: np.ndarray  # bool, True where the original is NaN/Inf
-    values: np.ndarray  # the original non-finite values, in order (raw bit patterns kept)
-    fill_value: float
-
-    @property
-    def count(self) -> int:
-        return int(self.values.size)
-
-    def sections(self) -> dict[str, bytes]:
-        """The side data as stored beside the codec stream (zlib-packed)."""
-        return {
-            "nonfinite_mask": zlib.compress(np.packbits(self.mask.reshape(-1)).tobytes(), 6),
-            "nonfinite_values": zlib.compress(self.values.tobytes(), 6),
-        }
-
-    @property
-    def side_nbytes(self) -> int:
-        return sum(len(b) for b in self.sections().values()) if self.count else 0
-
-
-def find_nonfinite(array: np.ndarray) -> tuple[int, tuple[int, ...]]:
-    """(count, first index) of the non-finite elements."""
-    a = np.asarray(array)
-    if a.size == 0:
-        return 0, ()
-    if (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) and math.isfinite(float(np.min(a))) and math.isfinite(float(np.max(a))):
-        return 0, ()  # finite extremes: no NaN (it propagates) and no infinity (it would be one)
-    bad = ~np.isfinite(array)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return 0, ()
-    first = int(np.argmax(bad.reshape(-1)))
-    return count, tuple(int(i) for i in np.unravel_index(first, array.shape))
-
-
-def refuse_nonfinite(array: np.ndarray) -> None:
-    count, first = find_nonfinite(array)
-    if count:
-        raise NonfiniteInputError(
-            f"input holds {count} non-finite value(s) (NaN/Inf), first at index {first}; "
-            "clean the data or pass nonfinite='passthrough' (CLI: --nonfinite passthrough) "
-            "to store them losslessly beside the codec stream",
-            count, first,
-        )
-
-
-def split_nonfinite(array: np.ndarray) -> NonfiniteSplit:
-    mask = ~np.isfinite(array)
-    finite = array[~mask]
-    fill = float(np.mean(finite, dtype=np.float64)) if finite.size else 0.0
-    filled = array.copy()
-    filled[mask] = fill
-    return NonfiniteSplit(filled=filled, mask=mask, values=array[mask].copy(), fill_value=fill)
-
-
-def restore_nonfinite(reconstructed: np.ndarray, split: NonfiniteSplit) -> np.ndarray:
-    out = np.array(reconstructed, copy=True)
-    out[split.mask] = split.values
-    return out
-
-
-def unpack_nonfinite(sections: dict[str, bytes], shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
-    """(mask, values) from stored sections, or None when there are none."""
-    if "nonfinite_mask" not in sections:
-        return None
-    n = int(np.prod(shape))
-    dtype = np.dtype(dtype)
-    try:
-        # Inflated to the size the shape allows and no further: a forged section of a few
-        # bytes that inflates to gigabytes (a zlib bomb) is refused, not allocated.
-        bits = np.frombuffer(_inflate_exactly(sections["nonfinite_mask"], -(-n // 8), "mask"), dtype=np.uint8)
-        mask = np.unpackbits(bits)[:n].astype(bool).reshape(shape)
-        count = int(mask.sum())
-        values = np.frombuffer(_inflate_exactly(sections["nonfinite_values"], count * dtype.itemsize, "values"),
-                               dtype=dtype)
-    except (zlib.error, ValueError, KeyError) as exc:
-        raise CodecError(f"non-finite side data is corrupt: {exc}") from exc
-    if count != values.size:
-        raise CodecError("non-finite side data is corrupt: mask and values disagree")
-    return mask, values
-
-
-def _inflate_exactly(blob: bytes, size: int, what: str) -> bytes:
-    """zlib ``blob`` inflated, which must be exactly ``size`` bytes (never more is inflated)."""
-    inflater = zlib.decompressobj()
-    out = inflater.decompress(blob, size + 1)
-    if len(out) != size or not inflater.eof:
-        raise ValueError(f"the {what} section inflates to {'more' if len(out) > size else len(out)} bytes, "
-                         f"the shape needs {size}")
-    return out
+    scan = watch.scan if watch.scan is not None else scan_bound(original, reconstructed, abs_bound, pw_rel_bound)
+    return VerifiedMetrics(verdict(original, reconstructed, what, scan), metrics, error, watch.scan is not None)
 
 
 # -- searched modes --------------------------------------------------------------------------

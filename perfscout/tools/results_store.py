@@ -15,6 +15,7 @@ compares runs), and a tool must not import the layer above it.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -206,7 +207,9 @@ class ResultStore:
         tmp = {k: p.with_suffix(p.suffix + ".tmp") for k, p in paths.items()}
         try:
             df.to_parquet(tmp["parquet"], index=False)
-            df.to_csv(tmp["csv"], index=False)
+            # RFC 4180's CRLF rows: the writer then quotes a cell holding a CR too (with "\n"
+            # rows a bare CR in a name went out unquoted and split the row in two)
+            csv_safe(df).to_csv(tmp["csv"], index=False, lineterminator="\r\n")
         except BaseException:  # a full disk: no half-written export left behind
             for partial in tmp.values():
                 partial.unlink(missing_ok=True)
@@ -223,6 +226,30 @@ class ResultStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: First characters a spreadsheet reads as the start of a formula (OWASP's CSV-injection
+#: list: = + - @ tab CR; LF too, which some importers treat as CR).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, prefixed with ``'`` (shown as
+    text, not evaluated); a cell that is just a number ("-42", "1e-3") is left alone."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text column's cells neutralised (:func:`csv_cell`); number columns
+    are not text and stay as they are (a negative figure is no formula)."""
+    out = df.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(csv_cell)
+    return out
 
 
 class _Transaction:

@@ -26,28 +26,13 @@ from typer.testing import CliRunner
 
 from perfscout.cli import app
 from perfscout.codecs.base import Codec, Compressed, crc32
-from perfscout.codecs.framing import _PREFIX, MAGIC, to_bytes
+from perfscout.codecs.framing import _PREFIX, to_bytes
 from perfscout.datasets import synthetic
 from perfscout.errors import CodecError
 from perfscout.tools.evaluate import evaluate_full
+from tests.integration.forgery import pack, split, sz3_claiming
 
 runner = CliRunner()
-
-
-def _pack(header: dict, parts: list[bytes]) -> bytes:
-    head = json.dumps(header).encode()
-    body = _PREFIX.pack(MAGIC, 1, len(head)) + head + b"".join(parts)
-    return body + struct.pack("<I", crc32(body))
-
-
-def _split(buf: bytes) -> tuple[dict, list[bytes]]:
-    _, _, head_len = _PREFIX.unpack_from(buf)
-    header = json.loads(buf[_PREFIX.size:_PREFIX.size + head_len])
-    pos, parts = _PREFIX.size + head_len, []
-    for _, size in header["sections"]:
-        parts.append(buf[pos:pos + size])
-        pos += size
-    return header, parts
 
 
 def _container(codec: str, nonfinite: bool = False, **options: object) -> tuple[bytes, np.ndarray]:
@@ -64,7 +49,7 @@ def _with_stream(header: dict, parts: list[bytes], stream: bytes) -> bytes:
     h = json.loads(json.dumps(header))
     h["meta"]["crc32"], h["meta"]["stream_nbytes"] = crc32(stream), len(stream)
     h["sections"][0][1] = len(stream)
-    return _pack(h, [stream, *parts[1:]])
+    return pack(h, [stream, *parts[1:]])
 
 
 def _decompress(buf: bytes, tmp_path: Path):  # noqa: ANN202 - click's Result
@@ -90,7 +75,7 @@ def _decoded_or_refused(result, out: Path) -> str:  # noqa: ANN001
 @pytest.mark.parametrize("codec", ["sz3", "zfp", "sz2", "sz3-h5"])
 def test_forged_streams_never_crash_the_cli(codec: str, tmp_path: Path) -> None:
     good, _ = _container(codec)
-    header, parts = _split(good)
+    header, parts = split(good)
     rng = random.Random(codec)
     seen = set()
     stream = parts[0]
@@ -108,7 +93,7 @@ def test_forged_streams_never_crash_the_cli(codec: str, tmp_path: Path) -> None:
                        ("sections", [["stream", 10**15]])]:
         h = json.loads(json.dumps(header))
         h[key] = value
-        assert _decoded_or_refused(*_decompress(_pack(h, parts), tmp_path)) == "refused", (key, value)
+        assert _decoded_or_refused(*_decompress(pack(h, parts), tmp_path)) == "refused", (key, value)
     assert "refused" in seen
 
 
@@ -116,15 +101,9 @@ def test_a_consistent_petabyte_claim_is_refused_before_allocating(tmp_path: Path
     """SZ3's own header forged to agree with the container (2**48 values): every header
     check passes; the size is refused against this machine's memory, at once."""
     good, _ = _container("sz3")
-    header, parts = _split(good)
-    stream = parts[0]
-    (payload,) = struct.unpack_from("<Q", stream, 8)
-    conf = stream[16 + payload:]
-    ndim, width = conf[1], conf[2]
-    rest = conf[3 + -(-ndim * width // 8) + 8:]
+    header, parts = split(good)
     n = 2**48
-    new_conf = bytes([3 + 8 + 8 + len(rest), 1, 64]) + n.to_bytes(8, "little") + struct.pack("<Q", n) + rest
-    forged = stream[:16 + payload] + new_conf
+    forged = sz3_claiming(parts[0], n)
     header["shape"] = [n]
     result, out = _decompress(_with_stream(header, parts, forged), tmp_path)
     assert _decoded_or_refused(result, out) == "refused"
@@ -133,7 +112,7 @@ def test_a_consistent_petabyte_claim_is_refused_before_allocating(tmp_path: Path
 
 def test_a_zlib_bomb_in_the_nonfinite_sections_is_refused(tmp_path: Path) -> None:
     good, _ = _container("zfp", nonfinite=True)
-    header, parts = _split(good)
+    header, parts = split(good)
     names = [name for name, _ in header["sections"]]
     bomb = zlib.compress(b"\xff" * (256 * 2**20), 9)  # 256 MiB of mask from ~250 KiB
     for section in ("nonfinite_mask", "nonfinite_values"):
@@ -142,7 +121,7 @@ def test_a_zlib_bomb_in_the_nonfinite_sections_is_refused(tmp_path: Path) -> Non
         forged[i] = bomb
         h = json.loads(json.dumps(header))
         h["sections"][i][1] = len(bomb)
-        result, out = _decompress(_pack(h, forged), tmp_path)
+        result, out = _decompress(pack(h, forged), tmp_path)
         assert _decoded_or_refused(result, out) == "refused"
         assert "inflates to more" in " ".join(result.stderr.split()), section
 
@@ -157,7 +136,7 @@ def test_a_threads_stream_decodes_again(codec: str, tmp_path: Path) -> None:
     assert np.array_equal(back, reconstructed)
     # ... and a damaged chunk inside it (the outer checksums recomputed) is refused: each
     # chunk's CRC-32 in the chunk container's own header still names the original bytes
-    header, parts = _split(packed)
+    header, parts = split(packed)
     stream = bytearray(parts[0])
     stream[len(stream) - 1] ^= 0xFF  # the last chunk's last byte
     forged = _with_stream(header, parts, bytes(stream))

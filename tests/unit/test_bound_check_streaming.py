@@ -1,7 +1,9 @@
 """The chunked bound check against the whole-array check it replaced (kept here as the oracle).
 
-``reference_verify_bound`` is the former ``perfscout.tools.bounds.verify_bound`` verbatim
-(float64 copies of the whole field, the rounding slack of every element); the chunked
+``reference_verify_bound`` is the former ``perfscout.tools.bounds.verify_bound`` (float64
+copies of the whole field, the rounding slack of every element), its beyond-the-bound
+decision made exact in rational arithmetic (issue 30: a rounded difference onto the bound
+hid an error beyond it); the chunked
 check computes the slack only for elements beyond the bound and must give the same
 verdict, counts, indices and message.
 """
@@ -9,6 +11,7 @@ verdict, counts, indices and message.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
 from perfscout.errors import InputError
+from perfscout.codecs import verify as V
 from perfscout.tools import bounds as B
 from perfscout.tools.bounds import BoundCheck, rounding_slack
 
@@ -60,6 +64,13 @@ def reference_verify_bound(
         what = f"abs bound {abs_bound:.6g}"
     with np.errstate(invalid="ignore"):
         excess = err - allowed
+    # Since #30: an element is beyond when its error is, in exact (rational) arithmetic; a
+    # rounded difference equal to the allowance may stand for one a hair beyond it.
+    for i in np.flatnonzero((excess.reshape(-1) == 0) & (err.reshape(-1) > 0)):
+        xv, yv = Fraction(float(x.flat[i])), Fraction(float(y.flat[i]))
+        bound = Fraction(abs_bound) if pw_rel_bound is None else Fraction(pw_rel_bound) * abs(xv)
+        d = abs(xv - yv) - bound
+        excess.flat[i] = float(d) if d <= 0 or float(d) > 0 else np.nextafter(0.0, 1.0)
     beyond = excess > 0
     n_beyond = int(np.count_nonzero(beyond))
     if n_beyond == 0:
@@ -107,7 +118,7 @@ def _perturbed(x: np.ndarray, eb: float, seed: int, n_over: int, n_slack: int) -
 @pytest.mark.parametrize("chunk", [1, 5, 64, B.BOUND_CHECK_CHUNK])
 @pytest.mark.parametrize(("n_over", "n_slack"), [(0, 0), (0, 3), (4, 0), (2, 5)])
 def test_chunked_check_equals_whole_array_check(monkeypatch, dtype, chunk, n_over, n_slack) -> None:
-    monkeypatch.setattr(B, "BOUND_CHECK_CHUNK", chunk)
+    monkeypatch.setattr(V, "BOUND_CHECK_CHUNK", chunk)
     rng = np.random.default_rng(3)
     x = np.cumsum(rng.standard_normal((7, 9, 11)), axis=2).astype(dtype)
     eb = 1e-3
@@ -118,7 +129,7 @@ def test_chunked_check_equals_whole_array_check(monkeypatch, dtype, chunk, n_ove
 
 
 def test_nan_and_inf_reconstructions_are_unbounded_in_both(monkeypatch) -> None:
-    monkeypatch.setattr(B, "BOUND_CHECK_CHUNK", 3)
+    monkeypatch.setattr(V, "BOUND_CHECK_CHUNK", 3)
     x = np.linspace(0, 1, 20)
     y = x.copy()
     y[4], y[13], y[17] = np.nan, np.inf, x[17] + 1.0
@@ -148,7 +159,7 @@ def test_chunked_check_on_random_fields(x, eb, seed, n_over, n_slack, chunk, f32
         x = x.astype(np.float32)
     y = _perturbed(x, eb, seed, n_over, n_slack)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(B, "BOUND_CHECK_CHUNK", chunk)
+        mp.setattr(V, "BOUND_CHECK_CHUNK", chunk)
         for kw in ({"abs_bound": eb}, {"pw_rel_bound": min(eb, 0.5)}):
             _same(B.verify_bound(x, y, **kw), reference_verify_bound(x, y, **kw))
 

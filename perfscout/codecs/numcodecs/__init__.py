@@ -11,16 +11,22 @@ first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 ser
   magic, JSON header with codec, mode, bound, shape, dtype, then the library's own stream
   and a CRC-32), so a chunk decodes alone and ``perfscout decompress`` reads it too.
   Input must be a float32/float64 array: raw bytes carry no dtype or shape.
-- ``decode(buf, out=None)``: any bytes-like object; corrupt or truncated chunks raise a
-  :class:`~perfscout.errors.CodecError` before a byte reaches the native library.
+- ``decode(buf, out=None)``: any bytes-like object; corrupt, truncated or forged chunks
+  raise a :class:`~perfscout.errors.CodecError`. The CLI's guards, in the same order:
+  container CRC, codec, the stream's seal and its library header against the declared
+  shape and dtype, the declared size against free memory, non-finite sections inflated
+  to no more than the shape needs; then the native decoder runs in a helper process
+  (:mod:`perfscout.codecs.decoder_process`: a forged body that still crashes it is an
+  error, not the reader's death). szp's decoder is perfscout's own and runs here.
 - Native modes only. ``rel`` is value-range relative over the *whole* field, which a
   chunk cannot see, so it is resolved at configuration time: ``mode="rel", bound=b,
   value_range=R`` becomes ``mode="abs", bound=b*R`` and the config states ``rel_bound=b``
   and ``value_range=R``. ``psnr``/``ratio`` are searched per field: resolve them with
   ``perfscout export`` (or ``perfscout eval``) to the absolute bound they settled on.
 - ``verify=True`` (default): every chunk is decoded once after encoding and checked
-  element by element against the bound (float-rounding slack as in DESIGN.md); a chunk
-  that breaks it raises instead of being written. ``nonfinite="passthrough"`` stores
+  element by element against the bound by :func:`perfscout.codecs.verify.verify_bound`
+  (the check ``perfscout eval`` makes, exact, float-rounding slack as in DESIGN.md); a
+  chunk that breaks it raises instead of being written. ``nonfinite="passthrough"`` stores
   NaN/Inf positions and bit patterns beside the stream (the container's sections, as
   ``perfscout eval --nonfinite passthrough`` does); the default refuses them.
 """
@@ -28,16 +34,19 @@ first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 ser
 from __future__ import annotations
 
 import math
-import zlib
 from typing import Any, ClassVar
 
 import numpy as np
 from numcodecs.abc import Codec as _NumcodecsCodec
 from numcodecs.compat import ensure_bytes, ndarray_copy
 
+from perfscout.codecs import verify as V
+from perfscout.codecs._checks import checked_stream
+from perfscout.codecs.decoder_process import decode_in_child
 from perfscout.codecs.framing import from_bytes, to_bytes
 from perfscout.codecs.registry import get_codec
-from perfscout.errors import CodecError
+from perfscout.codecs.streams import check_stream_header
+from perfscout.errors import CodecError, PerfscoutError
 
 #: perfscout backend id -> numcodecs codec id.
 NUMCODECS_IDS: dict[str, str] = {
@@ -47,8 +56,11 @@ NUMCODECS_IDS: dict[str, str] = {
     "zfp": "perfscout.zfp",
     "szp-gpu": "perfscout.szp",
 }
-NONFINITE_POLICIES = ("refuse", "passthrough")
+NONFINITE_POLICIES = V.NONFINITE_POLICIES
 _SEARCHED = ("psnr", "ratio")
+#: Backends whose decoder is perfscout's own Python (memory-safe on any input): decoded
+#: in this process. Every other backend's native decoder runs in the helper process.
+_IN_PROCESS = ("szp-gpu",)
 
 
 class PerfscoutCodec(_NumcodecsCodec):
@@ -102,54 +114,87 @@ class PerfscoutCodec(_NumcodecsCodec):
     # -- the work -------------------------------------------------------------------------
     def encode(self, buf: Any) -> bytes:
         array = _float_array(self.codec_id, buf)
-        sections: dict[str, bytes] = {}
-        finite = np.isfinite(array)
-        values = array
-        if not finite.all():
+        count, first = V.find_nonfinite(array)
+        split = None
+        if count:
             if self.nonfinite == "refuse":
-                first = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), array.shape))
                 raise CodecError(
-                    f"{self.codec_id}: chunk holds {int(array.size - finite.sum())} non-finite value(s), "
-                    f"first at index {first}; configure nonfinite='passthrough' to store them exactly")
-            values, sections = _split_nonfinite(array, finite)
+                    f"{self.codec_id}: chunk holds {count} non-finite value(s), first at index {first}; "
+                    "configure nonfinite='passthrough' to store them exactly")
+            split = V.split_nonfinite(array)  # the container layout perfscout eval writes
+        values = array if split is None else split.filled
         compressed = self._codec.compress(values)
         if self.verify:
-            self._check(values, self._codec.decompress(compressed), finite)
-        return to_bytes(compressed, sections)
+            self._check(values, self._codec.decompress(compressed), None if split is None else split.mask)
+        return to_bytes(compressed, split.sections() if split is not None else {})
 
     def decode(self, buf: Any, out: Any = None) -> np.ndarray:
-        compressed, sections = from_bytes(ensure_bytes(buf))
+        """The chunk's values; CodecError for anything forged or corrupt. Everything that can
+        be checked without decoding is, first (the container's CRC, the codec, the stream's
+        seal and its own header against the declared shape and dtype, the declared size
+        against this machine's memory, the non-finite sections inflated to no more than
+        the shape needs); then the native decoder runs in a helper process
+        (:mod:`perfscout.codecs.decoder_process`), so a stream that still crashes it is
+        an error here, never this process's death."""
+        raw = ensure_bytes(buf)
+        compressed, sections = from_bytes(raw)
         if compressed.codec_id != self.backend:
             raise CodecError(f"{self.codec_id}: chunk was written by perfscout codec {compressed.codec_id!r}, "
                              f"not {self.backend!r}")
-        decoder = self._codec if (compressed.mode, compressed.bound) == (self.mode, self.bound) else \
-            get_codec(self.backend, compressed.mode, compressed.bound)
-        values = decoder.decompress(compressed)
-        if "nonfinite_mask" in sections:
-            values = _restore_nonfinite(values, sections)
+        try:
+            decoder = self._codec if (compressed.mode, compressed.bound) == (self.mode, self.bound) else \
+                get_codec(self.backend, compressed.mode, compressed.bound)
+        except PerfscoutError as exc:  # a forged mode or bound: the chunk, not the caller, is wrong
+            raise CodecError(f"{self.codec_id}: chunk header is malformed: {exc}") from None
+        if self.backend in _IN_PROCESS:  # szp: its own header carries layout and CRC (no seal)
+            check_stream_header(compressed)
+            shape, dtype = tuple(int(d) for d in compressed.shape), np.dtype(compressed.dtype)
+        else:
+            shape, dtype = checked_stream(decoder, compressed)
+        _check_fits(self.codec_id, shape, dtype)
+        restore = V.unpack_nonfinite(sections, shape, dtype)  # before decoding: a bad section costs nothing
+        if self.backend in _IN_PROCESS:
+            values = decoder.decompress(compressed)
+        else:
+            # The stream's copy is dropped first: the reply lands in a fresh array, so the
+            # peak is the values plus the non-finite mask (1.25x the declared size for float32).
+            del compressed, sections
+            values = decode_in_child(raw, self.backend, shape, dtype)
+        if restore is not None:
+            mask, stored = restore
+            if not values.flags.writeable:  # the helper's reply is ours to write: no second copy
+                values = values.copy()
+            values[mask] = stored
         return ndarray_copy(values, out) if out is not None else values
 
-    def _check(self, original: np.ndarray, decoded: np.ndarray, finite: np.ndarray) -> None:
-        """Refuse a chunk whose reconstruction breaks the bound (beyond float rounding)."""
+    def _check(self, original: np.ndarray, decoded: np.ndarray, nonfinite: np.ndarray | None) -> None:
+        """Refuse a chunk whose reconstruction breaks the bound beyond float rounding: the
+        verdict of :func:`perfscout.codecs.verify.verify_bound`, as evaluate gives it (the
+        non-finite positions, stored exactly beside the stream, are not compared)."""
         if self.mode not in ("abs", "pw_rel"):  # fixed_rate: not an error bound
             return
-        x = original.astype(np.float64)
-        y = decoded.astype(np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
-            err = np.where(finite, np.abs(x - y), 0.0)
-            err = np.where(np.isnan(err), np.inf, err)
-            allowed = self.bound * np.abs(x) if self.mode == "pw_rel" else np.float64(self.bound)
-            magnitude = np.maximum(np.abs(original), np.abs(decoded)).astype(original.dtype)
-            slack = 2.0 * np.spacing(magnitude).astype(np.float64) + 4.0 * np.finfo(original.dtype).eps * allowed
-            excess = err - allowed - np.where(np.isfinite(slack), slack, 0.0)
-        worst = int(np.argmax(excess))
-        if excess.flat[worst] > 0:
-            index = tuple(int(i) for i in np.unravel_index(worst, original.shape))
+        x, y = (original, decoded) if nonfinite is None else (original[~nonfinite], decoded[~nonfinite])
+        if x.size == 0:
+            return
+        check = V.verify_bound(x, y, abs_bound=self.bound if self.mode == "abs" else None,
+                               pw_rel_bound=self.bound if self.mode == "pw_rel" else None)
+        if check.status == "bound_violated" or check.status == "error":
             raise CodecError(
-                f"{self.codec_id}: bound_violated: the {self.mode} bound {self.bound:.6g} is broken at index "
-                f"{index} of this chunk (value {x.flat[worst]:.6g}, error {err.flat[worst]:.6g}); the chunk "
-                "was not written. This codec does not hold this bound on this data: use another codec "
-                "(perfscout eval compares them) or verify=False to store it without the guarantee.")
+                f"{self.codec_id}: bound_violated: {check.message}; the chunk was not written. This codec does "
+                "not hold this bound on this data: use another codec (perfscout eval compares them) or "
+                "verify=False to store it without the guarantee.")
+
+
+def _check_fits(codec_id: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """CodecError when the declared values would not fit in this machine's free memory
+    (a forged header claims any size: refused before anything is allocated for it)."""
+    from perfscout.datasets.synthetic import available_bytes
+
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    have = available_bytes()
+    if nbytes > have:
+        raise CodecError(f"{codec_id}: the chunk declares {dtype.name} shape {shape}, {nbytes / 2**30:.3g} GiB; "
+                         f"{have / 2**30:.3g} GiB is available here: refusing to decode it")
 
 
 def _resolve(codec_id: str, mode: str, bound: float, value_range: float | None,
@@ -195,33 +240,6 @@ def _float_array(codec_id: str, buf: Any) -> np.ndarray:
     if array.ndim == 0 or array.size == 0:
         raise CodecError(f"{codec_id} needs a non-empty array with at least one axis, got shape {array.shape}")
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
-
-
-def _split_nonfinite(array: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, dict[str, bytes]]:
-    """A finite stand-in (non-finite -> mean of the finite values) and the side sections, in
-    the container layout of perfscout.tools.bounds (zlib'd bitmap, zlib'd raw values)."""
-    mask = ~finite
-    fill = float(np.mean(array[finite], dtype=np.float64)) if finite.any() else 0.0
-    filled = array.copy()
-    filled[mask] = fill
-    return filled, {
-        "nonfinite_mask": zlib.compress(np.packbits(mask.reshape(-1)).tobytes(), 6),
-        "nonfinite_values": zlib.compress(array[mask].tobytes(), 6),
-    }
-
-
-def _restore_nonfinite(values: np.ndarray, sections: dict[str, bytes]) -> np.ndarray:
-    try:
-        bits = np.frombuffer(zlib.decompress(sections["nonfinite_mask"]), dtype=np.uint8)
-        mask = np.unpackbits(bits)[: values.size].astype(bool).reshape(values.shape)
-        stored = np.frombuffer(zlib.decompress(sections["nonfinite_values"]), dtype=values.dtype)
-    except (zlib.error, ValueError, KeyError) as exc:
-        raise CodecError(f"non-finite side data of the chunk is corrupt: {exc}") from exc
-    if int(mask.sum()) != stored.size:
-        raise CodecError("non-finite side data of the chunk is corrupt: mask and values disagree")
-    out = np.array(values, copy=True)
-    out[mask] = stored
-    return out
 
 
 class SZ3(PerfscoutCodec):
