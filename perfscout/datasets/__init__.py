@@ -42,6 +42,7 @@ from perfscout.datasets.ref import (
 )
 from perfscout.datasets.registry import (
     DatasetInfo,
+    dataset_names,
     get_dataset,
     list_datasets,
     load_registry,
@@ -53,6 +54,7 @@ __all__ = [
     "DataInfo",
     "DataRef",
     "DatasetInfo",
+    "dataset_names",
     "describe",
     "file_ref",
     "looks_like_file",

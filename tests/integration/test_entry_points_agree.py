@@ -155,3 +155,13 @@ def test_the_agent_reads_a_npy_file_without_asking_for_a_shape(files: dict[str, 
     _, missing = resolve_data(str(files["raw"]), None, None)
     assert missing is not None and set(missing["needs"]) == {"shape", "dtype"}
     assert f"{12 * 16 * 10 * 4} bytes" in missing["needs"]["shape"]
+
+
+def test_the_agent_resolves_a_unique_prefix_and_asks_for_an_unknown_name() -> None:
+    from perfscout.graph.tools import resolve_data
+
+    _, missing = resolve_data("no-such-field", None, None)
+    assert missing is not None and "dataset" in missing["needs"] and "vorticity.512_512" in missing["needs"]["dataset"]
+    if (SHARED_DATA / REAL_FIELD).is_file():
+        field, missing = resolve_data("vorticity.512", None, None)  # the one name it begins
+        assert missing is None and field.name == REAL_FIELD
