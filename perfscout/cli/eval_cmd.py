@@ -58,7 +58,6 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     unless ``--fill-masked`` fills them or ``--nonfinite passthrough`` keeps them aside.
     """
     import perfscout.datasets as ds
-    from perfscout.datasets.field import parse_dtype, parse_endian, parse_shape
 
     given = [name for name, v in (("--data", data), ("--synthetic", synthetic), ("--dataset", dataset)) if v]
     if len(given) != 1:
@@ -67,22 +66,20 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     if (var is not None or fill_masked is not None) and data is None:
         raise InputError("--var and --fill-masked name a variable of a --data file (netCDF, HDF5 or Zarr)")
     if synthetic:
-        return ds.parse_synthetic(synthetic)
-    if dataset:
-        return ds.get_dataset(dataset)
-    assert data is not None
-    structured = ds.file_kind(data) in ("netcdf", "hdf5", "zarr")
-    if var is not None or structured:
-        return _load_file_variable(data, var, shape, dtype, fill_masked, nonfinite, structured)
-    if fill_masked is not None:
-        raise InputError("--fill-masked applies to a netCDF, HDF5 or Zarr variable (--var)")
-    if data.suffix == ".npy":
-        return ds.load_npy(data, allow_nonfinite=True)
-    if shape is None or dtype is None:
-        raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)"
-                         + _shapes_the_size_allows(data, shape, dtype))
-    return ds.load_raw(data, parse_shape(shape), parse_dtype(dtype), endian=parse_endian(endian),
-                       allow_nonfinite=True)
+        ref = ds.synthetic_ref(synthetic)
+    elif dataset:
+        ref = ds.DataRef(source="name", name=dataset)
+    else:
+        assert data is not None
+        if var is not None and data.exists() and ds.file_kind(data) not in ("netcdf", "hdf5", "zarr"):
+            raise InputError(f"--var needs a netCDF, HDF5 or Zarr file; {data} is "
+                             f"{ds.file_kind(data) or 'not a readable file'}")
+        ref = ds.file_ref(data, shape=shape, dtype=dtype, endian=endian, var=var,
+                          masked=ds.masked_policy(fill_masked, nonfinite))
+        if ref.missing():  # a raw file (a .npy file carries its own shape and dtype)
+            raise InputError("--data needs --shape Z,Y,X and --dtype f32|f64 (raw binary, C order)"
+                             + _shapes_the_size_allows(data, shape, dtype))
+    return ds.open(ref)
 
 
 def _shapes_the_size_allows(data: Path, shape: str | None, dtype: str | None) -> str:
@@ -107,24 +104,6 @@ def _shapes_the_size_allows(data: Path, shape: str | None, dtype: str | None) ->
     if not options:
         return ""
     return f"; its {size} bytes fit " + " or ".join(options)
-
-
-def _load_file_variable(data: Path, var: str | None, shape: str | None, dtype: str | None,
-                        fill_masked: float | None, nonfinite: str, structured: bool) -> Any:
-    import perfscout.datasets as ds
-
-    if not structured:
-        raise InputError(f"--var needs a netCDF, HDF5 or Zarr file; {data} is "
-                         f"{ds.file_kind(data) or 'not a readable file'}")
-    if var is None:
-        listing = ", ".join(f"{i.name} ({'x'.join(map(str, i.shape))} {i.dtype_on_disk})"
-                            for i in ds.describe_file(data) if i.dtype_unpacked or i.loadable)
-        raise InputError(f"{data} is a {ds.file_kind(data)} file: name the variable with --var "
-                         f"(variables: {listing or 'none loadable'})")
-    if shape is not None:
-        raise InputError("--shape is for raw files: a netCDF, HDF5 or Zarr variable has its own shape")
-    masked: Any = fill_masked if fill_masked is not None else ("nan" if nonfinite == "passthrough" else "refuse")
-    return ds.load_variable(data, var, dtype=dtype, masked=masked)
 
 
 def _fmt(value: Any) -> str:

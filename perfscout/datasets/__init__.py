@@ -5,6 +5,8 @@
 ``list_datasets()`` says what exists and what is available here;
 ``describe_file("era5.nc")`` lists a netCDF/HDF5/Zarr file's variables and
 ``load_variable("era5.nc", "z", dtype="f32")`` loads one, CF-decoded.
+``open(parse_ref("field.npy"))`` reads what a dataset argument names, the one way the
+CLI, sweeps and the agent all read data; ``describe(ref)`` sizes it without loading.
 """
 
 from perfscout.datasets.field import (
@@ -27,8 +29,20 @@ from perfscout.datasets.files import (
     load_variable,
 )
 from perfscout.datasets.loaders import load_hdf5, load_netcdf, load_npy, load_raw
+from perfscout.datasets.ref import (
+    DataInfo,
+    DataRef,
+    describe,
+    file_ref,
+    looks_like_file,
+    masked_policy,
+    open,
+    parse_ref,
+    synthetic_ref,
+)
 from perfscout.datasets.registry import (
     DatasetInfo,
+    dataset_names,
     get_dataset,
     list_datasets,
     load_registry,
@@ -37,7 +51,17 @@ from perfscout.datasets.registry import (
 from perfscout.datasets.synthetic import SYNTHETIC_KINDS, parse_synthetic, synthetic
 
 __all__ = [
+    "DataInfo",
+    "DataRef",
     "DatasetInfo",
+    "dataset_names",
+    "describe",
+    "file_ref",
+    "looks_like_file",
+    "masked_policy",
+    "open",
+    "parse_ref",
+    "synthetic_ref",
     "Field",
     "MaskedValuesError",
     "VariableInfo",

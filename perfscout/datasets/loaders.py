@@ -25,6 +25,9 @@ from perfscout.datasets.field import (
 )
 from perfscout.errors import InputError
 
+#: The first bytes of every NumPy .npy file.
+NPY_MAGIC = b"\x93NUMPY"
+
 
 def _existing_file(path: str | Path) -> Path:
     p = Path(path).expanduser()
@@ -33,6 +36,63 @@ def _existing_file(path: str | Path) -> Path:
     if not p.is_file():
         raise InputError(f"not a regular file: {p}")
     return p
+
+
+def check_raw_size(p: Path, dims: tuple[int, ...], dt: np.dtype) -> int:
+    """The number of values of a raw file of ``dims`` x ``dt``, or InputError when its size
+    differs (both byte counts given, and a hint when the size fits the other float width)
+    or loading it would not fit the memory available here."""
+    n = math.prod(dims)
+    expected = n * dt.itemsize
+    actual = p.stat().st_size
+    if actual != expected:
+        hint = ""
+        other = np.dtype(np.float64 if dt.itemsize == 4 else np.float32)
+        if actual == n * other.itemsize:
+            hint = f" (that size fits {other.name}: is the dtype wrong?)"
+        elif actual % dt.itemsize == 0:
+            hint = f" (the file holds {actual // dt.itemsize} {dt.name} values)"
+        if _starts_with(p, NPY_MAGIC):
+            hint += " (it is a .npy file: it carries its own shape and dtype)"
+        raise InputError(
+            f"{p}: expected {expected} bytes for shape {dims} of {dt.name} "
+            f"({n} values x {dt.itemsize} bytes) but the file has {actual} bytes{hint}"
+        )
+    from perfscout.datasets.synthetic import available_bytes
+
+    have = available_bytes()
+    if 2 * expected > have:  # a sparse file claims any size; the values and their native copy
+        raise InputError(f"{p}: {expected / 2**30:.3g} GiB of {dt.name} values (shape {dims}); loading them needs "
+                         f"about {2 * expected / 2**30:.3g} GiB and {have / 2**30:.3g} GiB is available here")
+    return n
+
+
+def _starts_with(p: Path, magic: bytes) -> bool:
+    with open(p, "rb") as f:
+        return f.read(len(magic)) == magic
+
+
+def is_npy(path: str | Path) -> bool:
+    """A NumPy ``.npy`` file: by its magic bytes (whatever its name), or by its suffix (so a
+    damaged one is refused as a .npy file, not sized as raw values)."""
+    p = Path(path).expanduser()
+    try:
+        return p.suffix == ".npy" or _starts_with(p, NPY_MAGIC)
+    except OSError:
+        return False
+
+
+def npy_header(path: str | Path) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of a ``.npy`` file from its header alone (no values read)."""
+    p = _existing_file(path)
+    try:
+        with open(p, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = read(f)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{p}: not a readable .npy file ({exc})") from exc
+    return tuple(int(s) for s in shape), np.dtype(dtype)
 
 
 def load_raw(
@@ -56,26 +116,7 @@ def load_raw(
     dims = parse_shape(shape)
     dt = parse_dtype(dtype)
     order = parse_endian(endian)
-    n = math.prod(dims)
-    expected = n * dt.itemsize
-    actual = p.stat().st_size
-    if actual != expected:
-        hint = ""
-        other = np.dtype(np.float64 if dt.itemsize == 4 else np.float32)
-        if actual == n * other.itemsize:
-            hint = f" (that size fits {other.name}: is the dtype wrong?)"
-        elif actual % dt.itemsize == 0:
-            hint = f" (the file holds {actual // dt.itemsize} {dt.name} values)"
-        raise InputError(
-            f"{p}: expected {expected} bytes for shape {dims} of {dt.name} "
-            f"({n} values x {dt.itemsize} bytes) but the file has {actual} bytes{hint}"
-        )
-    from perfscout.datasets.synthetic import available_bytes
-
-    have = available_bytes()
-    if 2 * expected > have:  # a sparse file claims any size; the values and their native copy
-        raise InputError(f"{p}: {expected / 2**30:.3g} GiB of {dt.name} values (shape {dims}); loading them needs "
-                         f"about {2 * expected / 2**30:.3g} GiB and {have / 2**30:.3g} GiB is available here")
+    n = check_raw_size(p, dims, dt)
     raw = np.fromfile(p, dtype=dt.newbyteorder(order), count=n).reshape(dims)
     arr = validate_array(raw, allow_nonfinite=allow_nonfinite, what=str(p))
     return Field(

@@ -390,8 +390,8 @@ def synthetic(kind: str, shape: str | Iterable[int], dtype: Any = "f32", seed: i
 _SEED_RE = re.compile(r"^seed=(\d+)$")
 
 
-def parse_synthetic(spec: str) -> Field:
-    """Build a field from "KIND:SHAPE[:DTYPE][:seed=N]", e.g. "grf:64,64,64:f64"."""
+def split_synthetic(spec: str) -> tuple[str, str, str, int]:
+    """(kind, shape text, dtype, seed) of "KIND:SHAPE[:DTYPE][:seed=N]", e.g. "grf:64,64,64:f64"."""
     parts = [p.strip() for p in str(spec).strip().split(":")]
     if len(parts) < 2 or not parts[0] or not parts[1]:
         raise InputError(
@@ -409,4 +409,10 @@ def parse_synthetic(spec: str) -> Field:
             dtype = part
     if len(rest) > 2:
         raise InputError(f"bad synthetic spec {spec!r}: too many ':' parts")
+    return kind, shape, dtype, seed
+
+
+def parse_synthetic(spec: str) -> Field:
+    """Build a field from "KIND:SHAPE[:DTYPE][:seed=N]", e.g. "grf:64,64,64:f64"."""
+    kind, shape, dtype, seed = split_synthetic(spec)
     return synthetic(kind, shape, dtype=dtype, seed=seed)

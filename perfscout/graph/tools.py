@@ -26,7 +26,7 @@ from pydantic import Field
 
 from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
 from perfscout.state.modes import RequestMode
-from perfscout.state.shapes import is_shape, parse_shape
+from perfscout.state.shapes import is_shape
 
 from perfscout.graph.tool_common import (  # noqa: F401 - part of this module's API
     TRANSIENT_ERRORS,
@@ -50,42 +50,40 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
     """Turn a dataset argument into data, or say exactly what input is missing.
 
     ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``),
-    a netCDF/HDF5/Zarr file with ``var`` (the variable), or a path to a raw file, which also
-    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``). ``masked``:
+    a netCDF/HDF5/Zarr file with ``var`` (the variable), a ``.npy`` file, or a path to a raw
+    file, which also needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``).
+    It is read by :func:`perfscout.datasets.open`, as ``eval`` and sweeps read it. ``masked``:
     a variable's masked points (fill / missing values), as datasets.load_variable takes it;
     None refuses them, and the evaluate tool then asks which the user wants.
     """
     ds = _datasets()
-    if dataset.startswith("synthetic:"):
-        return ds.parse_synthetic(dataset.split(":", 1)[1]), None
-    looks_like_path = "/" in dataset or dataset.startswith((".", "~")) or dataset.endswith(
-        (".raw", ".bin", ".dat", ".f32", ".f64", ".nc", ".h5", ".hdf5", ".zarr")) or _is_file(dataset)
-    if not looks_like_path and not var:
+    if (not dataset.startswith("synthetic:") and not var and not ds.looks_like_file(dataset)
+            and not _is_file(dataset)):
         return _named_dataset(ds, dataset)
-    path = Path(dataset).expanduser()
-    if not path.exists():
+    if not dataset.startswith("synthetic:") and not Path(dataset).expanduser().exists():
         return None, _ask(f"data file {dataset!r} does not exist",
                           {"path": (f"an existing file to use instead of {dataset!r} (or skip: true)",
                                     f"一个存在的文件，代替 {dataset!r}")})
-    if var:
-        load_variable = getattr(ds, "load_variable", None)
-        if load_variable is None:
-            raise InputError("reading variables of netCDF/HDF5/Zarr files is not available in this installation")
-        return load_variable(str(path), var, dtype=dtype, masked="refuse" if masked is None else masked), None
+    given_shape = shape if shape and is_shape(shape) else None
+    # a file of the working directory is data whatever its extension ("wmag91.float")
+    make_ref = ds.file_ref if _is_file(dataset) else ds.parse_ref
+    ref = make_ref(dataset, shape=given_shape, dtype=dtype if dtype in ("f32", "f64") else None,
+                   endian=endian, var=var, masked="refuse" if masked is None else masked)
+    # a raw file without its shape or dtype asks for them (a .npy file carries its own)
     needs: dict[str, tuple[str, str]] = {}
-    if not shape or not is_shape(shape):
+    path = Path(ref.path or dataset)
+    if "shape" in ref.missing():
         size = path.stat().st_size
         needs["shape"] = (f"the shape of {path.name} in C order, slowest axis first, "
                           f"e.g. '512,512' ({size} bytes on disk)",
                           f"{path.name} 的形状（C 顺序，最慢的轴在前，例如 512,512；文件 {size} 字节）")
-    if dtype not in ("f32", "f64"):
+    if "dtype" in ref.missing():
         needs["dtype"] = ("the element type: 'f32' or 'f64' (little-endian)",
                           "元素类型：f32 或 f64（小端）")
     if needs:
         return None, _ask(f"raw file {path.name} needs " + " and ".join(needs), needs)
-    dims = parse_shape(shape)
     # NaN/Inf are the evaluation's to refuse (nonfinite policy): it asks the user which they want
-    return ds.load_raw(str(path), dims, dtype, endian or "<", allow_nonfinite=True), None
+    return ds.open(ref), None
 
 
 def _is_file(name: str) -> bool:
@@ -99,13 +97,13 @@ def _is_file(name: str) -> bool:
 def _named_dataset(ds: Any, name: str) -> tuple[Any, Artifact | None]:
     """A named dataset; a unique prefix selects it, an ambiguous or unknown one asks."""
     try:
-        return ds.get_dataset(name), None
+        return ds.open(ds.DataRef(source="name", name=name)), None
     except Exception as exc:  # unknown name or data absent: ask, do not guess
         problem = f"{type(exc).__name__}: {exc}"
     names = [d.name for d in ds.list_datasets()]
     matches = [n for n in names if n.startswith(name)]
     if len(matches) == 1:
-        return ds.get_dataset(matches[0]), None
+        return ds.open(ds.DataRef(source="name", name=matches[0])), None
     if len(matches) > 1:
         return None, _ask(f"dataset {name!r} is ambiguous",
                           {"dataset": ("one of: " + ", ".join(matches), "其中之一：" + "、".join(matches))})

@@ -28,6 +28,7 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
       - path: field.bin          # raw little-endian file, relative to the spec
         shape: [100, 500, 500]   #   C order, slowest axis first
         dtype: f32
+      - path: field.npy          # a .npy file: shape and dtype from its header
       - path: era5.nc            # a netCDF/HDF5/Zarr variable, CF-decoded (shape from the file);
         var: z                   #   dtype: f32|f64 optional, fill_masked: V fills masked points
       - synthetic: "grf:64,64,64"  # generator:shape, with seed: N
@@ -65,6 +66,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from perfscout.analysis.timing import MAX_REPEATS
 from perfscout.codecs.base import ALL_MODES
+from perfscout.datasets import ref as data_ref
 from perfscout.datasets.field import parse_shape
 from perfscout.errors import InputError
 from perfscout.tools.input_files import read_input_text
@@ -122,9 +124,9 @@ class DatasetSpec(BaseModel):
             raise ValueError("'var' and 'fill_masked' name a variable of the file at 'path'; give 'path'")
         if self.var and self.shape:
             raise ValueError("a 'var' has the shape its file says: drop 'shape'")
-        if self.path and not self.shape and not self.var:
+        if self.path and not self.shape and not self.var and not self.path.endswith(".npy"):
             raise ValueError("a dataset given by 'path' needs its 'shape' (C order, slowest axis first), "
-                             "or 'var' for a variable of a netCDF/HDF5/Zarr file")
+                             "or 'var' for a variable of a netCDF/HDF5/Zarr file (a .npy file has its own)")
         if self.synthetic and ":" not in self.synthetic:
             raise ValueError(f"synthetic must look like 'KIND:SHAPE', e.g. 'grf:64,64,64' (got {self.synthetic!r})")
         return self
@@ -424,8 +426,10 @@ MAX_FIELD_BYTES = 1 << 62
 
 
 class DataRef(BaseModel):
-    """A dataset resolved enough to name it, size it and hash its identity."""
+    """A dataset resolved enough to name it, size it and hash its identity; ``ref`` is what
+    :func:`perfscout.datasets.open` reads in the task (as ``eval`` and the agent read it)."""
 
+    ref: data_ref.DataRef
     label: str
     source: Literal["name", "path", "synthetic"]
     name: str | None = None
@@ -530,39 +534,46 @@ def file_identity(path: Path) -> str:
     return _file_sha256(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
+def _spec_path(ds: DatasetSpec, base_dir: str) -> Path:
+    path = Path(ds.path or "").expanduser()
+    return path if path.is_absolute() else Path(base_dir or ".") / path
+
+
 def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
-    """Shape, dtype and identity of a dataset, without loading it when avoidable."""
+    """Shape, dtype and identity of a dataset (:func:`perfscout.datasets.describe`: from
+    metadata, without loading it when the format allows)."""
+    from perfscout import datasets
+
     if ds.synthetic:
         kind, _, shape_txt = ds.synthetic.partition(":")
         try:  # the one shape parser (perfscout.state.shapes): the CLI's spellings and limits
             shape = list(parse_shape(shape_txt))
         except InputError as exc:
             raise SpecError(f"synthetic {ds.synthetic!r}: {exc}") from None
-        label = ds.label or f"{kind}:{'x'.join(map(str, shape))}" + (f"#{ds.seed}" if ds.seed else "")
+        ref = datasets.DataRef(source="synthetic", synthetic=kind, shape=tuple(shape), dtype=ds.dtype, seed=ds.seed)
+        label = ds.label or datasets.describe(ref).label
         ident = {"source": "synthetic", "kind": kind, "shape": shape, "dtype": ds.dtype, "seed": ds.seed}
-        return DataRef(label=label, source="synthetic", synthetic=f"{kind}:{','.join(map(str, shape))}",
+        return DataRef(ref=ref, label=label, source="synthetic", synthetic=f"{kind}:{','.join(map(str, shape))}",
                        seed=ds.seed, shape=shape, dtype=ds.dtype, identity=ident)
     if ds.path and ds.var:
         return _resolve_variable(ds, base_dir)
     if ds.path:
-        path = Path(ds.path).expanduser()
-        if not path.is_absolute():
-            path = Path(base_dir or ".") / path
+        path = _spec_path(ds, base_dir)
         if not path.is_file():
             raise SpecError(f"dataset file not found: {path}")
-        shape = list(ds.shape or [])
-        expected = math.prod(shape) * (4 if ds.dtype == "f32" else 8)
-        if path.stat().st_size != expected:
-            raise SpecError(f"dataset {path} holds {path.stat().st_size} bytes; shape {shape} {ds.dtype} "
-                            f"needs {expected}")
-        ident = {"source": "file", "sha256": file_identity(path), "shape": shape, "dtype": ds.dtype}
-        return DataRef(label=ds.label or path.name, source="path", path=str(path.resolve()), shape=shape,
-                       dtype=ds.dtype, identity=ident)
+        ref = datasets.file_ref(path.resolve(), shape=ds.shape, dtype=ds.dtype if ds.shape else None)
+        try:
+            info = datasets.describe(ref)
+        except InputError as exc:
+            raise SpecError(f"dataset {exc}" if str(exc).startswith(str(path)) else f"dataset {path}: {exc}") from None
+        shape, dtype = list(info.shape), info.dtype
+        ident = {"source": "file", "sha256": file_identity(path), "shape": shape, "dtype": dtype}
+        return DataRef(ref=ref, label=ds.label or path.name, source="path", path=str(path.resolve()), shape=shape,
+                       dtype=dtype, identity=ident)
     # Registry name: ask perfscout.datasets what it is.
-    from perfscout import datasets
-
+    ref = datasets.DataRef(source="name", name=ds.name)
     try:
-        field = datasets.get_dataset(ds.name)
+        field = datasets.open(ref)
     except Exception as exc:
         raise SpecError(f"dataset {ds.name!r}: {exc}") from None
     arr = getattr(field, "array", field)
@@ -575,7 +586,7 @@ def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
         ident = {"source": "registry", "sha256": hashlib.sha256(memoryview(arr).cast("B")).hexdigest()
                  if hasattr(arr, "dtype") else ds.name}
     ident.update(shape=shape, dtype=dtype)
-    return DataRef(label=ds.label or ds.name, source="name", name=ds.name, shape=shape, dtype=dtype,
+    return DataRef(ref=ref, label=ds.label or ds.name, source="name", name=ds.name, shape=shape, dtype=dtype,
                    identity=ident)
 
 
@@ -583,22 +594,22 @@ def _resolve_variable(ds: DatasetSpec, base_dir: str) -> DataRef:
     """A netCDF/HDF5/Zarr variable: shape and dtype from its metadata (no data read here)."""
     from perfscout import datasets
 
-    path = Path(ds.path or "").expanduser()
-    if not path.is_absolute():
-        path = Path(base_dir or ".") / path
+    path = _spec_path(ds, base_dir)
     asked = ds.dtype if "dtype" in ds.model_fields_set else None
+    ref = datasets.DataRef(source="variable", path=str(path.resolve()), var=ds.var, dtype=asked,
+                           masked="refuse" if ds.fill_masked is None else ds.fill_masked)
     try:
         info = datasets.describe_variable(path, ds.var or "")
+        described = datasets.describe(ref.model_copy(update={"var": info.name}))
     except InputError as exc:
         raise SpecError(f"dataset var {ds.var!r}: {exc}") from None
-    if not info.loadable and not (asked and info.needs_dtype):
-        raise SpecError(f"dataset {path}:{ds.var}: {info.reason}")
-    dtype = datasets.field_dtype(info, asked)
+    dtype = described.dtype
     digest = file_identity(path) if path.is_file() else datasets.content_digest(path)
     ident = {"source": "file", "sha256": digest, "var": info.name, "shape": info.field_shape, "dtype": dtype,
              "fill_masked": ds.fill_masked}
-    return DataRef(label=ds.label or f"{path.name}:{info.name}", source="path", path=str(path.resolve()),
-                   var=info.name, fill_masked=ds.fill_masked, shape=info.field_shape, dtype=dtype, identity=ident)
+    return DataRef(ref=ref.model_copy(update={"var": info.name}), label=ds.label or described.label,
+                   source="path", path=str(path.resolve()), var=info.name, fill_masked=ds.fill_masked,
+                   shape=info.field_shape, dtype=dtype, identity=ident)
 
 
 def make_task_key(data: DataRef, codec: CodecSpec, device: str, mode: str, bound: float, repeats: int,

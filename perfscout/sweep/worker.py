@@ -21,21 +21,13 @@ from perfscout.tools.process_limits import die_with_parent, limit_memory
 
 
 def load_array(task: object):  # -> np.ndarray | datasets.Field
-    """The task's data, from its source (registry name, raw file, or seeded generator)."""
+    """The task's data, read by :func:`perfscout.datasets.open` (as ``eval`` and the agent read it)."""
     from perfscout import datasets
 
-    data = task.data  # type: ignore[attr-defined]
-    dtype = "float32" if data.dtype == "f32" else "float64"
-    if data.source == "synthetic":
-        kind = data.synthetic.split(":", 1)[0]
-        return datasets.synthetic(kind, tuple(data.shape), dtype, data.seed)
-    if data.source == "path" and data.var:  # a netCDF/HDF5/Zarr variable, CF-decoded
-        keep_aside = task.nonfinite == "passthrough"  # type: ignore[attr-defined]
-        masked = data.fill_masked if data.fill_masked is not None else ("nan" if keep_aside else "refuse")
-        return datasets.load_variable(data.path, data.var, dtype=dtype, masked=masked)
-    if data.source == "path":
-        return datasets.load_raw(data.path, tuple(data.shape), dtype, allow_nonfinite=True)
-    return datasets.get_dataset(data.name)
+    ref = task.data.ref  # type: ignore[attr-defined]
+    if ref.masked == "refuse":  # no fill value given: the nonfinite policy says (as in eval)
+        ref = ref.model_copy(update={"masked": datasets.masked_policy(None, task.nonfinite)})  # type: ignore[attr-defined]
+    return datasets.open(ref)
 
 
 def search_path(result_path: Path) -> Path:

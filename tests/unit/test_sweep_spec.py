@@ -75,7 +75,7 @@ def test_file_identity_is_its_content_not_its_path(tmp_path: Path) -> None:
 def test_wrong_file_size_is_a_clear_error(tmp_path: Path) -> None:
     np.zeros(10, dtype=np.float32).tofile(tmp_path / "x.bin")
     spec = "codecs: [sz3]\ndatasets:\n  - {path: x.bin, shape: [4, 4]}\n"
-    with pytest.raises(SpecError, match=r"holds 40 bytes; shape \[4, 4\] f32 needs 64"):
+    with pytest.raises(SpecError, match=r"x.bin: expected 64 bytes for shape \(4, 4\) of float32 .* the file has 40 bytes"):
         expand(load_spec(write(tmp_path, spec)))
 
 
