@@ -354,6 +354,15 @@ def _ask(model: Any, messages: list[Any], schema: type[Any] = LLMPlan) -> tuple[
         out = structured.invoke(messages)
     except Exception as exc:  # unreachable endpoint, HTTP error, unsupported feature
         return None, f"the model could not be asked: {type(exc).__name__}: {str(exc)[:300]}"
+    if _no_call(out):
+        # Servers that take `tools` but not a forced `tool_choice` object (llama.cpp's
+        # llama-server among them) let the model answer in prose; a JSON-schema response
+        # format is grammar-constrained there, so the same schema is asked for that way.
+        try:
+            out = model.with_structured_output(schema, method="json_schema", include_raw=True).invoke(messages)
+        except Exception as exc:  # noqa: BLE001 - the endpoint has no JSON-schema mode either
+            return None, (f"the reply had no {schema.__name__} function call, and a JSON-schema reply "
+                          f"could not be asked for: {type(exc).__name__}: {str(exc)[:240]}")
     if out.get("parsing_error") is not None:
         return None, f"the reply did not parse: {str(out['parsing_error'])[:300]}"
     parsed = out.get("parsed")
@@ -369,6 +378,15 @@ def _ask(model: Any, messages: list[Any], schema: type[Any] = LLMPlan) -> tuple[
         except ValidationError as exc:
             return None, f"the reply did not match the {schema.__name__} schema: {exc}"
     return parsed, ""
+
+
+def _no_call(out: Any) -> bool:
+    """True when a function-calling reply has neither a parsed call nor a malformed one: the
+    model answered in text (its server did not force the call)."""
+    if not isinstance(out, dict) or out.get("parsed") is not None or out.get("parsing_error") is not None:
+        return False
+    raw = out.get("raw")
+    return not (getattr(raw, "tool_calls", None) or getattr(raw, "invalid_tool_calls", None))
 
 
 def _plan_loop(model: Any, messages: list[Any], request: Any, *, key_prefix: str = "",
