@@ -57,7 +57,12 @@ def main() -> None:
             break
         except InterruptedError:
             continue
+    rlimits = {}
+    for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE"):
+        soft = resource.getrlimit(getattr(resource, name))[0]
+        rlimits[name] = -1 if soft == resource.RLIM_INFINITY else soft
     report = {
+        "rlimits": rlimits,  # as the program's parent saw them, inside the sandbox
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "core_dumped": bool(os.WIFSIGNALED(status) and os.WCOREDUMP(status)),

@@ -174,8 +174,11 @@ def test_host_sockets_and_fifos_in_bound_folders_are_unreachable(tmp_path: Path)
         for s in servers:
             with pytest.raises(BlockingIOError):
                 s.accept()
-        with pytest.raises(BlockingIOError):
-            os.read(reader, 100)
+        try:  # no writer ever: EOF; a writer that left nothing: EAGAIN
+            got = os.read(reader, 100)
+        except BlockingIOError:
+            got = b""
+        assert got == b"", got
     finally:
         for s in servers:
             s.close()
@@ -294,7 +297,7 @@ def test_a_program_cannot_forge_perf_counters(tmp_path: Path, perfscout_home: Pa
     monkeypatch.chdir(tmp_path)
     out = profile_command([PY, "-c", _FORGE], tool="perf", timeout_s=60)
     assert out.status == "ok", out.exit
-    assert (Path(out.run_dir) / "program.stdout").read_text().strip() == "forged"
+    assert (Path(out.run_dir) / "program.stdout").read_text().strip().endswith("forged")
     assert out.perf is not None
     values = [m.value for m in out.perf.events.values()]
     assert 4242424242 not in values, out.perf.events
