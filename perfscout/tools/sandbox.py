@@ -47,6 +47,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -59,7 +60,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from perfscout.errors import ToolRefused
-from perfscout.tools import bwrap, cgroup_limits, secret_mask
+from perfscout.tools import bwrap, cgroup_limits, seccomp, secret_mask
 from perfscout.tools.bwrap import Confinement, LimitState
 
 #: Runs inside the sandbox as the program's parent and reports its wait status and rusage.
@@ -161,6 +162,10 @@ class SandboxResult(BaseModel):
     confinement: Confinement = Field(default_factory=lambda: Confinement(mode="none"))
     stdout_path: str = ""  # set by run_sandboxed: the kept tails, saved in the run dir
     stderr_path: str = ""
+    #: what the profiler wrote to its own channel (``run(profiler_channel=True)``): a socket
+    #: only it holds, never a file in the writable run directory
+    profiler_output: str = ""
+    profiler_output_truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -376,7 +381,7 @@ class Sandbox:
     def confine(self, full: list[str], work: Path, env: dict[str, str],
                 status_fd: int | None, report_fd: int | None,
                 programs: Sequence[str] = (), *, tmpfs_bytes: int | None = None,
-                seccomp_fd: int | None = None) -> tuple[list[str], Confinement]:
+                seccomp_fd: int | None = None, move_fd: int | None = None) -> tuple[list[str], Confinement]:
         """The argv that actually runs (``bwrap ... -- full`` or ``full`` itself) and how
         it is confined. Raises :class:`ToolRefused` when it cannot be confined and the
         caller did not allow running without."""
@@ -388,7 +393,8 @@ class Sandbox:
                 return full, _unconfined(f"perfscout's own probe ran without isolation: {probe.reason}")
             raise ToolRefused(f"refusing to run {Path(full[0]).name} without the OS sandbox: {probe.reason}")
         readable = [*self.inputs] + ([work] if work != self.run_dir else [])
-        launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd), "--"] \
+        launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd),
+                    *(["--move-fd", str(move_fd)] if move_fd is not None else []), "--"] \
             if report_fd is not None else []
         argv, conf = bwrap.build_argv(full, bwrap=probe.path, run_dir=self.run_dir, cwd=work,
                                       readable=readable, network=self.network, env=env,
@@ -409,17 +415,27 @@ class Sandbox:
         cwd: str | os.PathLike[str] | None = None,
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
+        profiler_channel: bool = False,
     ) -> SandboxResult:
         """Run ``argv`` (optionally as ``wrap + argv``, e.g. a profiler around a program).
 
         Both the wrapper and the wrapped command are validated: each one's executable
         must be allowed and each argument must pass the argument rules; the profiler
         runs inside the confinement with the program.
+
+        ``profiler_channel=True`` (confined runs only; see :meth:`can_confine`): the wrapper
+        gets descriptor :data:`PROFILER_FD` (``perf stat --log-fd 9``), one end of a socket
+        pair whose other end only perfscout holds; ``/bin/sh`` closes it before the program
+        starts, so the program never holds it, and a socket cannot be reopened through
+        ``/proc/PID/fd``. What arrives (at most :data:`PROFILER_OUTPUT_CAP` bytes) is the
+        result's ``profiler_output``.
         """
         lim = _effective_limits(limits or self.limits, self.run_dir)
         work = Path(cwd).resolve() if cwd else self.cwd
         shown = [*(wrap or []), *argv] if not isinstance(argv, str) else [argv]
         pipes: list[tuple[int, int]] = []  # bwrap's status, the launcher's report
+        channel: tuple[socket.socket, socket.socket] | None = None
+        filter_fd: int | None = None
         try:
             _check_limits(lim)
             if not self._inside_allowed(work):
@@ -427,6 +443,12 @@ class Sandbox:
             wrapper = self.prepare(wrap, work) if wrap else []
             program = self.prepare(argv, work)
             full = wrapper + program
+            if profiler_channel:
+                if not wrapper or not self.can_confine():
+                    raise ToolRefused("a profiler channel needs a profiler and the OS sandbox")
+                channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                filter_fd = seccomp.filter_fd()
+                full = [*wrapper, *_CLOSE_PROFILER_FD, *program]
             child_env = self.child_env(env)
             for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
                 self.check_argument(value, work)
@@ -434,16 +456,85 @@ class Sandbox:
                 pipes = [os.pipe(), os.pipe()]
             real, conf = self.confine(full, work, child_env, pipes[0][1] if pipes else None,
                                       pipes[1][1] if pipes else None,
-                                      programs=[*wrapper[:1], program[0]], tmpfs_bytes=lim.disk_bytes)
+                                      programs=[*wrapper[:1], program[0]], tmpfs_bytes=lim.disk_bytes,
+                                      move_fd=channel[1].fileno() if channel else None,
+                                      seccomp_fd=filter_fd)
+            if channel:
+                conf.notes.append(
+                    f"the profiler writes to a socket only it holds (fd {PROFILER_FD}, closed before the "
+                    "program starts), never to a file the program can write"
+                    + (f"; {', '.join(seccomp.DENIED)} refused to every process of the run (seccomp), so "
+                       "the program cannot attach to the profiler" if filter_fd is not None else
+                       "; no seccomp filter for this architecture: the program could ptrace the profiler"))
         except ToolRefused as exc:
+            if channel:
+                channel[0].close()
+                channel[1].close()
+            if filter_fd is not None:
+                os.close(filter_fd)
             _close_all(pipes)
             return SandboxResult(status="refused", argv=[str(a) for a in shown],
                                  reason=str(exc), cwd=str(work))
         if conf.mode != "bwrap":
             _close_all(pipes)
             pipes = []
-        return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
-                        watch_dir=self.run_dir)
+        if channel is None:
+            return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
+                            watch_dir=self.run_dir)
+        ours, theirs = channel
+        reader = _HeadReader(ours, PROFILER_OUTPUT_CAP)
+        keep = (theirs.fileno(), *([filter_fd] if filter_fd is not None else []))
+
+        def handed_over() -> None:  # the child holds them now
+            theirs.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
+        try:
+            res = _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
+                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over)
+        finally:
+            theirs.close()
+        reader.thread.join(timeout=5.0)  # every holder is gone with the PID namespace
+        ours.close()
+        res.profiler_output, res.profiler_output_truncated = reader.text()
+        return res
+
+    def can_confine(self) -> bool:
+        """Will this sandbox's runs be confined by bubblewrap?"""
+        return not self.unconfined and bwrap.probe_bwrap().usable
+
+
+#: The profiler's channel inside the sandbox (see ``sandbox_launcher.PROFILER_FD``).
+PROFILER_FD = 9
+#: What a profiler may send through it: far more than perf stat prints for any event list.
+PROFILER_OUTPUT_CAP = 16 * 2**20
+#: Between the profiler and the program: closes the channel, then becomes the program
+#: (dash starts in about a millisecond; perf counts that millisecond with the program).
+_CLOSE_PROFILER_FD = ["/bin/sh", "-c", f'exec {PROFILER_FD}>&-; exec "$0" "$@"']
+
+
+class _HeadReader:
+    """Reads a socket to EOF keeping the first ``cap`` bytes (the rest is drained, so
+    the writer never blocks, and counted)."""
+
+    def __init__(self, sock: socket.socket, cap: int) -> None:
+        self._sock, self._cap = sock, cap
+        self.data = bytearray()
+        self.total = 0
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while chunk := self._sock.recv(65536):
+                self.total += len(chunk)
+                if len(self.data) < self._cap:
+                    self.data += chunk[: self._cap - len(self.data)]
+        except OSError:
+            pass
+
+    def text(self) -> tuple[str, bool]:
+        return bytes(self.data).decode("utf-8", errors="replace"), self.total > len(self.data)
 
 
 def _effective_limits(lim: SandboxLimits, run_dir: Path) -> SandboxLimits:
@@ -586,14 +677,28 @@ def run_subdir(run_dir: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     return current
 
 
-def read_run_file(path: str | os.PathLike[str], limit: int | None = None) -> str:
-    """Read a file a sandboxed program may have replaced: never through a link, and never
-    anything but a regular file (a FIFO would block)."""
+#: The most perfscout reads back of any file a sandboxed program could have written.
+RUN_FILE_READ_CAP = 64 * 2**20
+
+
+def read_run_file(path: str | os.PathLike[str], limit: int | None = RUN_FILE_READ_CAP) -> str:
+    """Read a file a sandboxed program may have replaced: never through a link, never
+    anything but a regular file (a FIFO would block), never one with another name (a hard
+    link), and never more than ``limit`` bytes (a planted 1.5 GiB file is refused, not read:
+    OSError ``EFBIG``). ``limit=None`` only for files of known, bounded size."""
     fd = os.open(Path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
-        data = f.read() if limit is None else f.read(limit)
+        if st.st_nlink > 1:
+            raise OSError(errno.EINVAL, f"{path} has {st.st_nlink} names (a hard link): not read")
+        if limit is not None and max(st.st_size, st.st_blocks * 512) > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back "
+                                       f"({st.st_size} bytes): not read")
+        data = f.read() if limit is None else f.read(limit + 1)
+        if limit is not None and len(data) > limit:  # grew while being read
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back: not read")
     return data.decode("utf-8", errors="replace")
 
 
@@ -826,7 +931,7 @@ class _DiskWatch:
 def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits,
              conf: Confinement, *, shown_argv: list[str],
              pipes: Sequence[tuple[int, int]] = (), watch_dir: Path | None = None,
-             keep_fds: Sequence[int] = ()) -> SandboxResult:
+             keep_fds: Sequence[int] = (), after_start=None) -> SandboxResult:
     start = time.monotonic()
     pipes = list(pipes)
     cg, cg_why = cgroup_limits.create(lim.processes if os.geteuid() == 0 else None, lim.memory_bytes)
@@ -860,6 +965,8 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
                              reason=f"could not start: {exc}", wall_s=time.monotonic() - start)
     for _, w in pipes:  # only the children hold the write ends now
         os.close(w)
+    if after_start is not None:
+        after_start()
     pgid = proc.pid  # with start_new_session the leader's pid is the group id
     out = _TailBuffer(proc.stdout, lim.output_cap_bytes)
     err = _TailBuffer(proc.stderr, lim.output_cap_bytes)

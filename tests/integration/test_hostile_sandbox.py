@@ -271,7 +271,10 @@ _FORGE = textwrap.dedent("""
     jforged = '{"counter-value" : "4242424242", "unit" : "", "event" : "cycles:u"}\\n'
     run = max(glob.glob(os.environ["PERFSCOUT_HOME"] + "/runs/*"), key=os.path.getmtime)
     for name in ("perf_stat.csv", "perf_stat.jsonl"):
-        with open(os.path.join(run, name), "w") as f:
+        p = os.path.join(run, name)
+        if os.path.lexists(p):
+            os.remove(p)  # perf keeps writing to the old inode; perfscout would read this one
+        with open(p, "w") as f:
             f.write(jforged if name.endswith("jsonl") else forged)
     # every descriptor of every process it can see: the profiler's output among them
     for fd in glob.glob("/proc/[0-9]*/fd/*"):
