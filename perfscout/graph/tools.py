@@ -16,6 +16,7 @@ the call was not run, e.g. a program the sandbox will not start), ``data``, ``er
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +36,7 @@ from perfscout.tools.agent_common import (  # noqa: F401 - part of this module's
     _failure,
     _run_info,
     allowed_roots,
+    check_named_path,
     confine,
 )
 
@@ -46,12 +48,15 @@ def _datasets():
 
 
 def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str | None = None,
-                 endian: str | None = None, masked: str | float | None = None) -> tuple[Any, Artifact | None]:
+                 endian: str | None = None, masked: str | float | None = None,
+                 named_paths: list[str] | None = None) -> tuple[Any, Artifact | None]:
     """Turn a dataset argument into data, or say exactly what input is missing.
 
     ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``),
     a netCDF/HDF5/Zarr file with ``var`` (the variable), or a path to a raw file, which also
-    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``). ``masked``:
+    needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``). A path must
+    resolve inside the allowed roots, or be one of ``named_paths`` (written absolute in the
+    request, outside system folders and secrets). ``masked``:
     a variable's masked points (fill / missing values), as datasets.load_variable takes it;
     None refuses them, and the evaluate tool then asks which the user wants.
     """
@@ -62,7 +67,9 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
         (".raw", ".bin", ".dat", ".f32", ".f64", ".nc", ".h5", ".hdf5", ".zarr"))
     if not looks_like_path and not var:
         return _named_dataset(ds, dataset)
-    path = Path(dataset).expanduser()
+    # resolved and checked before anything is read or asked: ../../etc/shadow is refused
+    path = check_named_path(dataset, "data file", allowed_roots(),
+                            absolute_is_theirs=_is_named(dataset, named_paths or []))
     if not path.exists():
         return None, _ask(f"data file {dataset!r} does not exist",
                           {"path": (f"an existing file to use instead of {dataset!r} (or skip: true)",
@@ -147,7 +154,8 @@ def evaluate_codec(
     element by element, and measure ratio, error metrics and throughput (medians over
     `repeats` after a warm-up)."""
     try:
-        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked)
+        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked,
+                                     named_paths=_request_named((runtime.state if runtime is not None else None) or {}))
         if missing is not None:
             return f"needs input: {missing['error']}", missing
         evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
@@ -308,6 +316,18 @@ def diagnose_profile(
     return _diagnosis_reply(doc, items)
 
 
+def _request_named(state: dict[str, Any]) -> list[str]:
+    """Files the person named in the request itself, as written (its data, its profile)."""
+    intent = state.get("intent") or {}
+    return [n for n in [intent.get("profile_file", ""), *[d.get("path", "") for d in intent.get("data") or []]] if n]
+
+
+def _is_named(path: str, named: list[str]) -> bool:
+    """Is ``path`` one the request named (the same file, however spelled)?"""
+    real = os.path.realpath(os.path.expanduser(path))
+    return any(real == os.path.realpath(os.path.expanduser(n)) for n in named)
+
+
 def _diagnosis_reply(doc: dict[str, Any], items: list[dict[str, Any]]) -> tuple[str, Artifact]:
     """The model's line (the first five kernels' or programs' primary findings) and the document."""
     primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
@@ -328,7 +348,9 @@ def diagnose_file(
         from perfscout.tools.profile import load_profile_files
 
         roots = allowed_roots(str(state.get("run_dir") or ""))
-        p = confine(path, roots + _request_paths(state), "profile file")
+        # resolved before the check, whatever the spelling; an absolute path the person
+        # wrote is theirs unless it is a system folder or a secret
+        p = check_named_path(path, "profile file", roots, absolute_is_theirs=_is_named(path, _request_named(state)))
         if not p.is_file():
             raise InputError(f"profile file {path!r} does not exist")
         loaded = load_profile_files([p])  # its kind from its name and first bytes
@@ -343,20 +365,6 @@ def diagnose_file(
     except Exception as exc:
         return _failure(exc)
     return _diagnosis_reply(doc, items)
-
-
-def _request_paths(state: dict[str, Any]) -> list[Path]:
-    """Files the person named in the request itself (theirs to read, wherever they are)."""
-    intent = state.get("intent") or {}
-    named = [intent.get("profile_file", "")] + [d.get("path", "") for d in intent.get("data") or []]
-    out = []
-    for n in named:
-        if n:
-            try:
-                out.append(Path(n).expanduser().resolve())
-            except OSError:
-                continue
-    return out
 
 
 # ---- sweeps ----------------------------------------------------------------------
