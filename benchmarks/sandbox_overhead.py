@@ -5,7 +5,11 @@ Each pair runs the same command once through ``Sandbox.run`` unconfined and once
 overhead is the difference of the medians. Commands: ``true`` (pure start-up cost) and
 ``python -c pass`` (an interpreter start-up, as for a Python benchmark command).
 
-Usage: python benchmarks/sandbox_overhead.py [--pairs 30] [--out benchmarks/results/sandbox_overhead_cpu.json]
+With ``--walk`` it also times the secret walk (:func:`perfscout.tools.secret_mask.vet_tree`)
+that vets a bound folder before each sandbox's first run, on synthetic trees of 1,000,
+10,000 and 50,000 entries (the walk's budget), cold (first walk) and warm.
+
+Usage: python benchmarks/sandbox_overhead.py [--pairs 30] [--walk] [--out benchmarks/results/sandbox_overhead_cpu.json]
 """
 
 from __future__ import annotations
@@ -43,10 +47,39 @@ def machine() -> dict:
             "note": "shared 2-core VM under other engineers' load; no GPU"}
 
 
+def walk_costs() -> dict:
+    """Seconds vet_tree takes on trees of n entries (100 files per folder, a few secrets)."""
+    import time
+
+    from perfscout.tools.secret_mask import vet_tree
+
+    out = {}
+    for n in (1_000, 10_000, 50_000):
+        with tempfile.TemporaryDirectory(prefix="perfscout-walk-bench-") as d:
+            root = Path(d)
+            for i in range(n // 100):
+                sub = root / f"d{i:04d}"
+                sub.mkdir()
+                for j in range(99):
+                    (sub / f"f{j:02d}.dat").touch()
+                (sub / (".env" if i % 10 == 0 else "main.py")).touch()
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                v = vet_tree(root, max_entries=10 * n)
+                times.append(time.perf_counter() - t0)
+            out[str(n)] = {"entries": v.entries, "masks": len(v.masks), "first_s": times[0],
+                           "warm_median_s": statistics.median(times[1:]),
+                           "us_per_entry_warm": statistics.median(times[1:]) / max(v.entries, 1) * 1e6}
+            print(f"walk {n:6d} entries: first {times[0] * 1e3:7.1f} ms, warm {statistics.median(times[1:]) * 1e3:7.1f} ms")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--walk", action="store_true", help="also time the secret walk")
     args = ap.parse_args()
     if not probe_bwrap().usable:
         print(f"bubblewrap is not usable here: {probe_bwrap().reason}", file=sys.stderr)
@@ -76,6 +109,8 @@ def main() -> int:
             }
             print(f"{name:16s} unconfined {med['unconfined'] * 1e3:7.1f} ms   bwrap {med['bwrap'] * 1e3:7.1f} ms"
                   f"   overhead {(med['bwrap'] - med['unconfined']) * 1e3:6.1f} ms")
+    if args.walk:
+        results["secret_walk"] = walk_costs()
     doc = {"benchmark": "sandbox_overhead", "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "machine": machine(), "results": results,
            "method": "Sandbox.run wall time (spawn to reap, output pumped), confined and unconfined "

@@ -702,6 +702,30 @@ def read_run_file(path: str | os.PathLike[str], limit: int | None = RUN_FILE_REA
     return data.decode("utf-8", errors="replace")
 
 
+def take_run_file(path: str | os.PathLike[str], dest: str | os.PathLike[str], limit: int) -> Path:
+    """Copy a file a sandboxed tool wrote in the run directory (an ncu report) to ``dest``,
+    a place the program cannot reach, with :func:`read_run_file`'s checks (no link, no hard
+    link, a regular file, at most ``limit`` bytes), streaming; OSError otherwise. Everything
+    perfscout does with the file afterwards uses the copy: what the program might do to the
+    original once the checks passed no longer matters."""
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError(errno.EINVAL, f"{path} is not a regular file of its own: not read")
+        if max(st.st_size, st.st_blocks * 512) > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back: not read")
+        out = Path(dest)
+        copied = 0
+        with open(out, "xb") as w:
+            while chunk := f.read(2**20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise OSError(errno.EFBIG, f"{path} grew past {limit} bytes while being read: not read")
+                w.write(chunk)
+    return out
+
+
 def _set_limits(lim: SandboxLimits, cgroup_procs: list[bytes], data_bytes: int | None = None) -> None:
     """Runs in the child between fork and exec: keep it to plain syscalls."""
     def cap(which: int, value: int | None, hard_extra: int = 0) -> None:

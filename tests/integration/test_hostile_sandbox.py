@@ -370,3 +370,56 @@ def test_profile_outcome_json_states_the_limits(tmp_path: Path, perfscout_home: 
     states = doc["confinement"]["limit_states"]
     assert states["memory"]["took_effect"] is True, states["memory"]
     assert states["disk"]["took_effect"] is True, states["disk"]
+
+
+# ---- item 2 for ncu: the report is taken back with the run file checks ------------------------
+
+_FX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+
+
+def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `ncu` on PATH (no GPU here): profiling runs the program, then writes the fixture's
+    raw page as NAME.ncu-rep through the shell (following any link, as a tool would);
+    --import prints the report (raw page) or the details fixture."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ncu = bindir / "ncu"
+    ncu.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--import" ]; then
+          case "$*" in *details*) cat {_FX / 'h200_transpose_details.csv'};; *) cat "$2";; esac
+          exit 0
+        fi
+        out=""
+        while [ "$#" -gt 0 ]; do
+          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units) shift 2;;
+                       -f|--csv) shift;; *) break;; esac
+        done
+        "$@"
+        cat {_FX / 'h200_transpose_raw.csv'} > "$out.ncu-rep"
+        """))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_ncu_report_is_taken_back_checked_and_a_planted_link_is_refused(
+        tmp_path: Path, perfscout_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools.profile import profile_command
+
+    _stand_in_ncu(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = profile_command([PY, "-c", "print('kernel')"], tool="ncu", timeout_s=60)
+    assert out.status == "ok", out.exit
+    assert out.kernels and not out.ncu_error, out.ncu_error
+    rep = Path(out.run_dir) / "ncu_profile.ncu-rep"
+    assert rep.is_file() and not rep.is_symlink()
+    assert any("injects into the program" in n for n in out.notes)
+    # the program leaves a link where ncu writes its report: ncu writes through it, perfscout
+    # does not read it (nor anything the link points at)
+    plant = ("import glob, os\nrun = max(glob.glob(os.environ['PERFSCOUT_HOME'] + '/runs/*'), key=os.path.getmtime)\n"
+             "open(os.path.join(run, 'elsewhere'), 'w').close()\n"
+             "os.symlink(os.path.join(run, 'elsewhere'), os.path.join(run, 'ncu_profile.ncu-rep'))\n")
+    out = profile_command([PY, "-c", plant], tool="ncu", timeout_s=60)
+    assert "not read back" in out.ncu_error and not out.kernels, (out.ncu_error, out.kernels[:1])
