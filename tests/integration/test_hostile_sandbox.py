@@ -423,3 +423,28 @@ def test_ncu_report_is_taken_back_checked_and_a_planted_link_is_refused(
              "os.symlink(os.path.join(run, 'elsewhere'), os.path.join(run, 'ncu_profile.ncu-rep'))\n")
     out = profile_command([PY, "-c", plant], tool="ncu", timeout_s=60)
     assert "not read back" in out.ncu_error and not out.kernels, (out.ncu_error, out.kernels[:1])
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_profiled_program_cannot_attach_to_its_profiler(tmp_path: Path) -> None:
+    """Under perf, ptrace / process_vm_writev / pidfd_getfd on the profiler fail at once
+    (seccomp) instead of stopping it (before: the run hung until its wall-clock limit)."""
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    code = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        pp = os.getppid()
+        print("ptrace", libc.ptrace(16, pp, 0, 0), ctypes.get_errno())
+        print("vm_writev", libc.syscall(311, pp, 0, 0, 0, 0, 0), ctypes.get_errno())
+        print("pidfd_getfd", libc.syscall(438, 0, 9, 0), ctypes.get_errno())
+        """)
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=20))
+    prof, res = run_perf_stat(sb, [PY, "-c", code])
+    assert res.status == "ok", (res.status, res.reason, res.stderr[-400:])
+    assert "ptrace -1 1" in res.stdout, res.stdout  # EPERM
+    if os.uname().machine == "x86_64":
+        assert "vm_writev -1 1" in res.stdout and "pidfd_getfd -1 1" in res.stdout, res.stdout
+    assert prof.events, prof
+    assert any("seccomp" in n for n in res.confinement.notes)
