@@ -903,7 +903,7 @@ class _DiskWatch:
     """The run directory's disk budget: what the program added (allocated blocks, entries),
     looked at while it runs; the run is killed once it is past either."""
 
-    MAX_INTERVAL_S = 0.5
+    MAX_INTERVAL_S = 5.0  # a run directory that takes long to walk is walked at most a fifth of the time
 
     def __init__(self, root: Path, max_bytes: int | None, max_entries: int | None) -> None:
         self.root, self.max_bytes, self.max_entries = root, max_bytes, max_entries
@@ -943,7 +943,7 @@ class _DiskWatch:
         self.looks += 1
         added_b, added_e = max(used - self.base_bytes, 0), max(entries - self.base_entries, 0)
         self.peak_bytes, self.peak_entries = max(self.peak_bytes, added_b), max(self.peak_entries, added_e)
-        # a walk that takes long is not repeated at once: at most a fifth of the time walking
+        # a walk that takes long is not repeated at once
         self.interval_s = min(self.MAX_INTERVAL_S, max(0.05, 4 * (time.monotonic() - t0)))
         if self.max_bytes is not None and added_b > self.max_bytes:
             return f"disk budget of the run directory ({self.max_bytes} bytes): more than {added_b} written"
