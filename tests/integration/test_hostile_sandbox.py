@@ -448,3 +448,18 @@ def test_a_profiled_program_cannot_attach_to_its_profiler(tmp_path: Path) -> Non
         assert "vm_writev -1 1" in res.stdout and "pidfd_getfd -1 1" in res.stdout, res.stdout
     assert prof.events, prof
     assert any("seccomp" in n for n in res.confinement.notes)
+
+
+def test_a_too_large_working_directory_still_runs_the_script_the_command_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools import secret_mask
+
+    work, run = tmp_path / "big", tmp_path / "run"
+    for i in range(40):
+        (work / f"d{i:02d}").mkdir(parents=True)
+        (work / f"d{i:02d}" / "f.txt").write_text("x")
+    (work / "bench.py").write_text("import os\nprint('bench ran in', os.getcwd(), sorted(os.listdir('.')))\n")
+    monkeypatch.setattr(secret_mask, "WALK_MAX_ENTRIES", 30)
+    res = run_sandboxed([PY, "bench.py"], run, readable=[work], cwd=work, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert f"bench ran in {work} ['bench.py']" in res.stdout, res.stdout
