@@ -865,7 +865,8 @@ def _limit_states(lim: SandboxLimits, cg: cgroup_limits.RunCgroup | None, cg_why
     if lim.memory_bytes is not None:
         if "memory" in described:
             cap, peak = evidence.get("memory", (None, None))
-            ok = cap is not None and abs(cap - lim.memory_bytes) < 2 * 4096 and bool(peak)
+            # the cap read back, and the run charged to it (where the kernel keeps a peak)
+            ok = cap is not None and abs(cap - lim.memory_bytes) < 2 * 4096 and (peak is None or peak > 0)
             st["memory"] = LimitState(
                 value=f"{lim.memory_bytes} bytes", mechanism=described["memory"], took_effect=ok,
                 detail=f"read back {cap}; the run was charged up to {peak} bytes")
