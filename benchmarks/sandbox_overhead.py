@@ -5,7 +5,11 @@ Each pair runs the same command once through ``Sandbox.run`` unconfined and once
 overhead is the difference of the medians. Commands: ``true`` (pure start-up cost) and
 ``python -c pass`` (an interpreter start-up, as for a Python benchmark command).
 
-Usage: python benchmarks/sandbox_overhead.py [--pairs 30] [--out benchmarks/results/sandbox_overhead_cpu.json]
+With ``--walk`` it also times the secret walk (:func:`perfscout.tools.secret_mask.vet_tree`)
+that vets a bound folder before each sandbox's first run, on synthetic trees of 1,000,
+10,000 and 50,000 entries (the walk's budget), cold (first walk) and warm.
+
+Usage: python benchmarks/sandbox_overhead.py [--pairs 30] [--walk] [--out benchmarks/results/sandbox_overhead_cpu.json]
 """
 
 from __future__ import annotations
@@ -43,10 +47,65 @@ def machine() -> dict:
             "note": "shared 2-core VM under other engineers' load; no GPU"}
 
 
+def project_case(pairs: int) -> dict:
+    """A fresh Sandbox per run whose working directory is a project of 2,000 files (what
+    ``perfscout profile`` does: one sandbox per command), so each confined run pays for
+    vetting the folder once."""
+    with tempfile.TemporaryDirectory(prefix="perfscout-sandbox-bench-proj-") as d:
+        proj = Path(d) / "proj"
+        for i in range(20):
+            sub = proj / f"pkg{i:02d}"
+            sub.mkdir(parents=True)
+            for j in range(99):
+                (sub / f"m{j:02d}.py").write_text("x = 1\n")
+        times: dict[str, list[float]] = {"unconfined": [], "bwrap": []}
+        for k in range(pairs + 1):
+            for mode in ("unconfined", "bwrap"):
+                box = Sandbox(Path(d) / f"run-{mode}-{k}", inputs=[proj], cwd=proj,
+                              unconfined=(mode == "unconfined"), limits=SandboxLimits(timeout_s=60))
+                res = box.run([sys.executable, "-c", "pass"])
+                assert res.ok and res.confinement.mode == mode, (mode, res.reason)
+                if k:  # the first pair warms the page cache
+                    times[mode].append(res.wall_s)
+    med = {m: statistics.median(t) for m, t in times.items()}
+    print(f"{'project cwd':16s} unconfined {med['unconfined'] * 1e3:7.1f} ms   bwrap {med['bwrap'] * 1e3:7.1f} ms"
+          f"   overhead {(med['bwrap'] - med['unconfined']) * 1e3:6.1f} ms")
+    return {"pairs": pairs, "median_s": med, "overhead_median_s": med["bwrap"] - med["unconfined"]}
+
+
+def walk_costs() -> dict:
+    """Seconds vet_tree takes on trees of n entries (100 files per folder, a few secrets)."""
+    import time
+
+    from perfscout.tools.secret_mask import vet_tree
+
+    out = {}
+    for n in (1_000, 10_000, 50_000):
+        with tempfile.TemporaryDirectory(prefix="perfscout-walk-bench-") as d:
+            root = Path(d)
+            for i in range(n // 100):
+                sub = root / f"d{i:04d}"
+                sub.mkdir()
+                for j in range(99):
+                    (sub / f"f{j:02d}.dat").touch()
+                (sub / (".env" if i % 10 == 0 else "main.py")).touch()
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                v = vet_tree(root, max_entries=10 * n)
+                times.append(time.perf_counter() - t0)
+            out[str(n)] = {"entries": v.entries, "masks": len(v.masks), "first_s": times[0],
+                           "warm_median_s": statistics.median(times[1:]),
+                           "us_per_entry_warm": statistics.median(times[1:]) / max(v.entries, 1) * 1e6}
+            print(f"walk {n:6d} entries: first {times[0] * 1e3:7.1f} ms, warm {statistics.median(times[1:]) * 1e3:7.1f} ms")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--walk", action="store_true", help="also time the secret walk")
     args = ap.parse_args()
     if not probe_bwrap().usable:
         print(f"bubblewrap is not usable here: {probe_bwrap().reason}", file=sys.stderr)
@@ -76,6 +135,9 @@ def main() -> int:
             }
             print(f"{name:16s} unconfined {med['unconfined'] * 1e3:7.1f} ms   bwrap {med['bwrap'] * 1e3:7.1f} ms"
                   f"   overhead {(med['bwrap'] - med['unconfined']) * 1e3:6.1f} ms")
+    if args.walk:
+        results["secret_walk"] = walk_costs()
+    results["python -c pass, cwd a 2,000-file project, new Sandbox per run"] = project_case(args.pairs)
     doc = {"benchmark": "sandbox_overhead", "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "machine": machine(), "results": results,
            "method": "Sandbox.run wall time (spawn to reap, output pumped), confined and unconfined "

@@ -232,7 +232,10 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"compressed file not found: {path}")
     refuse_overwriting_inputs(out, path)
-    compressed, sections = from_bytes(path.read_bytes())
+    from perfscout.tools.input_files import read_input_bytes
+
+    # sized before it is read: a sparse file (holes read as gigabytes of zeros) is refused
+    compressed, sections = from_bytes(read_input_bytes(path, "compressed file", dense=True))
     cls = codec_class(compressed.codec_id)
     # The stream's own header must agree with the container before any decoder runs
     # (a forged shape or codec id is refused here), and the decoder runs in a child

@@ -30,6 +30,10 @@ def register(app: typer.Typer) -> None:
         no_details: bool = typer.Option(False, "--no-details", help="ncu: skip the rule messages (details page)."),
         timeout: float = typer.Option(600.0, "--timeout", help="Wall-clock limit in seconds."),
         inputs: list[Path] = typer.Option([], "--input", help="Another file or folder the command may name (read-only)."),
+        memory_mb: int = typer.Option(None, "--memory", min=16,
+                                      help="Memory cap in MiB (default: half this machine's memory)."),
+        disk_mb: int = typer.Option(None, "--disk", min=1,
+                                    help="What the program may write into its run directory, in MiB (default 8192)."),
         unconfined: bool = typer.Option(False, "--unconfined",
                                         help="Run WITHOUT the bubblewrap sandbox (where it is missing); "
                                              "recorded in the outcome and reports."),
@@ -42,7 +46,8 @@ def register(app: typer.Typer) -> None:
         opts = NcuOptions(kernel_regex=kernel_regex, launch_skip=launch_skip,
                           launch_count=launch_count, details=not no_details)
         out = profile_command(command, tool=None if tool == "auto" else tool,  # type: ignore[arg-type]
-                              inputs=inputs, ncu_options=opts, timeout_s=timeout, unconfined=unconfined)
+                              inputs=inputs, ncu_options=opts, timeout_s=timeout, unconfined=unconfined,
+                              memory_mb=memory_mb, disk_mb=disk_mb)
         for warning in out.warnings:  # loud, on stderr, whatever the output format
             stderr.print(f"[bold red]warning:[/] {escape(warning)}", highlight=False)
         if json_out:
@@ -70,6 +75,12 @@ def _print(out: ProfileOutcome) -> None:
         stdout.print("[bold red]UNCONFINED[/]: the program ran without the OS sandbox")
     stdout.print(escape(f"command {' '.join(out.command)} -> {out.status} {out.exit.get('reason', '')}"),
                  highlight=False)
+    if conf is not None:
+        for name, st in conf.limit_states.items():  # each limit, and whether it took effect
+            took = "in effect" if st.took_effect else "NOT in effect"
+            stdout.print(escape(f"  limit {name}: {st.value} ({st.mechanism}; {took})"), highlight=False)
+    for note in out.notes:
+        stdout.print(escape(f"  note: {note}"), highlight=False)
     if out.perf is not None:
         p = out.perf
         for name, m in p.events.items():

@@ -196,19 +196,18 @@ def _dataset_ok(name: str) -> str:
 
 
 def _outside_roots(path: str, request: str = "") -> str:
-    """'' when a file the model names may be read: inside the allowed roots, or written
-    literally in the person's own request; else why not."""
-    from pathlib import Path
+    """'' when a file the model names may be read, else why not: resolved before the check
+    (every spelling, symlinks followed), inside the allowed roots or written absolute by the
+    person in the request outside system folders and secrets (see agent_common.check_named_path).
+    Being written in the request is no pass by itself: "../../../etc/shadow" is written there too."""
+    from perfscout.errors import InputError
+    from perfscout.tools.agent_common import check_named_path
 
-    if request and path in request:
-        return ""
-    p = Path(path).expanduser()
-    resolved = (p if p.is_absolute() else Path.cwd() / p).resolve()
-    roots = allowed_roots()
-    if any(resolved == r or resolved.is_relative_to(r) for r in roots):
-        return ""
-    return (f"file {path!r} resolves to {resolved}, outside the allowed folders "
-            f"({', '.join(map(str, roots)) or 'none'}) and not named in the request")
+    try:  # an absolute path is the person's only where their request wrote it
+        check_named_path(path, "file", allowed_roots(), absolute_is_theirs=bool(request) and path in request)
+    except InputError as exc:
+        return str(exc)
+    return ""
 
 
 def _command_error(command: list[str], request: Any) -> str:

@@ -103,8 +103,38 @@ def understand(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             intent, kind = filled, "llm"
         else:
             kind = "llm-fallback"
+    intent = _refuse_paths_outside(intent)
     write_json(Path(state["run_dir"]) / "intent.json", intent.model_dump())
     return {"intent": intent.model_dump(), "planner_kind": kind, "llm_notes": llm_notes, "questions": 0}
+
+
+def paths_refusal(intent: Intent) -> str:
+    """Why the request is refused for a path it names ('' when none leads outside): data
+    files, a profile, a sweep spec and its output folder, each resolved before the check
+    (:func:`perfscout.tools.agent_common.check_named_path`). A path the reading left among
+    the data of a sweep ("sweep s.yaml into ../outside/new") is checked the same way."""
+    from perfscout.errors import InputError
+    from perfscout.tools.agent_common import allowed_roots, check_named_path
+
+    named = [(d.path, "data file", True) for d in intent.data if d.path]
+    named += [(intent.profile_file, "profile file", True), (intent.sweep_spec, "sweep spec", True),
+              (intent.sweep_out, "sweep output directory", False)]
+    roots = allowed_roots()
+    for path, what, absolute_is_theirs in named:
+        if not path:
+            continue
+        try:
+            check_named_path(path, what, roots, absolute_is_theirs=absolute_is_theirs)
+        except InputError as exc:
+            return str(exc)
+    return ""
+
+
+def _refuse_paths_outside(intent: Intent) -> Intent:
+    if intent.refusal:
+        return intent
+    why = paths_refusal(intent)
+    return intent.model_copy(update={"refusal": why, "missing": []}) if why else intent
 
 
 def clarify(state: AgentState) -> dict[str, Any]:
@@ -128,6 +158,7 @@ def clarify(state: AgentState) -> dict[str, Any]:
                         "candidates": list(pending.candidates), "proposal": dict(pending.proposal),
                         "stage": "clarify", "needs": needs})
     new, problem = apply_answer(intent, pending, answer)
+    new = _refuse_paths_outside(new)  # an answer naming a file is held to the same rule
     write_json(Path(state["run_dir"]) / "intent.json", new.model_dump())
     return {"intent": new.model_dump(), "questions": asked + 1, "clarify_problem": problem,
             "answers": [{"slot": pending.slot, "question": pending.question, "answer": answer}]}

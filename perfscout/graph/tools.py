@@ -16,6 +16,7 @@ the call was not run, e.g. a program the sandbox will not start), ``data``, ``er
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +36,7 @@ from perfscout.graph.tool_common import (  # noqa: F401 - part of this module's 
     _failure,
     _run_info,
     allowed_roots,
+    check_named_path,
     confine,
 )
 
@@ -46,13 +48,16 @@ def _datasets():
 
 
 def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str | None = None,
-                 endian: str | None = None, masked: str | float | None = None) -> tuple[Any, Artifact | None]:
+                 endian: str | None = None, masked: str | float | None = None,
+                 named_paths: list[str] | None = None) -> tuple[Any, Artifact | None]:
     """Turn a dataset argument into data, or say exactly what input is missing.
 
     ``dataset`` is a known dataset name, ``synthetic:KIND:SHAPE`` (e.g. ``synthetic:grf:64,64``),
     a netCDF/HDF5/Zarr file with ``var`` (the variable), a ``.npy`` file, or a path to a raw
     file, which also needs ``shape`` and ``dtype`` (little-endian unless ``endian`` is ``">"``).
-    It is read by :func:`perfscout.datasets.open`, as ``eval`` and sweeps read it. ``masked``:
+    It is read by :func:`perfscout.datasets.open`, as ``eval`` and sweeps read it. A path must
+    resolve inside the allowed roots, or be one of ``named_paths`` (written absolute in the
+    request, outside system folders and secrets). ``masked``:
     a variable's masked points (fill / missing values), as datasets.load_variable takes it;
     None refuses them, and the evaluate tool then asks which the user wants.
     """
@@ -60,10 +65,14 @@ def resolve_data(dataset: str, shape: str | None, dtype: str | None, *, var: str
     if (not dataset.startswith("synthetic:") and not var and not ds.looks_like_file(dataset)
             and not _is_file(dataset)):
         return _named_dataset(ds, dataset)
-    if not dataset.startswith("synthetic:") and not Path(dataset).expanduser().exists():
-        return None, _ask(f"data file {dataset!r} does not exist",
-                          {"path": (f"an existing file to use instead of {dataset!r} (or skip: true)",
-                                    f"一个存在的文件，代替 {dataset!r}")})
+    if not dataset.startswith("synthetic:"):
+        # resolved and checked before anything is read or asked: ../../etc/shadow is refused
+        checked = check_named_path(dataset, "data file", allowed_roots(),
+                                   absolute_is_theirs=_is_named(dataset, named_paths or []))
+        if not checked.exists():
+            return None, _ask(f"data file {dataset!r} does not exist",
+                              {"path": (f"an existing file to use instead of {dataset!r} (or skip: true)",
+                                        f"一个存在的文件，代替 {dataset!r}")})
     given_shape = shape if shape and is_shape(shape) else None
     # a file of the working directory is data whatever its extension ("wmag91.float")
     make_ref = ds.file_ref if _is_file(dataset) else ds.parse_ref
@@ -153,7 +162,8 @@ def evaluate_codec(
     element by element, and measure ratio, error metrics and throughput (medians over
     `repeats` after a warm-up)."""
     try:
-        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked)
+        data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked,
+                                     named_paths=_request_named((runtime.state if runtime is not None else None) or {}))
         if missing is not None:
             return f"needs input: {missing['error']}", missing
         evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
@@ -339,6 +349,18 @@ def diagnose_profile(
     return _diagnosis_reply(doc, items)
 
 
+def _request_named(state: dict[str, Any]) -> list[str]:
+    """Files the person named in the request itself, as written (its data, its profile)."""
+    intent = state.get("intent") or {}
+    return [n for n in [intent.get("profile_file", ""), *[d.get("path", "") for d in intent.get("data") or []]] if n]
+
+
+def _is_named(path: str, named: list[str]) -> bool:
+    """Is ``path`` one the request named (the same file, however spelled)?"""
+    real = os.path.realpath(os.path.expanduser(path))
+    return any(real == os.path.realpath(os.path.expanduser(n)) for n in named)
+
+
 def _diagnosis_reply(doc: dict[str, Any], items: list[dict[str, Any]]) -> tuple[str, Artifact]:
     """The model's line (the first five kernels' or programs' primary findings) and the document."""
     primaries = [f"{i.get('name', '')[:60]}: {(i.get('primary') or {}).get('id', 'none')}" for i in items[:5]]
@@ -359,7 +381,9 @@ def diagnose_file(
         from perfscout.tools.profile import load_profile_files
 
         roots = allowed_roots(str(state.get("run_dir") or ""))
-        p = confine(path, roots + _request_paths(state), "profile file")
+        # resolved before the check, whatever the spelling; an absolute path the person
+        # wrote is theirs unless it is a system folder or a secret
+        p = check_named_path(path, "profile file", roots, absolute_is_theirs=_is_named(path, _request_named(state)))
         if not p.is_file():
             raise InputError(f"profile file {path!r} does not exist")
         loaded = load_profile_files([p])  # its kind from its name and first bytes
@@ -374,20 +398,6 @@ def diagnose_file(
     except Exception as exc:
         return _failure(exc)
     return _diagnosis_reply(doc, items)
-
-
-def _request_paths(state: dict[str, Any]) -> list[Path]:
-    """Files the person named in the request itself (theirs to read, wherever they are)."""
-    intent = state.get("intent") or {}
-    named = [intent.get("profile_file", "")] + [d.get("path", "") for d in intent.get("data") or []]
-    out = []
-    for n in named:
-        if n:
-            try:
-                out.append(Path(n).expanduser().resolve())
-            except OSError:
-                continue
-    return out
 
 
 # ---- sweeps ----------------------------------------------------------------------

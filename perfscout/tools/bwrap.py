@@ -35,14 +35,17 @@ import functools
 import glob
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from perfscout.tools.secret_mask import Vetting, vet_tree
 
 #: How to get bubblewrap, said wherever it is missing.
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora/RHEL: "
@@ -84,6 +87,17 @@ _NOT_A_PREFIX = _NEVER_ROOTS | {Path(p) for p in ("/root", "/home", "/tmp", "/op
 _NO_PRIVATE_HOME = _NEVER_ROOTS | {Path(p) for p in ("/tmp", "/opt", "/srv", "/mnt")}
 
 
+class LimitState(BaseModel):
+    """One limit of a run: what was asked, how it was enforced, and whether it took effect
+    (with the evidence: a cgroup's value read back and what it charged, the rlimit the
+    program's parent inside the sandbox saw, or why it could not be applied)."""
+
+    value: str
+    mechanism: str
+    took_effect: bool
+    detail: str = ""
+
+
 class Confinement(BaseModel):
     """How one program was isolated; copied into every result, outcome and report."""
 
@@ -95,6 +109,8 @@ class Confinement(BaseModel):
     network: bool = False
     pid_namespace: bool = False
     limits: dict[str, str] = Field(default_factory=dict)
+    #: every limit with whether it took effect (see :class:`LimitState`)
+    limit_states: dict[str, LimitState] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     #: non-empty whenever the program ran without isolation; reports show it verbatim
     warning: str = ""
@@ -237,16 +253,28 @@ def build_argv(
     status_fd: int | None = None,
     launcher: Sequence[str] = (),
     programs: Sequence[str] = (),
+    named: Sequence[tuple[Path, Path]] = (),
+    vet: Callable[[Path], Vetting] | None = None,
+    tmpfs_bytes: int | None = None,
+    seccomp_fd: int | None = None,
 ) -> tuple[list[str], Confinement]:
     """``bwrap ... -- [launcher] command`` and the description of what the program will see.
 
     ``readable`` are extra directories or files bound read-only at their own paths (the
-    working directory and declared inputs); ``run_dir`` is the only writable host path.
-    ``launcher`` runs inside as the program's parent (see ``sandbox_launcher``).
-    ``programs`` are the executables that will run (the profiler's and the program's):
-    each one's installation is made readable (see :func:`install_root`).
+    declared inputs); with the working directory they are the *data roots*: each is vetted
+    (:func:`perfscout.tools.secret_mask.vet_tree`) and bound with its secrets, sockets and
+    FIFOs masked, or, when it is too large to vet within the walk's budget, not bound at all:
+    then only ``named`` ((path as the command spells it, resolved path) pairs: the paths the
+    command names) are. ``run_dir`` is the only writable host path. ``launcher`` runs inside
+    as the program's parent (see ``sandbox_launcher``). ``programs`` are the executables that
+    will run (the profiler's and the program's): each one's installation is made readable
+    (see :func:`install_root`). ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
+    ``$HOME``; ``seccomp_fd`` carries a compiled filter (see :mod:`perfscout.tools.seccomp`).
     """
     env = env or {}
+    if vet is None:
+        skip = python_roots()
+        vet = functools.partial(vet_tree, skip=skip)
     run_dir = run_dir.resolve()
     cwd = cwd.resolve()
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -254,6 +282,8 @@ def build_argv(
         args.append("--share-net")
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     sys_args, shown = _system_view(network)
     args += sys_args
     # Private scratch space. $HOME is an empty tmpfs at its own path: a program writing
@@ -263,60 +293,134 @@ def build_argv(
     if home and os.path.isabs(home) and Path(home).resolve() not in _NO_PRIVATE_HOME:
         private.append(str(Path(home).resolve()))
     for p in private:
+        if tmpfs_bytes is not None:
+            args += ["--size", str(int(tmpfs_bytes))]
         args += ["--tmpfs", p]
-    # Read-only roots: the Python running perfscout, perfscout's own tree, the program's
-    # working directory, declared inputs and the dirs of PYTHONPATH / LD_LIBRARY_PATH.
+    notes: list[str] = []
+    system = [Path(d) for d in SYSTEM_DIRS]
+    # Data roots: the working directory and the declared inputs, vetted before binding.
+    data = sorted({Path(r).resolve() for r in [*readable, *([cwd] if cwd != run_dir else [])]},
+                  key=lambda q: len(q.parts))
+    data_roots: list[Path] = []
+    for p in data:
+        if p.exists() and p not in _NEVER_ROOTS and not _covered(p, data_roots) \
+                and not _covered(p, [run_dir]):
+            data_roots.append(p)
+    bound_data: list[Path] = []
+    masks: list[Path] = []
+    unvetted: list[Path] = []
+    for root in data_roots:
+        v = vet(root)
+        if v.too_large:
+            unvetted.append(root)
+            notes.append(f"{root} is too large to vet for secrets ({v.too_large}, {v.entries} entries "
+                         f"walked in {v.seconds:.2f} s): it is not shown; only the paths the command "
+                         "names inside it are (declare others with --input)")
+            continue
+        bound_data.append(root)
+        masks += v.masks
+    # Named paths inside an unvetted root: each bound alone (a directory vetted first).
+    singles: list[tuple[Path, Path]] = []
+    for spelled, real in named:
+        if not (_covered(real, unvetted) or _covered(spelled, unvetted)) or not real.exists():
+            continue
+        if real.is_dir():
+            v = vet(real)
+            if v.too_large:
+                notes.append(f"{spelled} is too large to vet for secrets ({v.too_large}): not shown")
+                continue
+            masks += v.masks
+        for dest in {real, spelled}:
+            singles.append((real, dest))
+    # Support roots: the Python running perfscout, perfscout's own tree, the dirs of
+    # PYTHONPATH / LD_LIBRARY_PATH and the programs' installations. Their secrets are masked
+    # too (within the same budget; these are installations, so past it they stay bound).
     project = perfscout_source_root()
-    ro: list[Path] = [*python_roots(), project, *[Path(r).resolve() for r in readable],
-                      *_env_dirs(env, "PYTHONPATH"), *_env_dirs(env, "LD_LIBRARY_PATH")]
-    given = [run_dir, cwd, *[Path(r).resolve() for r in readable]]
+    env_dirs = [*_env_dirs(env, "PYTHONPATH"), *_env_dirs(env, "LD_LIBRARY_PATH")]
+    support: list[Path] = [*python_roots(), project, *env_dirs]
+    given = [run_dir, *bound_data, *[r for _, r in singles]]
     for exe in {command[0], *programs}:
         for path in {Path(exe), Path(os.path.realpath(exe))}:
             # a program outside every root brings its installation
             if path.is_absolute() and not _covered(path, given):
-                ro.append(install_root(path))
-    if cwd != run_dir:
-        ro.append(cwd)
-    system = [Path(d) for d in SYSTEM_DIRS]
-    ro_roots: list[Path] = []
-    for p in sorted({r for r in ro if r.exists() and r not in _NEVER_ROOTS}, key=lambda q: len(q.parts)):
-        if not _covered(p, system) and not _covered(p, ro_roots):
-            ro_roots.append(p)
-    masked: list[Path] = []
-    for root in (project, cwd):
+                support.append(install_root(path))
+    support_roots: list[Path] = []
+    for p in sorted({r for r in support if r.exists() and r not in _NEVER_ROOTS}, key=lambda q: len(q.parts)):
+        if not _covered(p, system) and not _covered(p, support_roots) and not _covered(p, bound_data):
+            support_roots.append(p)
+    vetted_support = {project.resolve(), *env_dirs}
+    for root in support_roots:
         git = root / ".git"
-        if _covered(root, ro_roots) and (git.is_dir() or git.is_file()) and not git.is_symlink():
-            masked.append(git)
+        if os.path.lexists(git) and not git.is_symlink():
+            masks.append(git)
+        if root in vetted_support or any(r.is_relative_to(root) for r in vetted_support):
+            v = vet(root)
+            masks += v.masks
+            if v.too_large:
+                notes.append(f"{root} (an installation perfscout or the program needs) was vetted for "
+                             f"secrets only in part ({v.too_large}); what the walk reached is masked")
+    ro_roots = sorted([*support_roots, *bound_data], key=lambda q: len(q.parts))
+    masks = sorted({m for m in masks if _covered(m, ro_roots) or _covered(m, [s for _, s in singles])})
     # Mount order matters: parents before children, so the run directory (rw) and the
     # masks land on top of any read-only root that contains them.
-    mounts: list[tuple[Path, str]] = [(p, "ro") for p in ro_roots] + [(run_dir, "rw")] \
-        + [(m, "mask") for m in masked]
+    mounts: list[tuple[Path, str, Path]] = [(p, "ro", p) for p in ro_roots] + [(run_dir, "rw", run_dir)] \
+        + [(dest, "ro", src) for src, dest in singles] + [(m, "mask", m) for m in masks]
+    if cwd != run_dir and not _covered(cwd, [*ro_roots, *[d for _, d in singles]]):
+        mounts.append((cwd, "dir", cwd))  # --chdir needs it; empty, read-only
     mounts.sort(key=lambda m: (len(m[0].parts), m[1] == "mask"))
-    for path, how in mounts:
+    for dest, how, src in mounts:
         if how == "ro":
-            args += ["--ro-bind", str(path), str(path)]
+            args += ["--ro-bind", str(src), str(dest)]
         elif how == "rw":
-            args += ["--bind", str(path), str(path)]
-        elif path.is_dir():
-            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-        else:
-            args += ["--ro-bind", "/dev/null", str(path)]
+            args += ["--bind", str(dest), str(dest)]
+        elif how == "dir":
+            args += ["--dir", str(dest)]
+        elif _is_real_dir(dest):
+            args += ["--tmpfs", str(dest), "--remount-ro", str(dest)]
+        else:  # a file, socket, FIFO or device: an empty file in its place (connect: refused)
+            args += ["--ro-bind", str(_empty_file()), str(dest)]
     args += ["--remount-ro", "/", "--chdir", str(cwd), "--"]
     args += [*launcher, *command]
+    size = f", {tmpfs_bytes} bytes each" if tmpfs_bytes is not None else ""
     desc = Confinement(
         mode="bwrap",
-        writable=[str(run_dir), *[f"{p} (private, emptied after the run)" for p in private],
+        writable=[str(run_dir), *[f"{p} (private{size}, emptied after the run)" for p in private],
                   "/dev/shm (private)"],
-        readable=shown + [str(p) for p in ro_roots],
-        masked=[str(m) for m in masked] + ["/etc (all but the allowlist)", "every other host path"],
+        readable=shown + [str(p) for p in ro_roots] + sorted({str(d) for _, d in singles}),
+        masked=[str(m) for m in masks] + ["/etc (all but the allowlist)", "every other host path"],
         network=network,
         pid_namespace=True,
         notes=["no capabilities, no new privileges; new PID, IPC, UTS, cgroup and mount namespaces; "
                "every process of the run dies when it exits",
+               "secrets by name (.git, .env, .netrc, .ssh, key files, credentials...), sockets and FIFOs "
+               "in the folders shown are masked at any depth",
+               *notes,
                *([] if network else ["no network: a private network namespace with only loopback"]),
                *_perf_note()],
     )
     return args, desc
+
+
+_EMPTY: list[Path] = []
+
+
+def _empty_file() -> Path:
+    """An empty read-only regular file of perfscout's own, bound over masked files (not
+    /dev/null: bind mounts are ``nodev``, so opening it would fail where reading an empty
+    file succeeds, and a program that reads a masked ``.git`` file gets no surprise)."""
+    if not _EMPTY or not _EMPTY[0].is_file() or _EMPTY[0].stat().st_size:
+        d = Path(tempfile.mkdtemp(prefix="perfscout-mask-"))
+        f = d / "empty"
+        f.touch(mode=0o444)
+        _EMPTY[:] = [f]
+    return _EMPTY[0]
+
+
+def _is_real_dir(p: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(p).st_mode)
+    except OSError:
+        return False
 
 
 def _perf_note() -> list[str]:

@@ -57,6 +57,20 @@ class RunCgroup:
                         return True
         return False
 
+    def evidence(self) -> dict[str, tuple[int | None, int | None]]:
+        """controller -> (the cap read back, what the run was charged: peak memory bytes or
+        current pids), read before :meth:`destroy`. None where the kernel does not say."""
+        out: dict[str, tuple[int | None, int | None]] = {}
+        for d in self.dirs:
+            for ctrl, cap_names, used_names in (
+                    ("memory", ("memory.max", "memory.limit_in_bytes"), ("memory.peak", "memory.max_usage_in_bytes")),
+                    ("pids", ("pids.max",), ("pids.peak", "pids.current"))):
+                cap = _first_int(d, cap_names)
+                if cap is None:
+                    continue
+                out[ctrl] = (cap, _first_int(d, used_names))
+        return out
+
     def destroy(self) -> None:
         """Kill whatever is left in the cgroup, then remove it."""
         for _ in range(50):
@@ -78,6 +92,15 @@ class RunCgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def _first_int(d: Path, names: tuple[str, ...]) -> int | None:
+    for name in names:
+        try:
+            return int((d / name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
 
 
 def attach_self(paths: list[bytes]) -> None:

@@ -5,8 +5,9 @@ fills, a FIFO blocks until someone writes to it, and a 20 GB log is read whole b
 anything can say it is not a profile. Every input file perfscout parses goes through
 :func:`read_input_bytes` / :func:`read_input_text`, which refuse, with the path and the
 reason, before reading: a missing path, a directory, a device, a FIFO or socket (anything
-that is not a regular file once symlinks are followed; a symlink loop says so), and a file
-larger than the caller's limit or than this machine's free memory allows to parse.
+that is not a regular file once symlinks are followed; a symlink loop says so), a file
+larger than the caller's limit or than this machine's free memory allows to parse, and (for
+compressed streams) a sparse file, judged from its allocated blocks.
 """
 
 from __future__ import annotations
@@ -24,8 +25,19 @@ PARSE_BYTES_PER_BYTE = 4
 SMALL_DOCUMENT_BYTES = 16 * 2**20
 
 
-def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> int:
-    """The size of ``path`` if it is a regular file perfscout may read whole, else InputError."""
+#: A file this size or larger whose allocated blocks cover less than half of it has holes.
+_SPARSE_MIN_BYTES = 2**20
+
+
+def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | None = None,
+                     *, dense: bool = False) -> int:
+    """The size of ``path`` if it is a regular file perfscout may read whole, else InputError.
+
+    Sized before any read from both figures the file system gives: the apparent size (what
+    a read returns, holes included) against the limit, and, with ``dense=True`` (compressed
+    streams, which are never mostly zeros), the allocated blocks: a file whose blocks cover
+    less than half of it and that has a hole (``SEEK_HOLE``) is refused as sparse, the 3 GiB
+    of nothing a forged stream would otherwise make perfscout read into memory."""
     p = Path(path)
     try:
         st = os.stat(p)  # follows symlinks: what would be read
@@ -35,12 +47,23 @@ def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | N
         if exc.errno == errno.ENOENT:
             raise InputError(f"{what} not found: {p} (cannot read it: no such file)") from None
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    _check_stat(p, st, what, max_bytes, dense)
+    return st.st_size
+
+
+def _check_stat(p: Path, st: os.stat_result, what: str, max_bytes: int | None, dense: bool,
+                fd: int | None = None) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"cannot read {what} {p}: it is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
                 else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
         raise InputError(f"cannot read {what} {p}: it is {kind}, not a regular file (save the output to a file)")
+    allocated = st.st_blocks * 512
+    if dense and st.st_size >= _SPARSE_MIN_BYTES and allocated < st.st_size // 2 and _has_hole(p, st, fd):
+        raise InputError(f"{what} {p} is sparse: {st.st_size / 2**20:.1f} MiB long but only "
+                         f"{allocated / 2**20:.1f} MiB of it is on disk (the rest is holes, read as zeros); "
+                         "a compressed stream has no holes: is it the right file?")
     if max_bytes is None:
         from perfscout.datasets.synthetic import available_bytes  # NumPy's import only where it is asked
 
@@ -51,16 +74,45 @@ def check_input_file(path: str | os.PathLike[str], what: str, max_bytes: int | N
         why = "the limit for this kind of file" if max_bytes is not None else "what this machine's free memory can parse"
         raise InputError(f"{what} {p} is {st.st_size / 2**20:.1f} MiB, more than {why} "
                          f"({limit / 2**20:.1f} MiB); is it the right file?")
-    return st.st_size
 
 
-def read_input_bytes(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> bytes:
-    """The bytes of a regular file (see :func:`check_input_file`); InputError otherwise."""
-    check_input_file(path, what, max_bytes)
+def _has_hole(p: Path, st: os.stat_result, fd: int | None) -> bool:
+    """Does the file have a hole before its end? (Where SEEK_HOLE is not supported, a
+    file this short of blocks is taken to have one: compressed file systems report fewer
+    blocks, but a compressed stream does not compress.)"""
+    own = fd is None
     try:
-        return Path(path).read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) if own else fd
+        try:
+            return os.lseek(fd, 0, os.SEEK_HOLE) < st.st_size
+        finally:
+            if own:
+                os.close(fd)
+    except (OSError, AttributeError):
+        return True
+
+
+def read_input_bytes(path: str | os.PathLike[str], what: str, max_bytes: int | None = None,
+                     *, dense: bool = False) -> bytes:
+    """The bytes of a regular file (see :func:`check_input_file`); InputError otherwise.
+    Checked on the descriptor that is read (a path swapped after the check is not read), and
+    never more than the size that passed the check."""
+    p = Path(path)
+    check_input_file(p, what, max_bytes, dense=dense)  # the errors by name, before opening
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        _check_stat(p, st, what, max_bytes, dense, fd=f.fileno())
+        try:
+            data = f.read(st.st_size + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > st.st_size:
+        raise InputError(f"{what} {p} grew while it was being read; not read")
+    return data
 
 
 def read_input_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = SMALL_DOCUMENT_BYTES) -> str:

@@ -9,6 +9,9 @@ Defaults follow what works on shared and virtualised GPUs: ``--set full``,
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,10 +19,16 @@ from pydantic import BaseModel, Field
 
 from perfscout.errors import InputError, ToolRefused
 from perfscout.tools.ncu_parse import NcuReport, NcuRule, attach_rules, parse_details_csv, parse_raw_csv
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, write_run_file
+from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, take_run_file, write_run_file
 
 #: ncu prints the whole table at once; a 1,000-kernel raw page is ~16 MB.
 _NCU_OUTPUT_CAP = 512 * 2**20
+#: The largest report perfscout takes back from a run directory (--set full, many launches).
+_NCU_REPORT_CAP = 8 * 2**30
+#: Said with every ncu profile: what no sandbox can change.
+NCU_IN_PROCESS_NOTE = ("ncu measures through a library it injects into the program's own process: "
+                       "a hostile program can alter what ncu records (the sandbox keeps it from "
+                       "swapping the report file after the run, not from lying inside itself)")
 
 
 class NcuOptions(BaseModel):
@@ -42,6 +51,7 @@ class NcuRun(BaseModel):
     ncu_rep: str = ""
     results: list[SandboxResult] = Field(default_factory=list)
     error: str = ""
+    notes: list[str] = Field(default_factory=list)  # what the figures can and cannot be trusted for
 
 
 def filter_args(opts: NcuOptions) -> list[str]:
@@ -61,10 +71,11 @@ def profile_args(opts: NcuOptions) -> list[str]:
             "--print-units", "base", *filter_args(opts)]
 
 
-def _limits(opts: NcuOptions) -> SandboxLimits:
-    # A --set full report grows with the number of launches profiled: allow big ones.
-    return SandboxLimits(timeout_s=opts.timeout_s, output_cap_bytes=_NCU_OUTPUT_CAP,
-                         file_size_bytes=16 * 2**30)
+def _limits(opts: NcuOptions, base: SandboxLimits) -> SandboxLimits:
+    # A --set full report grows with the number of launches profiled: allow big ones (the
+    # run directory's disk budget still holds). Memory and disk as the sandbox says.
+    return base.model_copy(update={"timeout_s": opts.timeout_s, "output_cap_bytes": _NCU_OUTPUT_CAP,
+                                   "file_size_bytes": 16 * 2**30})
 
 
 def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = None) -> NcuRun:
@@ -75,21 +86,36 @@ def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = 
     if opts.details:
         rep = rd / "ncu_profile.ncu-rep"
         res = sandbox.run(list(command), wrap=[*profile_args(opts), "-f", "-o", str(rd / "ncu_profile")],
-                          limits=_limits(opts))
+                          limits=_limits(opts, sandbox.limits))
         run.results.append(res)
         write_run_file(rd / "ncu_profile.log", res.stdout + res.stderr)
-        if not rep.exists():
+        if not os.path.lexists(rep):
             said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("==ERROR==")]
             run.error = (f"ncu produced no report ({res.status}: {res.reason})"
                          + (f"; ncu said: {' | '.join(said[-3:])}" if said else "")
                          + "; see ncu_profile.log")
             return run
-        run.ncu_rep = str(rep)
-        imported = import_report(sandbox, rep, details=True, timeout_s=opts.timeout_s)
+        # The report lies in the run directory, which the program can write: it is taken
+        # (no link, no hard link, a regular file, at most _NCU_REPORT_CAP) into a folder of
+        # perfscout's own before ncu --import reads it, and the copy is what is kept.
+        private = Path(tempfile.mkdtemp(prefix="perfscout-ncu-"))
+        try:
+            try:
+                taken = take_run_file(rep, private / rep.name, _NCU_REPORT_CAP)
+            except OSError as exc:
+                run.error = f"ncu's report was not read back: {exc}"
+                return run
+            imported = import_report(sandbox, taken, details=True, timeout_s=opts.timeout_s)
+            os.unlink(rep)  # the record: perfscout's checked copy, a fresh file
+            shutil.copyfile(taken, rep)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+        imported.ncu_rep = str(rep)
         imported.results[:0] = run.results
+        imported.notes.append(NCU_IN_PROCESS_NOTE)
         return imported
     res = sandbox.run(list(command), wrap=[*profile_args(opts), "--csv", "--page", "raw"],
-                      limits=_limits(opts))
+                      limits=_limits(opts, sandbox.limits))
     run.results.append(res)
     raw = rd / "ncu_raw.csv"
     write_run_file(raw, res.stdout)
@@ -97,6 +123,8 @@ def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = 
     if res.stderr:
         write_run_file(rd / "ncu_raw.stderr", res.stderr)
     run.report, run.error = _parse_raw(res, str(raw))
+    run.notes += [NCU_IN_PROCESS_NOTE, "the raw page was read from the command's standard output, "
+                  "which the program shares: profile with details (a report) for output it cannot print"]
     return run
 
 

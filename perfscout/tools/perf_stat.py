@@ -23,7 +23,8 @@ from perfscout.state.perf_events import DEFAULT_EVENTS, HARDWARE_EVENTS, SOFTWAR
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Finding
 from perfscout.tools.profile_text import read_profile_text
-from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, read_run_file
+from perfscout.tools.sandbox import (PROFILER_FD, Sandbox, SandboxLimits, SandboxResult, read_run_file,
+                                    write_run_file)
 
 __all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
            "event_base", "load_perf_file", "parse_perf_csv", "parse_perf_json", "perf_supports_json",
@@ -323,22 +324,32 @@ def run_perf_stat(
         use_json = perf_supports_json(sandbox)
     out_file = sandbox.run_dir / f"{out_name}.{'jsonl' if use_json else 'csv'}"
     fmt = ["-j"] if use_json else ["-x", ","]
-    wrap = ["perf", "stat", *fmt, "-o", str(out_file), "-e", ",".join(events)]
+    # Confined, perf writes to a socket only it holds (the program never does, and cannot
+    # reopen a socket through /proc): the counts cannot be forged by writing a file. The
+    # saved copy is written by perfscout afterwards. Unconfined, the program can do anything
+    # anyway: perf writes a file, as before.
+    channel = sandbox.can_confine()
+    dest = ["--log-fd", str(PROFILER_FD)] if channel else ["-o", str(out_file)]
+    wrap = ["perf", "stat", *fmt, *dest, "-e", ",".join(events)]
     if repeats > 1:
         wrap += ["-r", str(repeats)]
     wrap.append("--")
     log.debug("perf stat: %s -- %s", " ".join(wrap[:-1]), " ".join(cmd))
-    res = sandbox.run(cmd, wrap=wrap, limits=limits)
-    if res.status == "refused" or not out_file.exists():
+    res = sandbox.run(cmd, wrap=wrap, limits=limits, profiler_channel=channel)
+    if res.status == "refused" or (not channel and not out_file.exists()):
         prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")
         _add_rusage(prof, res)
         return prof, res
-    try:  # written inside the sandbox: the program could have swapped it for a link
-        text = read_run_file(out_file)
-    except OSError as exc:
-        prof = PerfProfile(command=cmd, fallback=f"perf stat output unreadable: {exc}")
-        _add_rusage(prof, res)
-        return prof, res
+    if channel:
+        text = res.profiler_output
+        write_run_file(out_file, text)  # the record, written after the program is gone
+    else:
+        try:  # written inside the run directory: the program could have swapped it for a link
+            text = read_run_file(out_file)
+        except OSError as exc:
+            prof = PerfProfile(command=cmd, fallback=f"perf stat output unreadable: {exc}")
+            _add_rusage(prof, res)
+            return prof, res
     try:
         prof = parse_perf_json(text, cmd) if use_json else parse_perf_csv(text, cmd)
     except InputError:
@@ -348,6 +359,8 @@ def run_perf_stat(
                                                   f"{res.reason or 'see stderr'})")
         _add_rusage(prof, res)
         return prof, res
+    if res.profiler_output_truncated:
+        prof.notes.append(f"perf stat's output was longer than {len(text)} bytes; only its start was read")
     # perf's own wall time of the program (from its "CPUs utilized") where it printed one: the
     # sandbox's wall time adds the sandbox's and perf's start-up
     prof.elapsed_s = prof.elapsed_s or res.wall_s

@@ -99,6 +99,8 @@ class ProfileOutcome(BaseModel):
     #: how the program was isolated (bwrap, or UNCONFINED with ``warning`` saying so)
     confinement: Confinement | None = None
     warnings: list[str] = Field(default_factory=list)
+    #: what the measurement can and cannot be trusted for (e.g. ncu's in-process collection)
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def unconfined(self) -> bool:
@@ -129,6 +131,8 @@ def profile_command(
     timeout_s: float = 600.0,
     platform: PlatformProfile | None = None,
     unconfined: bool = False,
+    memory_mb: int | None = None,
+    disk_mb: int | None = None,
 ) -> ProfileOutcome:
     """Profile ``command`` (the user's own: its executable is registered explicitly).
 
@@ -136,7 +140,10 @@ def profile_command(
     input, as are ``inputs``), confined by bubblewrap with the profiler beside it; only
     the run directory is writable. Without bubblewrap the outcome is ``refused`` (with
     the install hint in ``exit.reason``) unless ``unconfined=True``, which runs it
-    anyway and says so in ``confinement.warning`` and ``warnings``.
+    anyway and says so in ``confinement.warning`` and ``warnings``. ``memory_mb`` and
+    ``disk_mb`` replace the default caps (half the machine's memory; 8 GiB written into the
+    run directory); every limit is stated in ``confinement.limit_states`` with whether it
+    took effect.
     """
     if not command:
         raise InputError("nothing to profile: give a command after --")
@@ -146,8 +153,13 @@ def profile_command(
     # its run directory instead and only explicit inputs are allowed.
     cwd = Path.cwd()
     roots = [cwd] if cwd != Path(cwd.anchor) else []
+    base = SandboxLimits()
+    if memory_mb is not None:
+        base = base.model_copy(update={"memory_bytes": int(memory_mb) * 2**20})
+    if disk_mb is not None:
+        base = base.model_copy(update={"disk_bytes": int(disk_mb) * 2**20})
     sandbox = Sandbox(run_dir, inputs=[*roots, *inputs], cwd=cwd if roots else run_dir,
-                      unconfined=unconfined)
+                      unconfined=unconfined, limits=base)
     try:
         sandbox.register(command[0])
     except ToolRefused as exc:
@@ -161,13 +173,14 @@ def profile_command(
         reason = f"requested with --tool {tool}"
     out = ProfileOutcome(run_id=run_id, run_dir=str(run_dir), tool=tool, reason=reason,
                          command=list(command), status="", platform_id=platform.platform_id)
-    limits = SandboxLimits(timeout_s=timeout_s)
+    limits = base.model_copy(update={"timeout_s": timeout_s})
     if tool == "ncu":
         opts = ncu_options or NcuOptions()
         opts = opts.model_copy(update={"timeout_s": timeout_s})
         run = run_ncu(sandbox, [str(a) for a in command], opts)
         res = run.results[0] if run.results else None
         out.ncu_error = run.error
+        out.notes += run.notes
         if run.report is not None:
             out.kernels = [kernel_json(k) for k in run.report.kernels]
             out.digest = run.report.digest()

@@ -47,6 +47,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -59,8 +60,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from perfscout.errors import ToolRefused
-from perfscout.tools import bwrap, cgroup_limits
-from perfscout.tools.bwrap import Confinement
+from perfscout.tools import bwrap, cgroup_limits, seccomp, secret_mask
+from perfscout.tools.bwrap import Confinement, LimitState
 
 #: Runs inside the sandbox as the program's parent and reports its wait status and rusage.
 _LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
@@ -102,21 +103,42 @@ _LIMIT_MARKERS = {
 }
 
 
+def default_memory_bytes() -> int | None:
+    """Half of this machine's physical memory: a run that needs more is not a benchmark
+    perfscout should let take the machine down (``--memory`` says otherwise)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return None
+
+
+#: The run directory's default disk budget (and the private /tmp's, $HOME's size each).
+DEFAULT_DISK_BYTES = 8 * 2**30
+#: Files and directories a run may create in its run directory.
+DEFAULT_DISK_ENTRIES = 100_000
+
+
 class SandboxLimits(BaseModel):
     """Per-run limits. ``None`` leaves that limit as inherited.
 
     Address space defaults to unlimited because CUDA programs reserve terabytes of
     virtual addresses at start-up; ``memory_bytes`` (a cgroup cap on memory actually
-    used, where a cgroup can be made) is the cap that suits them.
+    used, where a cgroup can be made, else ``RLIMIT_DATA`` per process) is the cap that
+    suits them; it defaults to half the machine's memory. ``disk_bytes`` and
+    ``disk_entries`` are the run directory's budget, watched while the program runs (the
+    run is killed past it) and capped at half the file system's free space; ``disk_bytes``
+    also sizes each private tmpfs (``/tmp``, ``/var/tmp``, ``$HOME``).
     """
 
     timeout_s: float = 120.0
     address_space_bytes: int | None = None
-    memory_bytes: int | None = None
+    memory_bytes: int | None = Field(default_factory=default_memory_bytes)
     cpu_seconds: int | None = None
     open_files: int | None = 1024
     processes: int | None = 4096
     file_size_bytes: int | None = 2 * 2**30
+    disk_bytes: int | None = DEFAULT_DISK_BYTES
+    disk_entries: int | None = DEFAULT_DISK_ENTRIES
     output_cap_bytes: int = 1 * 2**20  # per stream; the tail is kept
 
 
@@ -140,6 +162,10 @@ class SandboxResult(BaseModel):
     confinement: Confinement = Field(default_factory=lambda: Confinement(mode="none"))
     stdout_path: str = ""  # set by run_sandboxed: the kept tails, saved in the run dir
     stderr_path: str = ""
+    #: what the profiler wrote to its own channel (``run(profiler_channel=True)``): a socket
+    #: only it holds, never a file in the writable run directory
+    profiler_output: str = ""
+    profiler_output_truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -225,6 +251,34 @@ class Sandbox:
                 self._allowed_paths.add(cand.resolve())
         for exe in executables:
             self.register(exe)
+        #: what the secret walk found per folder, kept for this sandbox's runs: the program
+        #: sees those folders read-only, so it cannot add a secret between two of its runs
+        self._vetted: dict[Path, secret_mask.Vetting] = {}
+
+    def _vet(self, root: Path) -> secret_mask.Vetting:
+        if root not in self._vetted:
+            self._vetted[root] = secret_mask.vet_tree(root, skip=bwrap.python_roots())
+        return self._vetted[root]
+
+    def named_paths(self, argv: Sequence[str], cwd: Path) -> list[tuple[Path, Path]]:
+        """(path as spelled, joined to ``cwd``; resolved) for every existing path ``argv``
+        names inside the allowed roots: path tokens and bare names of files in ``cwd``. Where
+        a folder is too large to vet, these are all the sandbox shows of it."""
+        out: list[tuple[Path, Path]] = []
+        for i, arg in enumerate(argv):
+            pieces = [arg] if i == 0 else [*_path_pieces(arg), *([arg] if _is_bare_name(arg) else [])]
+            for piece in pieces:
+                try:
+                    p = Path(piece).expanduser()
+                except RuntimeError:
+                    continue
+                spelled = Path(os.path.normpath(p if p.is_absolute() else cwd / p))
+                if not os.path.lexists(spelled):
+                    continue
+                real = spelled.resolve()
+                if self._inside_allowed(real) or self._inside_allowed(spelled):
+                    out.append((spelled, real))
+        return out
 
     # ---- configuration -------------------------------------------------------------
     def register(self, executable: str) -> Path:
@@ -326,7 +380,8 @@ class Sandbox:
     # ---- confinement -----------------------------------------------------------------
     def confine(self, full: list[str], work: Path, env: dict[str, str],
                 status_fd: int | None, report_fd: int | None,
-                programs: Sequence[str] = ()) -> tuple[list[str], Confinement]:
+                programs: Sequence[str] = (), *, tmpfs_bytes: int | None = None,
+                seccomp_fd: int | None = None, move_fd: int | None = None) -> tuple[list[str], Confinement]:
         """The argv that actually runs (``bwrap ... -- full`` or ``full`` itself) and how
         it is confined. Raises :class:`ToolRefused` when it cannot be confined and the
         caller did not allow running without."""
@@ -338,11 +393,14 @@ class Sandbox:
                 return full, _unconfined(f"perfscout's own probe ran without isolation: {probe.reason}")
             raise ToolRefused(f"refusing to run {Path(full[0]).name} without the OS sandbox: {probe.reason}")
         readable = [*self.inputs] + ([work] if work != self.run_dir else [])
-        launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd), "--"] \
+        launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd),
+                    *(["--move-fd", str(move_fd)] if move_fd is not None else []), "--"] \
             if report_fd is not None else []
         argv, conf = bwrap.build_argv(full, bwrap=probe.path, run_dir=self.run_dir, cwd=work,
                                       readable=readable, network=self.network, env=env,
-                                      status_fd=status_fd, launcher=launcher, programs=programs)
+                                      status_fd=status_fd, launcher=launcher, programs=programs,
+                                      named=self.named_paths(full, work), vet=self._vet,
+                                      tmpfs_bytes=tmpfs_bytes, seccomp_fd=seccomp_fd)
         conf.tool = probe.description
         # A private /tmp inside: a TMPDIR naming a host directory would not exist there.
         env["TMPDIR"] = "/tmp"
@@ -357,17 +415,27 @@ class Sandbox:
         cwd: str | os.PathLike[str] | None = None,
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
+        profiler_channel: bool = False,
     ) -> SandboxResult:
         """Run ``argv`` (optionally as ``wrap + argv``, e.g. a profiler around a program).
 
         Both the wrapper and the wrapped command are validated: each one's executable
         must be allowed and each argument must pass the argument rules; the profiler
         runs inside the confinement with the program.
+
+        ``profiler_channel=True`` (confined runs only; see :meth:`can_confine`): the wrapper
+        gets descriptor :data:`PROFILER_FD` (``perf stat --log-fd 9``), one end of a socket
+        pair whose other end only perfscout holds; ``/bin/sh`` closes it before the program
+        starts, so the program never holds it, and a socket cannot be reopened through
+        ``/proc/PID/fd``. What arrives (at most :data:`PROFILER_OUTPUT_CAP` bytes) is the
+        result's ``profiler_output``.
         """
-        lim = limits or self.limits
+        lim = _effective_limits(limits or self.limits, self.run_dir)
         work = Path(cwd).resolve() if cwd else self.cwd
         shown = [*(wrap or []), *argv] if not isinstance(argv, str) else [argv]
         pipes: list[tuple[int, int]] = []  # bwrap's status, the launcher's report
+        channel: tuple[socket.socket, socket.socket] | None = None
+        filter_fd: int | None = None
         try:
             _check_limits(lim)
             if not self._inside_allowed(work):
@@ -375,6 +443,12 @@ class Sandbox:
             wrapper = self.prepare(wrap, work) if wrap else []
             program = self.prepare(argv, work)
             full = wrapper + program
+            if profiler_channel:
+                if not wrapper or not self.can_confine():
+                    raise ToolRefused("a profiler channel needs a profiler and the OS sandbox")
+                channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                filter_fd = seccomp.filter_fd()
+                full = [*wrapper, *_CLOSE_PROFILER_FD, *program]
             child_env = self.child_env(env)
             for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
                 self.check_argument(value, work)
@@ -382,15 +456,104 @@ class Sandbox:
                 pipes = [os.pipe(), os.pipe()]
             real, conf = self.confine(full, work, child_env, pipes[0][1] if pipes else None,
                                       pipes[1][1] if pipes else None,
-                                      programs=[*wrapper[:1], program[0]])
+                                      programs=[*wrapper[:1], program[0]], tmpfs_bytes=lim.disk_bytes,
+                                      move_fd=channel[1].fileno() if channel else None,
+                                      seccomp_fd=filter_fd)
+            if channel:
+                conf.notes.append(
+                    f"the profiler writes to a socket only it holds (fd {PROFILER_FD}, closed before the "
+                    "program starts), never to a file the program can write"
+                    + (f"; {', '.join(seccomp.DENIED)} refused to every process of the run (seccomp), so "
+                       "the program cannot attach to the profiler" if filter_fd is not None else
+                       "; no seccomp filter for this architecture: the program could ptrace the profiler"))
         except ToolRefused as exc:
+            if channel:
+                channel[0].close()
+                channel[1].close()
+            if filter_fd is not None:
+                os.close(filter_fd)
             _close_all(pipes)
             return SandboxResult(status="refused", argv=[str(a) for a in shown],
                                  reason=str(exc), cwd=str(work))
         if conf.mode != "bwrap":
             _close_all(pipes)
             pipes = []
-        return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes)
+        if channel is None:
+            return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
+                            watch_dir=self.run_dir)
+        ours, theirs = channel
+        reader = _HeadReader(ours, PROFILER_OUTPUT_CAP)
+        keep = (theirs.fileno(), *([filter_fd] if filter_fd is not None else []))
+
+        def handed_over() -> None:  # the child holds them now
+            theirs.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
+        try:
+            res = _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
+                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over)
+        finally:
+            theirs.close()
+        reader.thread.join(timeout=5.0)  # every holder is gone with the PID namespace
+        ours.close()
+        res.profiler_output, res.profiler_output_truncated = reader.text()
+        return res
+
+    def can_confine(self) -> bool:
+        """Will this sandbox's runs be confined by bubblewrap?"""
+        return not self.unconfined and bwrap.probe_bwrap().usable
+
+
+#: The profiler's channel inside the sandbox (see ``sandbox_launcher.PROFILER_FD``).
+PROFILER_FD = 9
+#: What a profiler may send through it: far more than perf stat prints for any event list.
+PROFILER_OUTPUT_CAP = 16 * 2**20
+#: Between the profiler and the program: closes the channel, then becomes the program
+#: (dash starts in about a millisecond; perf counts that millisecond with the program).
+_CLOSE_PROFILER_FD = ["/bin/sh", "-c", f'exec {PROFILER_FD}>&-; exec "$0" "$@"']
+
+
+class _HeadReader:
+    """Reads a socket to EOF keeping the first ``cap`` bytes (the rest is drained, so
+    the writer never blocks, and counted)."""
+
+    def __init__(self, sock: socket.socket, cap: int) -> None:
+        self._sock, self._cap = sock, cap
+        self.data = bytearray()
+        self.total = 0
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while chunk := self._sock.recv(65536):
+                self.total += len(chunk)
+                if len(self.data) < self._cap:
+                    self.data += chunk[: self._cap - len(self.data)]
+        except OSError:
+            pass
+
+    def text(self) -> tuple[str, bool]:
+        return bytes(self.data).decode("utf-8", errors="replace"), self.total > len(self.data)
+
+
+def _effective_limits(lim: SandboxLimits, run_dir: Path) -> SandboxLimits:
+    """The limits as they will apply: the disk budget at most half the run directory's free
+    space, and no single file larger than the disk budget (RLIMIT_FSIZE, so one write cannot
+    overshoot the watch between two looks)."""
+    upd: dict[str, int | None] = {}
+    if lim.disk_bytes is not None:
+        try:
+            st = os.statvfs(run_dir)
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            free = None
+        if free is not None and free // 2 < lim.disk_bytes:
+            upd["disk_bytes"] = max(free // 2, 2**20)
+        budget = upd.get("disk_bytes", lim.disk_bytes)
+        if lim.file_size_bytes is None or lim.file_size_bytes > budget:
+            upd["file_size_bytes"] = budget
+    return lim.model_copy(update=upd) if upd else lim
 
 
 def _check_limits(lim: SandboxLimits) -> None:
@@ -514,18 +677,56 @@ def run_subdir(run_dir: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     return current
 
 
-def read_run_file(path: str | os.PathLike[str], limit: int | None = None) -> str:
-    """Read a file a sandboxed program may have replaced: never through a link, and never
-    anything but a regular file (a FIFO would block)."""
+#: The most perfscout reads back of any file a sandboxed program could have written.
+RUN_FILE_READ_CAP = 64 * 2**20
+
+
+def read_run_file(path: str | os.PathLike[str], limit: int | None = RUN_FILE_READ_CAP) -> str:
+    """Read a file a sandboxed program may have replaced: never through a link, never
+    anything but a regular file (a FIFO would block), never one with another name (a hard
+    link), and never more than ``limit`` bytes (a planted 1.5 GiB file is refused, not read:
+    OSError ``EFBIG``). ``limit=None`` only for files of known, bounded size."""
     fd = os.open(Path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
-        data = f.read() if limit is None else f.read(limit)
+        if st.st_nlink > 1:
+            raise OSError(errno.EINVAL, f"{path} has {st.st_nlink} names (a hard link): not read")
+        if limit is not None and max(st.st_size, st.st_blocks * 512) > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back "
+                                       f"({st.st_size} bytes): not read")
+        data = f.read() if limit is None else f.read(limit + 1)
+        if limit is not None and len(data) > limit:  # grew while being read
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back: not read")
     return data.decode("utf-8", errors="replace")
 
 
-def _set_limits(lim: SandboxLimits, cgroup_procs: list[bytes]) -> None:
+def take_run_file(path: str | os.PathLike[str], dest: str | os.PathLike[str], limit: int) -> Path:
+    """Copy a file a sandboxed tool wrote in the run directory (an ncu report) to ``dest``,
+    a place the program cannot reach, with :func:`read_run_file`'s checks (no link, no hard
+    link, a regular file, at most ``limit`` bytes), streaming; OSError otherwise. Everything
+    perfscout does with the file afterwards uses the copy: what the program might do to the
+    original once the checks passed no longer matters."""
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError(errno.EINVAL, f"{path} is not a regular file of its own: not read")
+        if max(st.st_size, st.st_blocks * 512) > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than the {limit} bytes perfscout reads back: not read")
+        out = Path(dest)
+        copied = 0
+        with open(out, "xb") as w:
+            while chunk := f.read(2**20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise OSError(errno.EFBIG, f"{path} grew past {limit} bytes while being read: not read")
+                w.write(chunk)
+    return out
+
+
+def _set_limits(lim: SandboxLimits, cgroup_procs: list[bytes], data_bytes: int | None = None) -> None:
     """Runs in the child between fork and exec: keep it to plain syscalls."""
     def cap(which: int, value: int | None, hard_extra: int = 0) -> None:
         if value is None:
@@ -543,6 +744,7 @@ def _set_limits(lim: SandboxLimits, cgroup_procs: list[bytes]) -> None:
     cap(resource.RLIMIT_NOFILE, lim.open_files)
     cap(resource.RLIMIT_NPROC, lim.processes)
     cap(resource.RLIMIT_FSIZE, lim.file_size_bytes)
+    cap(resource.RLIMIT_DATA, data_bytes)
 
 
 #: A flag's own name, so that "-o/etc/x" and "-I../inc" are checked as the paths they carry.
@@ -631,38 +833,137 @@ def _close_all(pipes: list[tuple[int, int]]) -> None:
                 pass
 
 
-def _limits_described(lim: SandboxLimits, cg: cgroup_limits.RunCgroup | None, cg_why: str) -> dict[str, str]:
-    d: dict[str, str] = {"wall_clock": f"{lim.timeout_s:g} s, then the process group and the "
-                                       "PID namespace are killed"}
-    if lim.cpu_seconds is not None:
-        d["cpu"] = f"RLIMIT_CPU {lim.cpu_seconds} s"
-    if lim.address_space_bytes is not None:
-        d["address_space"] = f"RLIMIT_AS {lim.address_space_bytes} bytes"
-    if lim.open_files is not None:
-        d["open_files"] = f"RLIMIT_NOFILE {lim.open_files}"
-    if lim.file_size_bytes is not None:
-        d["file_size"] = f"RLIMIT_FSIZE {lim.file_size_bytes} bytes"
+#: Where no memory cgroup can be made: RLIMIT_DATA (heap, anonymous and private writable
+#: mappings; not the address-space reservations CUDA makes, which RLIMIT_AS would count).
+_FALLBACK_MEMORY_RLIMIT = "RLIMIT_DATA"
+_RLIMIT_OF = {"address_space": ("RLIMIT_AS", "address_space_bytes"), "cpu": ("RLIMIT_CPU", "cpu_seconds"),
+              "open_files": ("RLIMIT_NOFILE", "open_files"), "file_size": ("RLIMIT_FSIZE", "file_size_bytes")}
+
+
+def _limit_states(lim: SandboxLimits, cg: cgroup_limits.RunCgroup | None, cg_why: str,
+                  evidence: dict[str, tuple[int | None, int | None]], rlimits: dict[str, int] | None,
+                  disk: _DiskWatch | None, confined: bool) -> dict[str, LimitState]:
+    """Every limit of the run and whether it took effect. ``rlimits``: what the launcher,
+    the program's parent inside the sandbox, saw (None unconfined: then set before exec,
+    where a refusal would have failed the start); ``evidence``: the cgroup's values."""
+    st: dict[str, LimitState] = {
+        "wall_clock": LimitState(value=f"{lim.timeout_s:g} s", mechanism="watched by perfscout; the process "
+                                 "group and PID namespace killed", took_effect=True)}
+
+    def rl(name: str, expected: int) -> tuple[bool, str]:
+        if rlimits is None:
+            return True, "set in the child before exec"
+        seen = rlimits.get(name)
+        return seen == expected, f"the program's parent saw {name}={seen}"
+
     described = cg.described if cg else {}
-    if lim.processes is not None:
-        root_note = " (not applied by the kernel to root)" if os.geteuid() == 0 else ""
-        d["processes"] = described.get("processes") or \
-            f"RLIMIT_NPROC {lim.processes}{root_note}" + (f"; no pids cgroup: {cg_why}" if cg_why else "")
+    for key, (rname, field) in _RLIMIT_OF.items():
+        value = getattr(lim, field)
+        if value is not None:
+            ok, why = rl(rname, value)
+            st[key] = LimitState(value=str(value), mechanism=rname, took_effect=ok, detail=why)
     if lim.memory_bytes is not None:
-        d["memory"] = described.get("memory") or f"not capped: no memory cgroup ({cg_why})"
-    return d
+        if "memory" in described:
+            cap, peak = evidence.get("memory", (None, None))
+            # the cap read back, and the run charged to it (where the kernel keeps a peak)
+            ok = cap is not None and abs(cap - lim.memory_bytes) < 2 * 4096 and (peak is None or peak > 0)
+            st["memory"] = LimitState(
+                value=f"{lim.memory_bytes} bytes", mechanism=described["memory"], took_effect=ok,
+                detail=f"read back {cap}; the run was charged up to {peak} bytes")
+        else:
+            ok, why = rl(_FALLBACK_MEMORY_RLIMIT, lim.memory_bytes)
+            st["memory"] = LimitState(
+                value=f"{lim.memory_bytes} bytes", mechanism=f"{_FALLBACK_MEMORY_RLIMIT} (no memory cgroup: {cg_why})",
+                took_effect=ok, detail=f"per process, not for the run as a whole; {why}")
+    if lim.processes is not None:
+        if "processes" in described:
+            cap, used = evidence.get("pids", (None, None))
+            st["processes"] = LimitState(value=str(lim.processes), mechanism=described["processes"],
+                                         took_effect=cap == lim.processes, detail=f"read back {cap}; peak {used}")
+        elif os.geteuid() == 0:
+            st["processes"] = LimitState(value=str(lim.processes), mechanism="RLIMIT_NPROC", took_effect=False,
+                                         detail=f"the kernel does not apply RLIMIT_NPROC to root; no pids cgroup: {cg_why}")
+        else:
+            ok, why = rl("RLIMIT_NPROC", lim.processes)
+            st["processes"] = LimitState(value=str(lim.processes), mechanism="RLIMIT_NPROC", took_effect=ok,
+                                         detail=f"per user, not per run; {why}")
+    if lim.disk_bytes is not None or lim.disk_entries is not None:
+        watched = disk is not None and disk.looks > 0
+        st["disk"] = LimitState(
+            value=f"{lim.disk_bytes} bytes, {lim.disk_entries} files in the run directory",
+            mechanism="watched: the run directory's allocated blocks and entries, every "
+                      f"{disk.interval_s if disk else 0:g}-{_DiskWatch.MAX_INTERVAL_S:g} s; one file at most "
+                      "RLIMIT_FSIZE" + (f"; private tmpfs {lim.disk_bytes} bytes each" if confined else ""),
+            took_effect=watched,
+            detail=(f"{disk.looks} looks; at most {disk.peak_bytes} bytes, {disk.peak_entries} entries added"
+                    if disk else "no run directory to watch"))
+    return st
+
+
+class _DiskWatch:
+    """The run directory's disk budget: what the program added (allocated blocks, entries),
+    looked at while it runs; the run is killed once it is past either."""
+
+    MAX_INTERVAL_S = 5.0  # a run directory that takes long to walk is walked at most a fifth of the time
+
+    def __init__(self, root: Path, max_bytes: int | None, max_entries: int | None) -> None:
+        self.root, self.max_bytes, self.max_entries = root, max_bytes, max_entries
+        self.interval_s = 0.05
+        self.looks = 0
+        self.peak_bytes = self.peak_entries = 0
+        self.base_bytes, self.base_entries = self._usage(None, None)
+
+    def _usage(self, stop_bytes: int | None, stop_entries: int | None) -> tuple[int, int]:
+        total = entries = 0
+        stack = [str(self.root)]
+        while stack:
+            try:
+                it = os.scandir(stack.pop())
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    entries += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(e.path)
+            if (stop_bytes is not None and total > stop_bytes) or (stop_entries is not None and entries > stop_entries):
+                break  # past the budget: no need to count the rest
+        return total, entries
+
+    def check(self) -> str:
+        """'' while within the budget, else what was exceeded."""
+        t0 = time.monotonic()
+        stop_b = None if self.max_bytes is None else self.base_bytes + self.max_bytes
+        stop_e = None if self.max_entries is None else self.base_entries + self.max_entries
+        used, entries = self._usage(stop_b, stop_e)
+        self.looks += 1
+        added_b, added_e = max(used - self.base_bytes, 0), max(entries - self.base_entries, 0)
+        self.peak_bytes, self.peak_entries = max(self.peak_bytes, added_b), max(self.peak_entries, added_e)
+        # a walk that takes long is not repeated at once
+        self.interval_s = min(self.MAX_INTERVAL_S, max(0.05, 4 * (time.monotonic() - t0)))
+        if self.max_bytes is not None and added_b > self.max_bytes:
+            return f"disk budget of the run directory ({self.max_bytes} bytes): more than {added_b} written"
+        if self.max_entries is not None and added_e > self.max_entries:
+            return f"disk budget of the run directory ({self.max_entries} files): more than {added_e} files made"
+        return ""
 
 
 def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits,
              conf: Confinement, *, shown_argv: list[str],
-             pipes: Sequence[tuple[int, int]] = ()) -> SandboxResult:
+             pipes: Sequence[tuple[int, int]] = (), watch_dir: Path | None = None,
+             keep_fds: Sequence[int] = (), after_start=None) -> SandboxResult:
     start = time.monotonic()
     pipes = list(pipes)
     cg, cg_why = cgroup_limits.create(lim.processes if os.geteuid() == 0 else None, lim.memory_bytes)
-    conf = conf.model_copy(update={"limits": _limits_described(lim, cg, cg_why)})
-    if lim.memory_bytes is not None and cg is None and lim.address_space_bytes is None:
-        # no cgroup: the address-space cap is the nearest thing to a memory cap
-        lim = lim.model_copy(update={"address_space_bytes": lim.memory_bytes})
-        conf.limits["memory"] = f"RLIMIT_AS {lim.memory_bytes} bytes (no memory cgroup: {cg_why})"
+    # no memory cgroup: RLIMIT_DATA per process is the nearest thing to a memory cap
+    data_bytes = lim.memory_bytes if lim.memory_bytes is not None and not (cg and "memory" in cg.described) else None
+    disk = _DiskWatch(watch_dir, lim.disk_bytes, lim.disk_entries) \
+        if watch_dir is not None and (lim.disk_bytes is not None or lim.disk_entries is not None) else None
     procs = cg.attach_fd_paths() if cg else []
     try:
         proc = subprocess.Popen(
@@ -673,9 +974,9 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # own process group: killpg reaches every descendant
-            preexec_fn=lambda: _set_limits(lim, procs),
+            preexec_fn=lambda: _set_limits(lim, procs, data_bytes),
             close_fds=True,
-            pass_fds=tuple(w for _, w in pipes),
+            pass_fds=(*(w for _, w in pipes), *keep_fds),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         # OSError: e.g. exec format error. SubprocessError: _set_limits raised in the
@@ -683,10 +984,14 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
         _close_all(pipes)
         if cg:
             cg.destroy()
+        conf = conf.model_copy(update={"limit_states": _limit_states(
+            lim, cg, cg_why, {}, None, None, conf.mode == "bwrap")})
         return SandboxResult(status="refused", argv=shown_argv, cwd=str(cwd), confinement=conf,
                              reason=f"could not start: {exc}", wall_s=time.monotonic() - start)
     for _, w in pipes:  # only the children hold the write ends now
         os.close(w)
+    if after_start is not None:
+        after_start()
     pgid = proc.pid  # with start_new_session the leader's pid is the group id
     out = _TailBuffer(proc.stdout, lim.output_cap_bytes)
     err = _TailBuffer(proc.stderr, lim.output_cap_bytes)
@@ -700,14 +1005,24 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
 
     reaper = threading.Thread(target=reap, daemon=True)
     reaper.start()
-    reaper.join(lim.timeout_s)
-    timed_out = reaper.is_alive()
+    deadline = start + lim.timeout_s
+    over_disk = ""
+    while (left := deadline - time.monotonic()) > 0:
+        reaper.join(min(left, disk.interval_s) if disk else left)
+        if not reaper.is_alive():
+            break
+        if disk and (over_disk := disk.check()):
+            break
+    timed_out = reaper.is_alive() and not over_disk
     # Kill the group in both cases: on timeout that is the point; after a normal exit
     # it removes descendants left running in the background. Under bwrap, killing its
     # group ends the PID namespace and with it every process the program started.
     _kill_group(pgid)
     reaper.join()
+    if disk and not over_disk:
+        over_disk = disk.check()  # what it wrote in the last interval counts too
     oom = cg.memory_events_oom() if cg else False
+    evidence = cg.evidence() if cg else {}
     if cg:
         cg.destroy()
     proc.returncode = os.waitstatus_to_exitcode(waited["status"])  # Popen must not wait again
@@ -725,16 +1040,26 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
     stderr, err_trunc = err.text()
     rc = proc.returncode
     statuses = [line for r, _ in pipes for line in _read_status(r)]
+    rlimits: dict[str, int] | None = None
     signum = -rc if rc is not None and rc < 0 else 0
-    if conf.mode == "bwrap" and not timed_out:
+
+    def stated(rl: dict[str, int] | None) -> Confinement:
+        states = _limit_states(lim, cg, cg_why, evidence, rl, disk, conf.mode == "bwrap")
+        return conf.model_copy(update={"limit_states": states, "limits": {
+            k: f"{v.mechanism} {v.value}" + ("" if v.took_effect else f" (did NOT take effect: {v.detail})")
+            for k, v in states.items()}})
+
+    if conf.mode == "bwrap" and not timed_out and not over_disk:
         if not any("child-pid" in s for s in statuses):
             # bwrap failed before starting the program: a sandbox failure, not the program's
             said = [ln for ln in stderr.splitlines() if ln.startswith("bwrap:")]
             return SandboxResult(
                 status="refused", argv=shown_argv, returncode=rc, stdout=stdout, stderr=stderr,
-                wall_s=wall, cwd=str(cwd), rusage=usage, confinement=conf,
+                wall_s=wall, cwd=str(cwd), rusage=usage, confinement=stated(None),
                 reason="the OS sandbox could not be set up: " + (said[-1] if said else f"bwrap exit code {rc}"))
         waited_inside = next((s["perfscout-wait"] for s in statuses if "perfscout-wait" in s), None)
+        if waited_inside is not None and isinstance(waited_inside.get("rlimits"), dict):
+            rlimits = {k: int(v) for k, v in waited_inside["rlimits"].items()}
         if waited_inside is not None:
             # The launcher saw the program end: its exit code or signal, and its rusage.
             usage = {k: float(v) for k, v in waited_inside.get("rusage", {}).items()}
@@ -746,7 +1071,10 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
     status: SandboxStatus
     sig = ""
     reason = ""
-    if timed_out:
+    conf = stated(rlimits)  # no launcher report (killed first): the values set before exec
+    if over_disk:
+        status, reason, sig = "killed_by_limit", f"{over_disk}; process group killed", "SIGKILL"
+    elif timed_out:
         status, reason = "timed_out", f"wall-clock limit of {lim.timeout_s:g} s reached; process group killed"
         sig = "SIGKILL"
     elif signum:

@@ -29,15 +29,32 @@ def _json(v) -> str:
     raise TypeError(type(v))
 
 
+#: The descriptor a profiler writes its output to (``perf stat --log-fd 9``): one digit, so
+#: that ``/bin/sh``'s ``exec 9>&-`` can close it before the profiled program starts.
+PROFILER_FD = 9
+
+
 def main() -> None:
     fd = int(sys.argv[1])
-    if sys.argv[2] != "--" or len(sys.argv) < 4:
-        os.write(2, b"perfscout sandbox launcher: usage: FD -- PROGRAM [ARGS...]\n")
+    rest = sys.argv[2:]
+    move = None
+    if rest[:1] == ["--move-fd"] and len(rest) > 1:
+        move, rest = int(rest[1]), rest[2:]
+    if rest[:1] != ["--"] or len(rest) < 2:
+        os.write(2, b"perfscout sandbox launcher: usage: FD [--move-fd N] -- PROGRAM [ARGS...]\n")
         os._exit(125)
-    argv = sys.argv[3:]
+    argv = rest[1:]
     os.set_inheritable(fd, False)
+    if fd == PROFILER_FD:  # keep the report out of the profiler's way
+        fd = os.dup(fd)
+        os.close(PROFILER_FD)
     pid = os.fork()
     if pid == 0:
+        if move is not None:  # the profiler's output channel, at the number it is told
+            if move != PROFILER_FD:
+                os.dup2(move, PROFILER_FD)
+                os.close(move)
+            os.set_inheritable(PROFILER_FD, True)
         # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
         # (as subprocess's restore_signals does).
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
@@ -48,6 +65,8 @@ def main() -> None:
         except OSError as exc:
             os.write(2, f"perfscout sandbox: cannot execute {argv[0]}: {exc.strerror}\n".encode())
             os._exit(127)
+    if move is not None:
+        os.close(move)  # only the profiler holds it now
     # Signals meant for the run go to the program; the launcher just waits.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: os.kill(pid, s))
@@ -57,7 +76,12 @@ def main() -> None:
             break
         except InterruptedError:
             continue
+    rlimits = {}
+    for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE"):
+        soft = resource.getrlimit(getattr(resource, name))[0]
+        rlimits[name] = -1 if soft == resource.RLIM_INFINITY else soft
     report = {
+        "rlimits": rlimits,  # as the program's parent saw them, inside the sandbox
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "core_dumped": bool(os.WIFSIGNALED(status) and os.WCOREDUMP(status)),

@@ -1,0 +1,465 @@
+"""Issue 30, the sandbox: what a profiled program can see, use up and forge, run for real
+under bubblewrap (and perf where it is installed).
+
+Every class is written so that it would fail against the sandbox of round 2: secrets at
+any depth of a bound folder (a nested repository's ``.git/config``, ``.env``, ``.netrc``,
+key files, the home directory's ``.ssh`` when the program runs from ``$HOME``), a host
+service's Unix socket or FIFO inside the working directory, memory with and without a
+writable cgroup, the disk under the run directory, and the profiler's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from perfscout.tools import cgroup_limits
+from perfscout.tools.bwrap import probe_bwrap
+from perfscout.tools.sandbox import SandboxLimits, read_run_file, run_sandboxed
+
+PY = sys.executable
+_PROBE = probe_bwrap()
+pytestmark = pytest.mark.skipif(not _PROBE.usable, reason=f"bubblewrap cannot run here: {_PROBE.reason}")
+
+#: What each planted secret holds: never to be seen in anything the program printed.
+TOKEN = "ghp_SECRETTOKEN0123456789"
+
+#: (relative path, is it a secret) for a project folder with secrets at several depths.
+PROJECT_FILES = [
+    (".git/config", True),
+    ("vendor/lib/.git/config", True),  # a nested repository (the round-2 escape)
+    ("vendor/other/.git", True),  # a worktree's .git file
+    ("a/b/c/d/.env", True),
+    (".env.production", True),
+    ("deep/x/.netrc", True),
+    ("keys/id_ed25519", True),
+    ("keys/id_rsa", True),
+    ("certs/server.pem", True),
+    ("certs/tls.key", True),
+    ("cloud/credentials", True),
+    ("cloud/credentials.json", True),
+    (".aws/config", True),
+    (".ssh/known_hosts", True),
+    (".git-credentials", True),
+    (".pypirc", True),
+    ("src/main.py", False),
+    ("src/keys.py", False),  # a name about keys is not a key file
+    ("data/field.f32", False),
+    ("README.md", False),
+]
+
+
+def _plant(root: Path) -> None:
+    for rel, secret in PROJECT_FILES:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"{TOKEN} {rel}\n" if secret else f"ordinary {rel}\n")
+
+
+_READ_ALL = textwrap.dedent("""
+    import os, sys
+    seen, denied = [], []
+    for top in sys.argv[1:]:
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in filenames:
+                p = os.path.join(dirpath, name)
+                try:
+                    with open(p, errors="replace") as f:
+                        seen.append(p + ": " + f.read(200))
+                except OSError as e:
+                    denied.append(p)
+    for top in sys.argv[1:]:
+        for rel in ("vendor/lib/.git/config", ".git/config", "vendor/other/.git", ".ssh/id_rsa"):
+            try:
+                seen.append(open(os.path.join(top, rel)).read(200))
+            except OSError:
+                denied.append(rel)
+    print("\\n".join(seen))
+    print("denied", len(denied))
+    """)
+
+
+def test_secrets_at_any_depth_of_the_working_directory_are_masked(tmp_path: Path) -> None:
+    work, run = tmp_path / "project", tmp_path / "run"
+    _plant(work)
+    res = run_sandboxed([PY, "-c", _READ_ALL, str(work)], run, readable=[work], cwd=work, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert TOKEN not in res.stdout, [ln for ln in res.stdout.splitlines() if TOKEN in ln]
+    for rel, secret in PROJECT_FILES:
+        if not secret:  # what the program needs is still there
+            assert f"ordinary {rel}" in res.stdout, rel
+    masked = "\n".join(res.confinement.masked)
+    assert "vendor/lib/.git" in masked and "keys/id_rsa" in masked
+
+
+def test_run_from_the_home_directory_hides_its_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, run = tmp_path / "home" / "alice", tmp_path / "run"
+    for rel in (".ssh/id_rsa", ".ssh/config", ".gnupg/private-keys-v1.d/k.key", ".netrc",
+                ".config/gh/hosts.yml", ".docker/config.json", ".kube/config", ".bash_history",
+                ".local/share/keyrings/login.keyring", "proj/.git/config"):
+        p = home / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"{TOKEN} {rel}\n")
+    (home / "proj" / "bench.py").write_text("print('bench')\n")
+    monkeypatch.setenv("HOME", str(home))
+    res = run_sandboxed([PY, "-c", _READ_ALL, str(home)], run, readable=[home], cwd=home, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert TOKEN not in res.stdout, [ln for ln in res.stdout.splitlines() if TOKEN in ln]
+    assert "bench.py: print('bench')" in res.stdout
+
+
+def test_a_tree_too_large_to_vet_is_not_bound_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the walk's budget the folder is not shown at all: only the paths the command
+    names (each vetted) are; a secret the walk never reached stays out of view."""
+    from perfscout.tools import secret_mask
+
+    work, run = tmp_path / "big", tmp_path / "run"
+    for i in range(40):
+        (work / f"d{i:02d}").mkdir(parents=True)
+        (work / f"d{i:02d}" / "f.txt").write_text("x")
+    (work / "zz" / "deep").mkdir(parents=True)
+    (work / "zz" / "deep" / "unnamed_secret").write_text(TOKEN)  # not a known secret name
+    (work / "input.txt").write_text("the input")
+    monkeypatch.setattr(secret_mask, "WALK_MAX_ENTRIES", 30)
+    code = ("import sys, os\nprint(open(sys.argv[1]).read())\n"
+            "for p in ('zz/deep/unnamed_secret', 'd00/f.txt'):\n"
+            "    try: print(open(os.path.join(sys.argv[2], p)).read())\n"
+            "    except OSError as e: print('denied', p)\n")
+    res = run_sandboxed([PY, "-c", code, str(work / "input.txt"), str(work)], run,
+                        readable=[work], cwd=run, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert "the input" in res.stdout and TOKEN not in res.stdout
+    assert "denied d00/f.txt" in res.stdout
+    assert any("too large to vet" in n for n in res.confinement.notes), res.confinement.notes
+
+
+def test_host_sockets_and_fifos_in_bound_folders_are_unreachable(tmp_path: Path) -> None:
+    work, run = tmp_path / "w", tmp_path / "run"
+    (work / "sub" / "deeper").mkdir(parents=True)
+    servers = []
+    for rel in ("svc.sock", "sub/deeper/agent.sock"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(str(work / rel))
+        s.listen(4)
+        s.setblocking(False)
+        servers.append(s)
+    fifo = work / "sub" / "ctl.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    code = textwrap.dedent(f"""
+        import os, socket
+        for rel in ("svc.sock", "sub/deeper/agent.sock"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            try:
+                s.connect(os.path.join({str(work)!r}, rel)); s.sendall(b"escaped"); print("connected", rel)
+            except OSError as e:
+                print("refused", rel, e.errno)
+        try:
+            fd = os.open(os.path.join({str(work)!r}, "sub/ctl.fifo"), os.O_WRONLY | os.O_NONBLOCK)
+            os.write(fd, b"escaped"); print("fifo written")
+        except OSError as e:
+            print("fifo refused", e.errno)
+        """)
+    try:
+        res = run_sandboxed([PY, "-c", code], run, readable=[work], cwd=work, timeout_s=30)
+        for s in servers:
+            with pytest.raises(BlockingIOError):
+                s.accept()
+        try:  # no writer ever: EOF; a writer that left nothing: EAGAIN
+            got = os.read(reader, 100)
+        except BlockingIOError:
+            got = b""
+        assert got == b"", got
+    finally:
+        for s in servers:
+            s.close()
+        os.close(reader)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert "connected" not in res.stdout and "fifo written" not in res.stdout, res.stdout
+
+
+_EAT = textwrap.dedent("""
+    import sys
+    blocks = []
+    for i in range(int(sys.argv[1])):
+        b = bytearray(2**20 * 16)
+        for j in range(0, len(b), 4096):
+            b[j] = 1  # touched: resident, not just reserved
+        blocks.append(b)
+    print("allocated", len(blocks) * 16, "MiB")
+    """)
+
+
+def test_memory_limit_takes_effect_in_a_cgroup(tmp_path: Path) -> None:
+    res = run_sandboxed([PY, "-c", _EAT, "64"], tmp_path / "run", memory_mb=256, timeout_s=60)
+    assert res.status == "killed_by_limit" and "memory" in res.reason, (res.status, res.reason, res.stdout)
+    state = res.confinement.limit_states["memory"]
+    assert state.took_effect is True, state
+    assert "allocated" not in res.stdout
+
+
+def test_memory_limit_without_a_writable_cgroup_falls_back_to_rlimit_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cgroup_limits, "create", lambda processes, memory: (None, "no cgroup (test)"))
+    res = run_sandboxed([PY, "-c", _EAT, "64"], tmp_path / "run", memory_mb=256, timeout_s=60)
+    assert res.status == "killed_by_limit", (res.status, res.reason, res.stderr[-500:])
+    state = res.confinement.limit_states["memory"]
+    assert "RLIMIT_DATA" in state.mechanism and state.took_effect is True, state
+    # an honest statement: a per-process cap, not a cap on the run
+    assert "per process" in state.detail
+
+
+def test_every_limit_is_stated_with_whether_it_took_effect(tmp_path: Path) -> None:
+    res = run_sandboxed([PY, "-c", "print('hi')"], tmp_path / "run", memory_mb=512, timeout_s=30)
+    assert res.status == "ok", res.reason
+    states = res.confinement.limit_states
+    for name in ("wall_clock", "memory", "processes", "open_files", "file_size", "disk"):
+        assert name in states, (name, sorted(states))
+        assert isinstance(states[name].took_effect, bool)
+    assert states["memory"].took_effect and states["disk"].took_effect
+
+
+def test_disk_budget_of_the_run_directory_kills_a_run_that_fills_it(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    code = ("import os\nfor i in range(400):\n"
+            "    with open(f'f{i:04d}.bin', 'wb') as f:\n        f.write(os.urandom(2**20))\n"
+            "print('wrote everything')\n")
+    lim = SandboxLimits(disk_bytes=32 * 2**20)
+    t0 = time.monotonic()
+    res = run_sandboxed([PY, "-c", code], run, limits=lim, timeout_s=120)
+    assert res.status == "killed_by_limit" and "disk" in res.reason, (res.status, res.reason)
+    assert "wrote everything" not in res.stdout
+    used = sum(p.stat().st_blocks * 512 for p in run.rglob("*") if p.is_file())
+    assert used < 3 * 32 * 2**20, used / 2**20
+    assert time.monotonic() - t0 < 100
+
+
+def test_disk_budget_counts_files_too(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    code = ("import os\nos.mkdir('many')\nfor i in range(200000):\n"
+            "    open(f'many/{i}', 'w').close()\nprint('made everything')\n")
+    res = run_sandboxed([PY, "-c", code], run, limits=SandboxLimits(disk_entries=2000), timeout_s=120)
+    assert res.status == "killed_by_limit" and "files" in res.reason, (res.status, res.reason)
+    assert "made everything" not in res.stdout
+
+
+def test_private_tmp_is_size_limited(tmp_path: Path) -> None:
+    code = ("import os\nn = 0\ntry:\n    with open('/tmp/fill', 'wb') as f:\n"
+            "        for _ in range(256):\n            f.write(b'0' * 2**20); f.flush(); n += 1\n"
+            "except OSError as e:\n    print('full', e.errno)\nprint('wrote', n)\n")
+    res = run_sandboxed([PY, "-c", code], tmp_path / "run", limits=SandboxLimits(disk_bytes=32 * 2**20),
+                        timeout_s=60)
+    assert "full" in res.stdout or res.status == "killed_by_limit", (res.status, res.stdout)
+    if "wrote" in res.stdout:
+        assert int(res.stdout.split("wrote")[1]) <= 33
+
+
+# ---- item 2: the profiler's output ------------------------------------------------------------
+
+_FORGE = textwrap.dedent("""
+    import glob, os, time
+    forged = "4242424242,,cycles:u,1000,100.00,,\\n4242424242,,instructions:u,1000,100.00,,\\n"
+    jforged = '{"counter-value" : "4242424242", "unit" : "", "event" : "cycles:u"}\\n'
+    run = max(glob.glob(os.environ["PERFSCOUT_HOME"] + "/runs/*"), key=os.path.getmtime)
+    for name in ("perf_stat.csv", "perf_stat.jsonl"):
+        p = os.path.join(run, name)
+        if os.path.lexists(p):
+            os.remove(p)  # perf keeps writing to the old inode; perfscout would read this one
+        with open(p, "w") as f:
+            f.write(jforged if name.endswith("jsonl") else forged)
+    # every descriptor of every process it can see: the profiler's output among them
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            w = os.open(fd, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(w, forged.encode()); os.close(w)
+        except OSError:
+            pass
+    for fd in range(3, 64):
+        try:
+            os.write(fd, forged.encode())
+        except OSError:
+            pass
+    print("forged")
+    """)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_program_cannot_forge_perf_counters(tmp_path: Path, perfscout_home: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools.profile import profile_command
+
+    monkeypatch.chdir(tmp_path)
+    out = profile_command([PY, "-c", _FORGE], tool="perf", timeout_s=60)
+    assert out.status == "ok", out.exit
+    assert (Path(out.run_dir) / "program.stdout").read_text().strip().endswith("forged")
+    assert out.perf is not None
+    values = [m.value for m in out.perf.events.values()]
+    assert 4242424242 not in values, out.perf.events
+    assert "task-clock:u" in out.perf.events or "task-clock" in out.perf.events, out.perf
+    saved = next(Path(out.run_dir).glob("perf_stat.*"))
+    assert "4242424242" not in saved.read_text()
+
+
+def test_a_huge_planted_file_is_not_read_whole(tmp_path: Path) -> None:
+    big = tmp_path / "perf_stat.csv"
+    with open(big, "wb") as f:
+        f.truncate(3 * 2**30 // 2)
+    with pytest.raises(OSError, match="larger than"):
+        read_run_file(big)
+    small = tmp_path / "ok.csv"
+    small.write_text("1,,task-clock\n")
+    assert read_run_file(small) == "1,,task-clock\n"
+    (tmp_path / "link").symlink_to(small)
+    with pytest.raises(OSError):
+        read_run_file(tmp_path / "link")
+
+
+# ---- item 3's file part: a sparse input -------------------------------------------------------
+
+def test_a_sparse_stream_is_refused_before_any_read(tmp_path: Path) -> None:
+    import resource
+    import subprocess
+
+    sparse = tmp_path / "bomb.pscz"
+    with open(sparse, "wb") as f:
+        f.write(b"PSCZ")
+        f.truncate(3 * 2**30)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "PERFSCOUT_HOME": str(tmp_path / "home")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = subprocess.run([PY, "-m", "perfscout", "decompress", str(sparse), "--out", str(tmp_path / "o.f32")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    peak_mib = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "sparse" in r.stderr, r.stderr
+    assert peak_mib < 1024, peak_mib
+    assert not (tmp_path / "o.f32").exists()
+
+
+def test_input_file_sizing_uses_allocated_blocks(tmp_path: Path) -> None:
+    from perfscout.errors import InputError
+    from perfscout.tools.input_files import check_input_file
+
+    sparse = tmp_path / "holes.bin"
+    with open(sparse, "wb") as f:
+        f.write(b"x" * 4096)
+        f.truncate(64 * 2**20)
+    with pytest.raises(InputError, match="sparse"):
+        check_input_file(sparse, "compressed file", dense=True)
+    dense = tmp_path / "dense.bin"
+    dense.write_bytes(os.urandom(2**20))
+    assert check_input_file(dense, "compressed file", dense=True) == 2**20
+
+
+def test_profile_outcome_json_states_the_limits(tmp_path: Path, perfscout_home: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools.profile import profile_command
+
+    monkeypatch.chdir(tmp_path)
+    out = profile_command([PY, "-c", "print(1)"], tool="perf", timeout_s=60)
+    doc = json.loads(out.model_dump_json())
+    states = doc["confinement"]["limit_states"]
+    assert states["memory"]["took_effect"] is True, states["memory"]
+    assert states["disk"]["took_effect"] is True, states["disk"]
+
+
+# ---- item 2 for ncu: the report is taken back with the run file checks ------------------------
+
+_FX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+
+
+def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `ncu` on PATH (no GPU here): profiling runs the program, then writes the fixture's
+    raw page as NAME.ncu-rep through the shell (following any link, as a tool would);
+    --import prints the report (raw page) or the details fixture."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ncu = bindir / "ncu"
+    ncu.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--import" ]; then
+          case "$*" in *details*) cat {_FX / 'h200_transpose_details.csv'};; *) cat "$2";; esac
+          exit 0
+        fi
+        out=""
+        while [ "$#" -gt 0 ]; do
+          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units) shift 2;;
+                       -f|--csv) shift;; *) break;; esac
+        done
+        "$@"
+        cat {_FX / 'h200_transpose_raw.csv'} > "$out.ncu-rep"
+        """))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_ncu_report_is_taken_back_checked_and_a_planted_link_is_refused(
+        tmp_path: Path, perfscout_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools.profile import profile_command
+
+    _stand_in_ncu(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = profile_command([PY, "-c", "print('kernel')"], tool="ncu", timeout_s=60)
+    assert out.status == "ok", out.exit
+    assert out.kernels and not out.ncu_error, out.ncu_error
+    rep = Path(out.run_dir) / "ncu_profile.ncu-rep"
+    assert rep.is_file() and not rep.is_symlink()
+    assert any("injects into the program" in n for n in out.notes)
+    # the program leaves a link where ncu writes its report: ncu writes through it, perfscout
+    # does not read it (nor anything the link points at)
+    plant = ("import glob, os\nrun = max(glob.glob(os.environ['PERFSCOUT_HOME'] + '/runs/*'), key=os.path.getmtime)\n"
+             "open(os.path.join(run, 'elsewhere'), 'w').close()\n"
+             "os.symlink(os.path.join(run, 'elsewhere'), os.path.join(run, 'ncu_profile.ncu-rep'))\n")
+    out = profile_command([PY, "-c", plant], tool="ncu", timeout_s=60)
+    assert "not read back" in out.ncu_error and not out.kernels, (out.ncu_error, out.kernels[:1])
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_profiled_program_cannot_attach_to_its_profiler(tmp_path: Path) -> None:
+    """Under perf, ptrace / process_vm_writev / pidfd_getfd on the profiler fail at once
+    (seccomp) instead of stopping it (before: the run hung until its wall-clock limit)."""
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    code = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        pp = os.getppid()
+        print("ptrace", libc.ptrace(16, pp, 0, 0), ctypes.get_errno())
+        print("vm_writev", libc.syscall(311, pp, 0, 0, 0, 0, 0), ctypes.get_errno())
+        print("pidfd_getfd", libc.syscall(438, 0, 9, 0), ctypes.get_errno())
+        """)
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=20))
+    prof, res = run_perf_stat(sb, [PY, "-c", code])
+    assert res.status == "ok", (res.status, res.reason, res.stderr[-400:])
+    assert "ptrace -1 1" in res.stdout, res.stdout  # EPERM
+    if os.uname().machine == "x86_64":
+        assert "vm_writev -1 1" in res.stdout and "pidfd_getfd -1 1" in res.stdout, res.stdout
+    assert prof.events, prof
+    assert any("seccomp" in n for n in res.confinement.notes)
+
+
+def test_a_too_large_working_directory_still_runs_the_script_the_command_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools import secret_mask
+
+    work, run = tmp_path / "big", tmp_path / "run"
+    for i in range(40):
+        (work / f"d{i:02d}").mkdir(parents=True)
+        (work / f"d{i:02d}" / "f.txt").write_text("x")
+    (work / "bench.py").write_text("import os\nprint('bench ran in', os.getcwd(), sorted(os.listdir('.')))\n")
+    monkeypatch.setattr(secret_mask, "WALK_MAX_ENTRIES", 30)
+    res = run_sandboxed([PY, "bench.py"], run, readable=[work], cwd=work, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert f"bench ran in {work} ['bench.py']" in res.stdout, res.stdout
