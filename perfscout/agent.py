@@ -18,6 +18,7 @@ Every run is checkpointed (SQLite under PERFSCOUT_HOME, or PostgreSQL) with
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -82,6 +83,22 @@ class RunInfo:
     report_path: str
     updated_at: str
 
+
+
+def parse_answer(text: str, what: str = "the answer") -> Any:
+    """An answer to a waiting question as the graph takes it: words ("vorticity.512_512",
+    "rel 1e-3", "yes", "cancel") or a JSON object. The CLI's ``--answer`` and the viewer's
+    page both send it through here, so a broken JSON object or an empty answer is refused the
+    same way everywhere (``what`` names the field in the message)."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            return json.loads(stripped)
+        except ValueError as exc:
+            raise InputError(f"{what} looks like JSON but is not valid JSON: {exc}") from exc
+    if not stripped:
+        raise InputError(f"{what} is empty: answer the question in words, or 'cancel'")
+    return stripped
 
 def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str, Any]:
     """An intent string, a spec mapping, or a path to a YAML spec -> the graph's request."""

@@ -16,7 +16,6 @@ import typer
 from rich.markup import escape
 
 from perfscout.cli.common import emit_json, fail, stderr, stdout, usable_home
-from perfscout.errors import InputError
 
 EXIT_WAITING = 3
 
@@ -48,7 +47,7 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
     while outcome.status == "interrupted" and interactive and not as_json and sys.stdin.isatty():
         stderr.print(f"[bold yellow]question:[/] {escape(outcome.question['question'])}")
         answer = typer.prompt("answer")
-        outcome = agent.resume(outcome.thread_id, _parse_answer(answer))
+        outcome = agent.resume(outcome.thread_id, agent.parse_answer(answer, "--answer"))
     doc = {"thread_id": outcome.thread_id, "status": outcome.status, "planner": outcome.planner,
            "report_path": outcome.report_path, "html_path": outcome.html_path, "run_dir": outcome.run_dir,
            "plan_error": outcome.plan_error, "refusal": outcome.refusal, "question": outcome.question}
@@ -141,19 +140,6 @@ def print_answer(run_dir: Path, report_path: str) -> None:
                  soft_wrap=True)
 
 
-def _parse_answer(text: str) -> Any:
-    """An answer in words ("vorticity.512_512", "rel 1e-3", "yes") or a JSON object."""
-    stripped = text.strip()
-    if stripped.startswith("{"):
-        try:
-            return json.loads(stripped)
-        except ValueError as exc:
-            raise InputError(f"--answer looks like JSON but is not valid JSON: {exc}") from exc
-    if not stripped:
-        raise InputError("--answer is empty: answer the question in words, or 'cancel'")
-    return stripped
-
-
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
@@ -199,7 +185,7 @@ def register(app: typer.Typer) -> None:
         from perfscout.graph.checkpoint import CheckpointStoreDamaged
 
         usable_home()
-        events = (agent.resume_stream(thread_id, _parse_answer(answer)) if answer is not None
+        events = (agent.resume_stream(thread_id, agent.parse_answer(answer, "--answer")) if answer is not None
                   else agent.resume_stream(thread_id))
         try:
             _finish(events, as_json, interactive=True)

@@ -198,10 +198,10 @@ def _dataset_ok(name: str) -> str:
 def _outside_roots(path: str, request: str = "") -> str:
     """'' when a file the model names may be read, else why not: resolved before the check
     (every spelling, symlinks followed), inside the allowed roots or written absolute by the
-    person in the request outside system folders and secrets (see agent_common.check_named_path).
+    person in the request outside system folders and secrets (see tool_common.check_named_path).
     Being written in the request is no pass by itself: "../../../etc/shadow" is written there too."""
     from perfscout.errors import InputError
-    from perfscout.tools.agent_common import check_named_path
+    from perfscout.graph.tool_common import check_named_path
 
     try:  # an absolute path is the person's only where their request wrote it
         check_named_path(path, "file", allowed_roots(), absolute_is_theirs=bool(request) and path in request)

@@ -111,10 +111,10 @@ def understand(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 def paths_refusal(intent: Intent) -> str:
     """Why the request is refused for a path it names ('' when none leads outside): data
     files, a profile, a sweep spec and its output folder, each resolved before the check
-    (:func:`perfscout.tools.agent_common.check_named_path`). A path the reading left among
+    (:func:`perfscout.graph.tool_common.check_named_path`). A path the reading left among
     the data of a sweep ("sweep s.yaml into ../outside/new") is checked the same way."""
     from perfscout.errors import InputError
-    from perfscout.tools.agent_common import allowed_roots, check_named_path
+    from perfscout.graph.tool_common import allowed_roots, check_named_path
 
     named = [(d.path, "data file", True) for d in intent.data if d.path]
     named += [(intent.profile_file, "profile file", True), (intent.sweep_spec, "sweep spec", True),

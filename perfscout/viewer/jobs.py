@@ -108,10 +108,8 @@ class Jobs:
     def answer(self, thread_id: str, answer: str) -> Job:
         from perfscout import agent
 
-        text = answer.strip()
-        if not text:
-            raise InputError("the answer is empty: answer the question in words, or 'cancel'")
-        return self.start(thread_id, "answer", lambda: agent.resume_stream(thread_id, text, context=self.ctx))
+        parsed = agent.parse_answer(answer)  # the CLI's rule: words, or a JSON object that parses
+        return self.start(thread_id, "answer", lambda: agent.resume_stream(thread_id, parsed, context=self.ctx))
 
     def resume(self, thread_id: str) -> Job:
         from perfscout import agent

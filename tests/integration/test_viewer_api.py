@@ -167,13 +167,17 @@ def test_the_timeline_shows_every_node_call_rule_and_the_answer(home: Path, app_
     assert re.search(r'class="badge k-result">result</span> <span class="dur">[\d.]+ m?s<', page.text)  # outcome, duration
     assert 'id="task-t01-sz3-cpu-abs-1e-3"' in page.text
     assert "At ABS 1e-3 on synthetic:grf:32,32, sz3 reaches ratio" in page.text  # report.md's Answer line
-    assert "has no claims.json" in page.text
+    # the run wrote its claims (graph/claims_*): each is shown, linked to the record it rests on
+    claims = json.loads((home / "runs" / "done1" / "claims.json").read_text(encoding="utf-8"))["claims"]
+    assert claims and all(f'id="claim-{c["id"]}"' in page.text for c in claims)
+    assert "has no claims.json" not in page.text and "#task-t01-sz3-cpu-abs-1e-3" in page.text
     assert page.text.count("state it wrote") == len(nodes)
     assert "&#34;planner&#34;: &#34;deterministic&#34;" in page.text  # the plan node's write, inline, escaped
 
 
 def test_claims_link_to_the_records_they_rest_on(home: Path, app_client: TestClient) -> None:
     run_dir = home / "runs" / "done1"
+    own = (run_dir / "claims.json").read_bytes()  # the run's own, put back after
     doc = {"language": "en", "claims": [
         {"id": "c1", "kind": "single", "subjects": ["sz3"], "figure": "ratio", "values": {"sz3": 2.4}, "spread": {},
          "verdict": None, "records": ["t01-sz3-cpu-abs-1e-3"], "text": "sz3 reaches ratio 2.4 <b>here</b>."},
@@ -190,8 +194,11 @@ def test_claims_link_to_the_records_they_rest_on(home: Path, app_client: TestCli
         (run_dir / "claims.json").write_text("{broken", encoding="utf-8")
         page = app_client.get("/runs/done1").text
         assert "claims.json could not be read" in page and "sz3 reaches ratio" in page  # falls back to report.md
-    finally:
         (run_dir / "claims.json").unlink()
+        page = app_client.get("/runs/done1").text
+        assert "has no claims.json" in page and "sz3 reaches ratio" in page  # report.md's Answer lines
+    finally:
+        (run_dir / "claims.json").write_bytes(own)
 
 
 def test_a_checkpoint_shows_the_state_there_and_steps(app_client: TestClient) -> None:
@@ -229,6 +236,9 @@ def test_answering_in_the_page_finishes_the_run(tmp_path: Path) -> None:
     assert out.status == "interrupted"
     c = client(ctx)
     assert c.post("/runs/ask1/answer", data=form(answer="   ")).status_code == 400  # empty: said, not sent
+    # a broken JSON object is refused as `perfscout resume --answer` refuses it (agent.parse_answer)
+    bad = c.post("/runs/ask1/answer", data=form(answer='{"shape": [512,'))
+    assert bad.status_code == 400 and "not valid JSON" in bad.text
     r = c.post("/runs/ask1/answer", data=form(answer="yes"), follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/runs/ask1"
     job = c.app.state.viewer.jobs.wait("ask1", timeout=300)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfscout.errors import InputError
-from perfscout.tools.agent_common import allowed_roots, check_named_path
+from perfscout.graph.tool_common import allowed_roots, check_named_path
 
 
 @pytest.fixture()
