@@ -38,7 +38,7 @@ UNSET_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE
              # a user's own perfscout settings would change what a run plans, where it
              # checkpoints and how it judges noise
              "PERFSCOUT_PLANNER", "PERFSCOUT_CHECKPOINT_URL", "PERFSCOUT_NOISE_THRESHOLD",
-             "PERFSCOUT_MAX_STEPS", "PERFSCOUT_COMPLETE")
+             "PERFSCOUT_MAX_STEPS", "PERFSCOUT_COMPLETE", "PERFSCOUT_ALLOWED_ROOTS")
 UNSET_PREFIXES = ("PERFSCOUT_LLM_",)
 
 

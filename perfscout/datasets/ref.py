@@ -128,7 +128,7 @@ def _variable_listing(p: Path) -> str:
 
     listing = ", ".join(f"{i.name} ({'x'.join(map(str, i.shape))} {i.dtype_on_disk})"
                         for i in describe_file(p) if i.dtype_unpacked or i.loadable)
-    return f"{p} is a {file_kind(p)} file: name the variable with var / --var (variables: {listing or 'none loadable'})"
+    return f"{p} is a {file_kind(p)} file: name the variable with --var (variables: {listing or 'none loadable'}); in a spec or a tool call, var:"
 
 
 def _check_complete(ref: DataRef) -> Path | None:

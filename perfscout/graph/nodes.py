@@ -118,7 +118,7 @@ def paths_refusal(intent: Intent) -> str:
 
     named = [(d.path, "data file", True) for d in intent.data if d.path]
     named += [(intent.profile_file, "profile file", True), (intent.sweep_spec, "sweep spec", True),
-              (intent.sweep_out, "sweep output directory", False)]
+              (intent.sweep_out, "sweep output directory", True)]  # written absolute: theirs, like data
     roots = allowed_roots()
     for path, what, absolute_is_theirs in named:
         if not path:

@@ -350,9 +350,29 @@ def diagnose_profile(
 
 
 def _request_named(state: dict[str, Any]) -> list[str]:
-    """Files the person named in the request itself, as written (its data, its profile)."""
+    """Files the person named in the request itself, as written (its data, its profile, its
+    sweep's output folder; in a spec they wrote, every ``path`` / ``out`` value)."""
     intent = state.get("intent") or {}
-    return [n for n in [intent.get("profile_file", ""), *[d.get("path", "") for d in intent.get("data") or []]] if n]
+    named = [intent.get("profile_file", ""), intent.get("sweep_out", ""),
+             *[d.get("path", "") for d in intent.get("data") or []]]
+    request = state.get("request")
+    if isinstance(request, dict):
+        named += _spec_paths(request)
+    return [n for n in named if isinstance(n, str) and n]
+
+
+def _spec_paths(doc: Any, depth: int = 0) -> list[str]:
+    """The ``path``/``out`` strings of a spec (its datasets' files, a sweep's folder)."""
+    if depth > 6:
+        return []
+    if isinstance(doc, dict):
+        found = [v for k, v in doc.items() if k in ("path", "out") and isinstance(v, str)]
+        listed = doc.get("datasets")
+        found += [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []  # named by path
+        return found + [p for v in doc.values() for p in _spec_paths(v, depth + 1)]
+    if isinstance(doc, list):
+        return [p for v in doc[:1000] for p in _spec_paths(v, depth + 1)]
+    return []
 
 
 def _is_named(path: str, named: list[str]) -> bool:
@@ -484,7 +504,10 @@ def run_sweep(
             source = dict(spec_doc or {})
         model = api_sweep.load_spec(source, allow_plugins=allow_plugins)
         if out:
-            target = confine(out, roots, "sweep output directory")
+            # an output folder the person wrote absolute is theirs, as their data is; one
+            # that leads out of the working directory by ../ (or a tool's own idea) is not
+            target = check_named_path(out, "sweep output directory", roots, absolute_is_theirs=_is_named(
+                out, _request_named((runtime.state if runtime is not None else None) or {})))
         elif agent_run_dir:
             # named after the task, not the attempt: a retry or a resumed agent run
             # continues the same sweep instead of starting another

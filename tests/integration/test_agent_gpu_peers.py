@@ -33,7 +33,9 @@ def test_the_agent_says_which_gpu_codecs_it_could_not_run_and_what_ran_instead(t
     cuszp = info("cuszp")
     if cuszp.available:
         pytest.skip("cuSZp is usable here")
-    env = dict(os.environ, PERFSCOUT_HOME=str(tmp_path / "home"))
+    # ../shared is outside the working directory: a relative path that leaves it is the user's
+    # only where they list its folder (an absolute path they write is theirs anyway)
+    env = dict(os.environ, PERFSCOUT_HOME=str(tmp_path / "home"), PERFSCOUT_ALLOWED_ROOTS=str(FIELD.parent))
     env.pop("PERFSCOUT_CUSZP_LIB", None)
     p = subprocess.run([sys.executable, "-m", "perfscout", "run", REQUEST], cwd=ROOT, env=env, check=False,
                        capture_output=True, text=True, timeout=300)

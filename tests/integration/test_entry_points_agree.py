@@ -146,13 +146,15 @@ def test_eval_sweep_and_agent_give_the_same_records(case_id: str, files: dict[st
 def test_the_agent_reads_a_npy_file_without_asking_for_a_shape(files: dict[str, Path]) -> None:
     from perfscout.graph.tools import resolve_data
 
-    field, missing = resolve_data(str(files["npy"]), None, None)
+    # the files are outside the test's working directory: named in the request, written absolute
+    named = [str(files["npy"]), str(files["raw"])]
+    field, missing = resolve_data(str(files["npy"]), None, None, named_paths=named)
     assert missing is None and field.shape == (32, 24) and field.dtype_tag == "f32"
     # a shape given by mistake is not a reason to size it as raw values
-    field, missing = resolve_data(str(files["npy"]), "64,64", "f32")
+    field, missing = resolve_data(str(files["npy"]), "64,64", "f32", named_paths=named)
     assert missing is None and field.shape == (32, 24)
     # a raw file without its shape still asks, with its size on disk
-    _, missing = resolve_data(str(files["raw"]), None, None)
+    _, missing = resolve_data(str(files["raw"]), None, None, named_paths=named)
     assert missing is not None and set(missing["needs"]) == {"shape", "dtype"}
     assert f"{12 * 16 * 10 * 4} bytes" in missing["needs"]["shape"]
 

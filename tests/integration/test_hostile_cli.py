@@ -167,7 +167,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["sweep", "{F}/bound_text.yaml", "--out", "{F}/s_text"], 2, "valid number"),
     (["sweep", "{F}/synthetic_huge.yaml", "--out", "{F}/s_huge"], 2, "no machine holds"),
     (["sweep", "{F}/synthetic_5d.yaml", "--out", "{F}/s_5d"], 2, "at most 4"),
-    (["sweep", "{F}/wrong_size.yaml", "--out", "{F}/s_size"], 2, "needs 3996"),
+    (["sweep", "{F}/wrong_size.yaml", "--out", "{F}/s_size"], 2, "expected 3996 bytes"),
     (["sweep", "{F}/fake_netcdf.yaml", "--out", "{F}/s_nc"], 2, "not a readable netCDF"),
     (["sweep", "{F}/plugins.yaml", "--out", "{F}/s_plugins"], 2, "--allow-plugins"),
     (["sweep", "{F}/empty.yaml", "--out", "{F}/s_empty"], 2, "YAML mapping"),
