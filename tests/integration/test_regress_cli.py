@@ -189,7 +189,9 @@ def test_regress_two_sweeps_of_the_project_codecs(work: Path) -> None:
 
 @pytest.mark.slow
 def test_regress_two_agent_runs(work: Path) -> None:
-    """Two real agent runs of one plan (5 repeats): never a regression; the JSON says why."""
+    """Two real agent runs of one plan (5 repeats): the same quality, and a timing verdict the
+    exit code and the JSON agree on. On a shared machine the second run can really be slower
+    (another process took the core), so only a quality regression would be wrong here."""
     from perfscout import agent
     from perfscout.graph.context import Context
 
@@ -199,12 +201,13 @@ def test_regress_two_agent_runs(work: Path) -> None:
     runs = [agent.run(spec, thread_id=f"r{i}", context=ctx) for i in (1, 2)]
     assert all(r.status == "done" for r in runs)
     res = perfscout("regress", runs[0].run_dir, runs[1].run_dir, "--json", cwd=work, home=work / "home")
-    assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
+    assert (res.returncode == 0) == (doc["verdict"] != "regressed"), res.stdout + res.stderr
     assert doc["baseline"]["kind"] == "agent" and len(doc["tasks"]) == 1
     by = {m["metric"]: m for m in doc["tasks"][0]["metrics"]}
     assert by["compress_s"]["n_baseline"] == 5 and by["ratio"]["verdict"] == "unchanged"
-    assert doc["verdict"] != "regressed"
+    moved = {m["metric"] for m in doc["tasks"][0]["metrics"] if m["verdict"] in ("regressed", "improved")}
+    assert moved <= {"compress_s", "decompress_s", "compress_MBps", "decompress_MBps"}, moved  # timings only
 
 
 def test_an_unconfined_bench_says_so_in_its_samples_and_the_comparison(work: Path) -> None:

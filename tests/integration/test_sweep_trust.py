@@ -249,7 +249,17 @@ def small_disk(tmp_path: Path):
 
 def fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    # tmpfs pages come from RAM: on a machine busy with other tests a page can be refused for a
+    # moment (ENOSPC at open); that is the machine, not the disk this test fills
+    for _ in range(100):
+        try:
+            f = open(filler, "wb")
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        pytest.fail(f"could not create {filler} on the 16 MiB tmpfs")
+    with f:
         try:
             while True:
                 f.write(b"\0" * 65536)
