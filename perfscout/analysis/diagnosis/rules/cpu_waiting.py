@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from perfscout.analysis.diagnosis.cpu_context import CpuContext
 from perfscout.analysis.diagnosis.rules._cpu import cpu_and_wall, is_python, make, switch_count
+from perfscout.analysis.diagnosis.rules.cpu_busy_cores import BUSY_MIN
 from perfscout.state.records import Evidence, Finding
 
 ID = "cpu_waiting"
 ROLE = "cause"
 READS = {"task-clock": ("task-clock", "cpu-clock"), "context-switches": ("context-switches", "cs")}
 
-#: On the CPU less than half of the wall time on one core: waiting is the larger share.
-BUSY_MAX = 0.5
+#: On the CPU less than cpu_busy_cores' threshold (80 % of the wall time on one core): off the
+#: CPU for a share worth naming. The two rules meet there, so every run long enough gets one
+#: of them (a program given 65 % of a core on a busy machine was answered by neither).
+BUSY_MAX = BUSY_MIN
 #: A run shorter than 50 ms is mostly process start-up and exit: no waiting to speak of.
 WALL_MIN_S = 0.05
 #: Over 1,000 switches per CPU-second the program gives up the CPU far more often than the
