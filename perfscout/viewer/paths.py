@@ -45,14 +45,19 @@ def run_dir(runs: Path, run_id: str) -> Path:
     return path
 
 
-def child_file(root: Path, name: str) -> Path:
-    """A regular file ``root/name``: relative, no ``..``, no hidden parts, inside ``root``."""
+def _child(root: Path, name: str, what: str) -> Path:
+    """``root/name`` resolved: relative, no ``..``, no hidden parts, inside ``root``."""
     if not name or "\x00" in name or "\\" in name or name.startswith("/"):
-        raise NotServed(f"not a file name: {name[:80]!r}")
+        raise NotServed(f"not a {what} name: {name[:80]!r}")
     parts = name.split("/")
     if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        raise NotServed(f"not a file name: {name[:80]!r}")
-    path = inside(root.joinpath(*parts), root)
+        raise NotServed(f"not a {what} name: {name[:80]!r}")
+    return inside(root.joinpath(*parts), root)
+
+
+def child_file(root: Path, name: str) -> Path:
+    """A regular file ``root/name`` (see :func:`_child`)."""
+    path = _child(root, name, "file")
     if not path.is_file():
         raise NotServed(f"no such file: {name[:80]!r}")
     return path
@@ -60,12 +65,7 @@ def child_file(root: Path, name: str) -> Path:
 
 def child_dir(root: Path, name: str) -> Path:
     """A directory ``root/name`` by the same rules as :func:`child_file`."""
-    if not name or "\x00" in name or "\\" in name or name.startswith("/"):
-        raise NotServed(f"not a folder name: {name[:80]!r}")
-    parts = name.split("/")
-    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        raise NotServed(f"not a folder name: {name[:80]!r}")
-    path = inside(root.joinpath(*parts), root)
+    path = _child(root, name, "folder")
     if not path.is_dir():
         raise NotServed(f"no such folder: {name[:80]!r}")
     return path
