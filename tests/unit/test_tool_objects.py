@@ -214,3 +214,19 @@ def test_a_new_tool_runs_through_the_real_graph_on_the_defaults(monkeypatch: pyt
     claims = json.loads((Path(out.run_dir) / "claims.json").read_text())
     assert [(c["kind"], c["subjects"]) for c in claims["claims"] if c["kind"] == "tool_error"] == [
         ("tool_error", ["shout_words"])]
+
+
+def test_the_regression_runner_reads_the_evaluations_the_evaluate_tool_stores(tmp_path: Path) -> None:
+    # tools/regress.py sits below graph/ and cannot ask EVALUATE: it keeps the name as a string,
+    # which must stay the tool's
+    from perfscout.state.agent import Observation
+    from perfscout.tools import regress
+
+    summary, art = toolbox.EVALUATE.tool.func(dataset="synthetic:grf:16,16", codec="sz3", mode="rel",
+                                              bound=1e-3, repeats=2)
+    obs = Observation(seq=1, task_key="t01", call_id="t01.a1", tool=toolbox.EVALUATE.name, kind=art["kind"],
+                      summary=summary, data=art["data"])
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "001-t01.a1.json").write_text(obs.model_dump_json())
+    run = regress.load_run(tmp_path)
+    assert run.kind == "agent" and [t.key for t in run.tasks] == ["t01"]
