@@ -11,6 +11,9 @@ Rules, in order (each leaves a :class:`~perfscout.state.agent.Note` saying why):
 * bound violated -> recorded, the run goes on;
 * timing noisy -> repeat with twice the repeats, up to ``max_repeats``;
 * then the next queued task, while the step and time budgets last.
+
+Which rule reads a tool's result, and the kind of note its failure leaves, are the tool
+object's (``on_result``, ``failure_note`` in :mod:`perfscout.graph.toolbox`).
 """
 
 from __future__ import annotations

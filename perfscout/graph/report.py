@@ -89,8 +89,9 @@ def write_agent_report(run_dir: Path, observations: list[dict[str, Any]], state:
 
 
 def _partition(finals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The final observations by the section that shows them (``records`` are the records
-    themselves; ``others`` is what no section of its own shows)."""
+    """The final observations by the section that shows them (each tool object's
+    ``report_section``; ``records`` are the records themselves; ``others`` is what no section
+    of its own shows)."""
     is_record = [o["kind"] == "result" and isinstance(o.get("data"), dict) and "record" in o["data"] for o in finals]
     parts: dict[str, list[dict[str, Any]]] = {"records": [o["data"]["record"] for o, r in zip(finals, is_record) if r]}
     parts.update({s.value: [] for s in Section})
