@@ -16,6 +16,7 @@ from typing import Any
 
 from perfscout.graph.claims_facts import RunFacts, psnr_short, target_candidate, usable
 from perfscout.graph.claims_rules import judge_target, mbps_range, speed_verdict, warnings_for
+from perfscout.graph.toolbox import EVALUATE, failure_claims, find
 from perfscout.state.claims import Claim
 
 #: Settings (dataset, mode, bound) answered one by one; the rest are in the table.
@@ -82,7 +83,7 @@ def could_not_run(f: RunFacts) -> list[Claim]:
             items.append([codec, "failed", f"{rows[0].get('status')}: {str(rows[0].get('error') or '')[:200]}"])
             keys += [r["task_key"] for r in rows]
     for o in f.finals:  # an evaluation refused or failed before it made a record
-        if o.get("tool") == "evaluate_codec" and o.get("kind") in ("error", "refused"):
+        if EVALUATE.owns(o) and o.get("kind") in ("error", "refused"):
             codec = str((o.get("args") or {}).get("codec") or o.get("task_key"))
             if codec not in by_codec and all(i[0] != codec for i in items):
                 items.append([codec, "failed", f"{o.get('kind')}: {str(o.get('error') or o.get('summary'))[:200]}"])
@@ -295,43 +296,10 @@ def warning_claims(f: RunFacts) -> list[Claim]:
 # ---- other tools -------------------------------------------------------------------
 
 def tool_claims(f: RunFacts) -> list[Claim]:
+    """What each final observation of a tool says in the Answer (its tool object's ``claims``;
+    an unknown tool's failure is a ``tool_error``)."""
     out: list[Claim] = []
     for o in f.finals:
-        tool, kind, data = o.get("tool"), o.get("kind"), o.get("data")
-        key = [str(o.get("task_key"))]
-        if tool in ("diagnose_profile", "diagnose_file") and kind == "result" and isinstance(data, dict):
-            for item in (data.get("kernels") or data.get("programs") or [])[:3]:
-                primary = item.get("primary") or {}
-                evidence = [e for e in primary.get("evidence") or [] if isinstance(e, dict)][:2]
-                out.append(Claim(kind="profile", subjects=[str(item.get("name") or item.get("command")
-                                                               or "the program")[:80]],
-                                 verdict=None, records=key,
-                                 detail={"id": primary.get("id"), "title": primary.get("title"),
-                                         "evidence": [[e.get("metric"), e.get("value")] for e in evidence]}))
-        elif tool == "profile_command" and kind != "result":
-            out.append(Claim(kind="profile", verdict="failed", records=key,
-                             detail={"failed": (o.get("error") or o.get("summary") or "")[:300]}))
-        elif tool == "platform_snapshot" and kind == "result" and isinstance(data, dict):
-            cpu, mem = data.get("cpu") or {}, data.get("memory") or {}
-            out.append(Claim(kind="machine", subjects=[str(cpu.get("model") or "?")], records=key,
-                             detail={"cpu": cpu.get("model") or "?", "ncpu": cpu.get("logical_cpus", "?"),
-                                     "mem_bytes": mem.get("total_bytes") or mem.get("total") or 0,
-                                     "gpus": [g.get("name", "") for g in data.get("gpus") or []]}))
-        elif tool == "list_codecs" and kind == "result":
-            infos = data if isinstance(data, list) else []
-            out.append(Claim(kind="codecs", subjects=[str(i.get("id")) for i in infos], records=key,
-                             detail={"ok": [[i["id"], i.get("device")] for i in infos if i.get("available")],
-                                     "bad": [[i["id"], i.get("reason") or "?"] for i in infos
-                                             if not i.get("available")]}))
-        elif tool == "run_sweep" and kind == "result" and isinstance(data, dict):
-            out.append(Claim(kind="sweep", subjects=[str(data.get("name", ""))], records=key,
-                             detail={"n": data.get("tasks", 0), "counts": data.get("status_counts") or {},
-                                     "violations": len(data.get("violations") or []),
-                                     "best": [[r["series"], r["ratio"], r["mode"], r["bound"], r["dataset"]]
-                                              for r in (data.get("best_ratio") or [])[:3]]}))
-        elif tool == "compare_runs" and kind == "result":
-            out.append(Claim(kind="regression", records=key, detail={"summary": str(o.get("summary") or "")}))
-        elif tool != "evaluate_codec" and kind in ("error", "refused"):
-            out.append(Claim(kind="tool_error", subjects=[str(tool)], verdict="failed", records=key,
-                             detail={"kind": kind, "error": str(o.get("error") or "")[:300]}))
+        tool = find(o.get("tool"))
+        out += (tool.claims if tool is not None else failure_claims)(o)
     return out

@@ -16,6 +16,7 @@ from typing import Any
 from perfscout.graph.claims_build import SINGLE_FIGURES, TARGET_FIGURES, ratio_tolerance, where_of
 from perfscout.graph.claims_facts import RunFacts, base_codec, psnr_short, target_candidate, usable
 from perfscout.graph.claims_rules import judge_target, mbps_range, speed_verdict, warnings_for
+from perfscout.graph.toolbox import EVALUATE
 from perfscout.state.claims import Claim
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def _could_not_run(c: Claim, f: RunFacts) -> str:
     skipped = {str(s.get("codec")) for s in f.plan.get("skipped") or []}
     failed = {str(r.get("codec")) for r in f.records if r.get("ratio") is None}
     failed |= {str((o.get("args") or {}).get("codec")) for o in f.finals
-               if o.get("tool") == "evaluate_codec" and o.get("kind") in ("error", "refused")}
+               if EVALUATE.owns(o) and o.get("kind") in ("error", "refused")}
     for subject in c.subjects:
         if subject == "GPU":
             if any((r.get("device") or "cpu") == "cuda" for r in f.records):

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfscout.graph.toolbox import EVALUATE
+
 
 def subject_name(r: dict[str, Any], gpu_reference: bool = False) -> str:
     """A record's codec as claims name it: `` (GPU)`` where it ran on a GPU, `` (CPU reference)``
@@ -90,7 +92,7 @@ class RunFacts:
         for c in self.intent.get("codecs") or []:
             out.append(str(c))
         for t in self.plan.get("tasks") or []:
-            if t.get("tool") == "evaluate_codec" and t.get("args", {}).get("codec"):
+            if EVALUATE.owns(t) and t.get("args", {}).get("codec"):
                 out.append(str(t["args"]["codec"]))
         for s in self.plan.get("skipped") or []:
             out.append(str(s.get("codec")))

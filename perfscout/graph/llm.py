@@ -12,7 +12,7 @@ validated as below.
 
 The model answers through structured output (one ``Plan`` function call). Its plan is
 *untrusted*: every task must name a tool of the fixed whitelist
-(:data:`perfscout.graph.tools.TOOLS`), its arguments must validate against that
+(:data:`perfscout.graph.toolbox.AGENT_TOOLS`), its arguments must validate against that
 tool's schema, codecs and datasets must exist, and an intent's explicit constraints
 (codecs, mode, bounds, datasets, devices) must be kept. A rejected or unreachable plan
 is retried once with the reasons; then the caller falls back to the deterministic
@@ -26,7 +26,7 @@ import json
 import math
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -37,7 +37,8 @@ from perfscout.state.intent import DataRef, Intent, Target
 from perfscout.state.llm_endpoint import LLMEndpoint
 from perfscout.state.llm_endpoint import make_chat_model as chat_model_for
 from perfscout.state.modes import REQUEST_MODES, RequestMode
-from perfscout.graph.tools import TOOLS, allowed_roots, tools_by_name
+from perfscout.graph.tool_common import allowed_roots
+from perfscout.graph.toolbox import EVALUATE, PROFILE, SWEEP, AgentTool, PlanCheck, find, tool_functions
 
 MAX_TASKS = 48
 
@@ -76,7 +77,7 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
 def _task_schemas() -> list[dict[str, Any]]:
     """One object schema per whitelisted tool: its name, then its own typed arguments."""
     items = []
-    for t in TOOLS:
+    for t in tool_functions():
         schema = t.tool_call_schema.model_json_schema()
         props = {"tool": {"type": "string", "enum": [t.name]}}
         props.update({k: _plain(v) for k, v in schema.get("properties", {}).items()})
@@ -149,7 +150,7 @@ def model_label(ctx: Context) -> str:
 
 def _tool_catalogue() -> str:
     """Names and descriptions; the typed arguments travel in the Plan function's schema."""
-    return "\n".join(f"- {t.name}: {' '.join(t.description.split())}" for t in TOOLS)
+    return "\n".join(f"- {t.name}: {' '.join(t.description.split())}" for t in tool_functions())
 
 
 def _system_prompt() -> str:
@@ -171,7 +172,7 @@ def _platform_text(platform: dict[str, Any]) -> str:
 def _slug(task: PlannedCall, args: dict[str, Any], i: int, prefix: str) -> str:
     from perfscout.graph.planner import _fmt_bound, _key
 
-    if task.tool == "evaluate_codec":
+    if EVALUATE.owns(task):
         key = _key(i, args["codec"], args.get("device", "cpu"), args["mode"], _fmt_bound(args["bound"]))
     else:
         key = _key(i, task.tool)
@@ -233,7 +234,7 @@ def _sweep_error(args: dict[str, Any], request: Any) -> str:
     from perfscout.graph.planner import requested_sweep
 
     if "spec_doc" in args:
-        return "run_sweep takes `spec` (the path the request names); `spec_doc` is for YAML requests"
+        return f"{SWEEP.name} takes `spec` (the path the request names); `spec_doc` is for YAML requests"
     asked = requested_sweep(request) if isinstance(request, str) else None
     if not asked:
         return "the request names no sweep spec (write e.g. 'sweep examples/sweep_quick.yaml')"
@@ -277,69 +278,99 @@ def _constraint_errors(calls: list[dict[str, Any]], request: Any) -> list[str]:
     return errors
 
 
+class _Checking:
+    """What the checks of one plan share: the request, the codecs here, the tasks so far."""
+
+    def __init__(self, request: Any, allow_empty: bool) -> None:
+        from perfscout.graph.planner import codec_infos
+
+        self.request, self.allow_empty = request, allow_empty
+        self.codecs = {i["id"] for i in codec_infos()}
+        self.tasks: list[Task] = []
+        self.evaluations: list[dict[str, Any]] = []
+
+
+def _check_command(n: int, tool: AgentTool, args: dict[str, Any], c: _Checking) -> tuple[list[str], bool]:
+    why = _command_error(args["command"], c.request)
+    return ([f"task {n}: {why}"] if why else []), True
+
+
+def _check_sweep(n: int, tool: AgentTool, args: dict[str, Any], c: _Checking) -> tuple[list[str], bool]:
+    if c.allow_empty:
+        # a follow-up task has a new key, hence a new sweep directory: it would
+        # repeat every finished task of the sweep the plan already ran
+        return [f"task {n}: {tool.name} is not a follow-up (the plan's sweep already ran)"], True
+    why = _sweep_error(args, c.request)
+    return ([f"task {n}: {why}"] if why else []), True
+
+
+def _check_after_profile(n: int, tool: AgentTool, args: dict[str, Any], c: _Checking) -> tuple[list[str], bool]:
+    # the model cannot know our task keys: tie it to the plan's latest profile task
+    earlier = [t.key for t in c.tasks if PROFILE.owns(t)]
+    if not earlier:
+        return [f"task {n}: {tool.name} needs an earlier {PROFILE.name} task"], False
+    args["profile_task"] = earlier[-1]
+    return [], True
+
+
+def _check_evaluation(n: int, tool: AgentTool, args: dict[str, Any], c: _Checking) -> tuple[list[str], bool]:
+    errors = []
+    if args["codec"] not in c.codecs:
+        errors.append(f"task {n}: unknown codec {args['codec']!r} (known: {', '.join(sorted(c.codecs))})")
+    if (why := _dataset_ok(args["dataset"])):
+        errors.append(f"task {n}: {why}")
+    c.evaluations.append(args)
+    return errors, True
+
+
+#: What a tool's ``plan_check`` asks of a model's call of it (after its schema): the errors,
+#: and whether the call stays in the plan (repaired in place where it can be).
+_PLAN_CHECKS: dict[PlanCheck, Callable[[int, AgentTool, dict[str, Any], _Checking], tuple[list[str], bool]]] = {
+    PlanCheck.SCHEMA: lambda n, tool, args, c: ([], True), PlanCheck.COMMAND: _check_command,
+    PlanCheck.SWEEP: _check_sweep, PlanCheck.AFTER_PROFILE: _check_after_profile,
+    PlanCheck.EVALUATION: _check_evaluation}
+
+
 def validate_plan(plan: LLMPlan, request: Any, *, key_prefix: str = "",
                   allow_empty: bool = False) -> tuple[list[Task], list[str]]:
     """Tasks from an untrusted plan, or the reasons it is rejected (never both)."""
-    from perfscout.graph.planner import codec_infos
-
-    tools = tools_by_name()
     errors: list[str] = []
     if not plan.tasks and not allow_empty:
         errors.append("the plan has no tasks")
     if len(plan.tasks) > MAX_TASKS:
         errors.append(f"the plan has {len(plan.tasks)} tasks; at most {MAX_TASKS} are allowed")
-    codecs = {i["id"] for i in codec_infos()}
-    tasks: list[Task] = []
-    evaluations: list[dict[str, Any]] = []
+    checking = _Checking(request, allow_empty)
     for n, call in enumerate(plan.tasks, 1):
-        tool = tools.get(call.tool)
+        tool = find(call.tool)
         if tool is None:
-            errors.append(f"task {n}: {call.tool!r} is not a tool (allowed: {', '.join(tools)})")
+            allowed = ", ".join(t.name for t in tool_functions())
+            errors.append(f"task {n}: {call.tool!r} is not a tool (allowed: {allowed})")
             continue
         try:
-            parsed = tool.tool_call_schema.model_validate(call.args)
+            parsed = tool.tool.tool_call_schema.model_validate(call.args)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             errors.append(f"task {n}: bad arguments for {call.tool}: {problems}")
             continue
         args = parsed.model_dump(exclude_none=True)
-        if call.tool == "profile_command":
-            if (why := _command_error(args["command"], request)):
-                errors.append(f"task {n}: {why}")
-        if call.tool == "run_sweep":
-            if allow_empty:
-                # a follow-up task has a new key, hence a new sweep directory: it would
-                # repeat every finished task of the sweep the plan already ran
-                errors.append(f"task {n}: run_sweep is not a follow-up (the plan's sweep already ran)")
-            elif (why := _sweep_error(args, request)):
-                errors.append(f"task {n}: {why}")
-        if call.tool == "diagnose_profile":
-            # the model cannot know our task keys: tie it to the plan's latest profile task
-            earlier = [t.key for t in tasks if t.tool == "profile_command"]
-            if not earlier:
-                errors.append(f"task {n}: diagnose_profile needs an earlier profile_command task")
-                continue
-            args["profile_task"] = earlier[-1]
-        if call.tool == "evaluate_codec":
-            if args["codec"] not in codecs:
-                errors.append(f"task {n}: unknown codec {args['codec']!r} (known: {', '.join(sorted(codecs))})")
-            if (why := _dataset_ok(args["dataset"])):
-                errors.append(f"task {n}: {why}")
-            evaluations.append(args)
-        tasks.append(Task(key=_slug(call, args, n, key_prefix), tool=call.tool, args=args,
-                          purpose=call.purpose[:200]))
+        found, keep = _PLAN_CHECKS[tool.plan_check](n, tool, args, checking)
+        errors += found
+        if keep:
+            checking.tasks.append(Task(key=_slug(call, args, n, key_prefix), tool=call.tool, args=args,
+                                       purpose=call.purpose[:200]))
+    tasks = checking.tasks
     if any("unknown dataset" in e for e in errors):
         from perfscout.graph.planner import known_datasets
 
         errors.append("known datasets: " + ", ".join(known_datasets())
                       + "; or synthetic:KIND:SHAPE, or an existing raw file path")
     if not errors:
-        errors += _constraint_errors(evaluations, request)
+        errors += _constraint_errors(checking.evaluations, request)
     if not errors and not allow_empty and isinstance(request, str):
         from perfscout.graph.planner import requested_sweep
 
-        if (asked := requested_sweep(request)) and not any(t.tool == "run_sweep" for t in tasks):
-            errors.append(f"the plan has no run_sweep task for {asked['spec']}")
+        if (asked := requested_sweep(request)) and not any(SWEEP.owns(t) for t in tasks):
+            errors.append(f"the plan has no {SWEEP.name} task for {asked['spec']}")
     return ([], errors) if errors else (tasks, [])
 
 

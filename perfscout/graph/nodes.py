@@ -28,7 +28,7 @@ from perfscout.graph.rundir import ledger, stored_observations, write_json
 from perfscout.graph.state import AgentState
 from perfscout.state.agent import Note, Observation, Plan, Task
 from perfscout.state.intent import Intent
-from perfscout.graph.tools import TOOLS, tool_names
+from perfscout.graph.toolbox import tool_functions, tool_names
 
 # ---- helpers ---------------------------------------------------------------------
 
@@ -216,8 +216,8 @@ def _ledgered_call(request: Any, execute: Any) -> Any:
 
 
 def make_act_node() -> ToolNode:
-    """The ToolNode that executes calls: only :data:`TOOLS` exist for it."""
-    return ToolNode(list(TOOLS), name="act", handle_tool_errors=_tool_error_text,
+    """The ToolNode that executes calls: only the whitelist's tools exist for it."""
+    return ToolNode(list(tool_functions()), name="act", handle_tool_errors=_tool_error_text,
                     wrap_tool_call=_ledgered_call)
 
 

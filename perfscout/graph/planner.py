@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from perfscout.errors import InputError
+from perfscout.graph.toolbox import (COMPARE_RUNS, DIAGNOSE_FILE, DIAGNOSE_PROFILE, EVALUATE, LIST_CODECS, PLATFORM,
+                                     PROFILE, SWEEP)
 from perfscout.state.agent import Plan, Task
 from perfscout.state.intent import CODEC_QUESTIONS, DataRef, Intent
 from perfscout.state.modes import REQUEST_MODES
@@ -180,7 +182,7 @@ def _sweep_args(entry: Any) -> dict[str, Any]:
 
 
 def _sweep_task(i: int, args: dict[str, Any], label: str) -> Task:
-    return Task(key=_key(i, "sweep", label), tool="run_sweep", args=args,
+    return Task(key=_key(i, "sweep", label), tool=SWEEP.name, args=args,
                 purpose=f"run the sweep {label} (resumable) and write its report")
 
 
@@ -247,7 +249,7 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
             args = {**_dataset_arg(ds_entry), "codec": codec, "mode": mode, "bound": b,
                     "device": dev, "repeats": repeats}
             tasks.append(Task(key=_key(len(tasks) + 1, codec, dev, mode, _fmt_bound(b)),
-                              tool="evaluate_codec", args=args,
+                              tool=EVALUATE.name, args=args,
                               purpose=f"{codec} on {args['dataset']} ({dev}) at {mode} {b:g}"))
     for extra in spec.get("tasks") or []:
         if not isinstance(extra, dict) or "tool" not in extra or not isinstance(extra.get("args") or {}, dict):
@@ -396,41 +398,38 @@ def plan_from_intent(intent: Intent, platform: dict[str, Any] | None = None,
     notes = list(intent.notes)
     skipped: list[dict[str, str]] = []
     tasks: list[Task] = []
-    q = intent.question
+    q = intent.question  # a Question (state/intent.py), not a tool: each branch plans tool objects
     if q in CODEC_QUESTIONS:
         pairs = _codec_pairs(intent, platform, notes, skipped)
         repeats = intent.repeats or 3
         for ref, (codec, dev), b in product(intent.data, pairs, intent.bounds):
             args = {**_data_args(ref), **_missing_value_args(intent, ref), "codec": codec, "mode": intent.mode,
                     "bound": b, "device": dev, "repeats": repeats}
-            tasks.append(Task(key=_key(len(tasks) + 1, codec, dev, str(intent.mode), _fmt_bound(b)),
-                              tool="evaluate_codec", args=args,
-                              purpose=f"{codec} on {ref.label()} ({dev}) at {intent.mode} {b:g}"))
+            tasks.append(EVALUATE.task(_key(len(tasks) + 1, codec, dev, str(intent.mode), _fmt_bound(b)), args,
+                                       f"{codec} on {ref.label()} ({dev}) at {intent.mode} {b:g}"))
         if not tasks:
             why = "; ".join(f"{s['codec']}: {s['why']}" for s in skipped) or "no compressor is usable here"
             raise PlanningError(f"nothing to measure: {why}{_codecs_with_mode(intent.mode)}")
     elif q == "profile":
         argv = list(intent.command)
-        tasks = [Task(key="t01-profile", tool="profile_command", args={"command": argv},
-                      purpose=f"measure {' '.join(argv)} with ncu or perf stat (in the sandbox)"),
-                 Task(key="t02-diagnose", tool="diagnose_profile", args={"profile_task": "t01-profile"},
-                      purpose="turn the measured counters into the primary bottleneck and ranked findings")]
+        tasks = [PROFILE.task("t01-profile", {"command": argv},
+                              f"measure {' '.join(argv)} with ncu or perf stat (in the sandbox)"),
+                 DIAGNOSE_PROFILE.task("t02-diagnose", {"profile_task": "t01-profile"},
+                                       "turn the measured counters into the primary bottleneck and ranked findings")]
     elif q == "diagnose":
-        tasks = [Task(key="t01-diagnose-file", tool="diagnose_file", args={"path": intent.profile_file},
-                      purpose=f"diagnose the kernels (or program) profiled in {intent.profile_file}")]
+        tasks = [DIAGNOSE_FILE.task("t01-diagnose-file", {"path": intent.profile_file},
+                                    f"diagnose the kernels (or program) profiled in {intent.profile_file}")]
     elif q == "describe_machine":
-        tasks = [Task(key="t01-platform", tool="platform_snapshot", args={},
-                      purpose="probe CPU, memory, GPUs, compilers, MPI and perf on this machine")]
+        tasks = [PLATFORM.task("t01-platform", {}, "probe CPU, memory, GPUs, compilers, MPI and perf on this machine")]
     elif q == "list_codecs":
-        tasks = [Task(key="t01-codecs", tool="list_codecs", args={},
-                      purpose="list every codec, whether it is usable here, and its modes")]
+        tasks = [LIST_CODECS.task("t01-codecs", {}, "list every codec, whether it is usable here, and its modes")]
     elif q == "sweep":
         args = {"spec": intent.sweep_spec, **({"out": intent.sweep_out} if intent.sweep_out else {})}
         tasks = [_sweep_task(1, args, Path(intent.sweep_spec).stem)]
     elif q == "compare_runs":
         base, cand = (_run_path(r, runs_dir) for r in intent.runs[:2])
-        tasks = [Task(key="t01-compare-runs", tool="compare_runs", args={"baseline": base, "candidate": cand},
-                      purpose=f"is {intent.runs[1]} faster, slower or unchanged against {intent.runs[0]}")]
+        tasks = [COMPARE_RUNS.task("t01-compare-runs", {"baseline": base, "candidate": cand},
+                                   f"is {intent.runs[1]} faster, slower or unchanged against {intent.runs[0]}")]
     else:
         raise PlanningError(f"no plan for the question {q!r}")
     return Plan(goal=intent.text or intent.summary(), tasks=tasks, planner="deterministic", notes=notes,

@@ -11,18 +11,22 @@ Rules, in order (each leaves a :class:`~perfscout.state.agent.Note` saying why):
 * bound violated -> recorded, the run goes on;
 * timing noisy -> repeat with twice the repeats, up to ``max_repeats``;
 * then the next queued task, while the step and time budgets last.
+
+Which rule reads a tool's result, and the kind of note its failure leaves, are the tool
+object's (``on_result``, ``failure_note`` in :mod:`perfscout.graph.toolbox`).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 from langgraph.types import interrupt
 
 from perfscout.errors import InputError
 from perfscout.graph.context import Context
+from perfscout.graph.toolbox import EVALUATE, OnResult, failure_kind, find
 from perfscout.state.agent import Note, Observation, Task
 from perfscout.state.shapes import parse_shape, shape_str
 
@@ -158,7 +162,7 @@ def _same_data(a: Task, b: Task) -> bool:
 
 
 def _covered(args: dict[str, Any], tasks: list[Task]) -> Task | None:
-    return next((t for t in tasks if t.tool == "evaluate_codec" and t.args == args), None)
+    return next((t for t in tasks if EVALUATE.owns(t) and t.args == args), None)
 
 
 #: A codec failure whose message names one of these was transient (busy, not wrong).
@@ -311,6 +315,15 @@ def _on_timing(t: _Turn, data: dict[str, Any]) -> None:
         t.note("timing_noisy", f"timing spread {cv:.0%} even at the cap of {repeats} repeats")
 
 
+def _on_sweep(t: _Turn, data: dict[str, Any]) -> None:
+    t.notes += sweep_notes(t.task, data)
+
+
+#: How a result is read, by what its tool declares (:class:`~perfscout.graph.toolbox.OnResult`).
+_ON_RESULT: dict[OnResult, Callable[[_Turn, dict[str, Any]], None]] = {
+    OnResult.NEXT: lambda t, data: None, OnResult.EVALUATION: _on_evaluation, OnResult.SWEEP: _on_sweep}
+
+
 def _next_within_budget(t: _Turn) -> tuple[Task | None, list[Task]]:
     next_task = t.retry or (t.queue.pop(0) if t.queue else None)
     if next_task is None:
@@ -338,11 +351,9 @@ def decide(state: dict[str, Any], ctx: Context) -> Decision:
     elif obs.kind == "refused":
         t.note("refused", f"not run: {obs.error or obs.summary}")
     elif obs.kind == "error":
-        t.note("codec_crashed" if t.task.tool == "evaluate_codec" else f"{t.task.tool}_failed",
-               obs.error or obs.summary)
-    elif obs.kind == "result" and t.task.tool == "run_sweep" and isinstance(obs.data, dict):
-        t.notes += sweep_notes(t.task, obs.data)
-    elif obs.kind == "result" and t.task.tool == "evaluate_codec" and isinstance(obs.data, dict):
-        _on_evaluation(t, obs.data)
+        t.note(failure_kind(t.task.tool), obs.error or obs.summary)
+    elif obs.kind == "result" and isinstance(obs.data, dict):
+        tool = find(t.task.tool)
+        _ON_RESULT[tool.on_result if tool is not None else OnResult.NEXT](t, obs.data)
     next_task, queue = _next_within_budget(t)
     return Decision(next_task, queue, t.notes)

@@ -1,5 +1,5 @@
-"""The agent's regression and tuning tools (the lead adds them to the whitelist in
-:mod:`perfscout.graph.tools`).
+"""The agent's regression and tuning tools (objects of the whitelist in
+:mod:`perfscout.graph.toolbox`: ``COMPARE_RUNS``, ``TUNE``).
 
 "Is run B faster than run A?", "did this change regress the codec?" -> :func:`compare_runs`;
 "tune OMP_NUM_THREADS for this command" -> :func:`tune_command`. Like every agent tool they
@@ -150,6 +150,3 @@ def tune_command(
                f"{outcome.run_dir}/cards.json; report: {outcome.report_md}")
     return summary[:1900], h._artifact("result", data=T.tune_digest(outcome))
 
-
-#: What the lead adds to the whitelist.
-TOOLS = (compare_runs, tune_command)

@@ -36,6 +36,7 @@ from perfscout.analysis.report.blocks import (
 from perfscout.analysis.report.html import to_html
 from perfscout.analysis.report.markdown import escape, to_markdown
 from perfscout.graph.rundir import write_json, write_text
+from perfscout.graph.toolbox import Section, find
 
 PLANNER_LINES = {
     "deterministic": "deterministic planner (embedded, no model)",
@@ -88,20 +89,18 @@ def write_agent_report(run_dir: Path, observations: list[dict[str, Any]], state:
 
 
 def _partition(finals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The final observations by the section that shows them (``records`` are the records
-    themselves; ``others`` is what no section of its own shows)."""
-    def result_of(o: dict[str, Any], tool: str) -> bool:
-        return o["tool"] == tool and o["kind"] == "result" and isinstance(o.get("data"), dict)
-
+    """The final observations by the section that shows them (each tool object's
+    ``report_section``; ``records`` are the records themselves; ``others`` is what no section
+    of its own shows)."""
     is_record = [o["kind"] == "result" and isinstance(o.get("data"), dict) and "record" in o["data"] for o in finals]
-    parts = {
-        "records": [o["data"]["record"] for o, r in zip(finals, is_record) if r],
-        "profiles": [o for o in finals if o["tool"] == "profile_command" and isinstance(o.get("data"), dict)],
-        "diagnoses": [o for o in finals if result_of(o, "diagnose_profile")],
-        "regressions": [o for o in finals if result_of(o, "compare_runs")],
-        "sweeps": [o for o in finals if result_of(o, "run_sweep")],
-    }
-    shown = {id(o) for key in ("profiles", "diagnoses", "regressions", "sweeps") for o in parts[key]}
+    parts: dict[str, list[dict[str, Any]]] = {"records": [o["data"]["record"] for o, r in zip(finals, is_record) if r]}
+    parts.update({s.value: [] for s in Section})
+    for o in finals:  # each tool says which section shows it (and whether its failures too)
+        tool = find(o["tool"])
+        if (tool is not None and tool.report_section is not None and isinstance(o.get("data"), dict)
+                and (o["kind"] == "result" or tool.report_failures)):
+            parts[tool.report_section.value].append(o)
+    shown = {id(o) for s in Section for o in parts[s.value]}
     parts["others"] = [o for o, r in zip(finals, is_record) if not r and id(o) not in shown]
     return parts
 

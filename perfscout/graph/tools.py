@@ -1,10 +1,11 @@
-"""The typed tools the agent may call. This list IS the whitelist.
+"""The typed tools the agent may call; :mod:`perfscout.graph.toolbox` makes each one an
+object and lists them (the whitelist).
 
 Each tool is a plain typed function; its docstring is the description a model reads,
 and its signature is the argument schema every call is validated against (by the
 planner for LLM plans, and again by LangGraph's ``ToolNode`` for every call). Nothing
 the agent reads at run time (tool output, a model's reply, a spec) can add a tool:
-:data:`TOOLS` is fixed when this module is imported.
+:data:`perfscout.graph.toolbox.AGENT_TOOLS` is fixed when it is imported.
 
 Tools never raise for a failed measurement: they return ``(summary, artifact)`` where
 the artifact is a dict with ``kind`` (result | error | refused | needs_input: refused means
@@ -21,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import tool
 from langgraph.prebuilt import ToolRuntime
 from pydantic import Field
 
@@ -306,7 +307,7 @@ def profile_program(
 def _profiled_outcome(state: dict[str, Any], profile_task: str) -> dict[str, Any] | None:
     """The stored result of an earlier profile_command task of this run."""
     for obs in reversed(state.get("observations") or []):
-        if (obs.get("task_key") == profile_task and obs.get("tool") == "profile_command"
+        if (obs.get("task_key") == profile_task and obs.get("tool") == profile_program.name
                 and obs.get("kind") == "result" and isinstance(obs.get("data"), dict)):
             return obs["data"]
     return None
@@ -539,22 +540,3 @@ def run_sweep(
     if report_error:
         summary += f"; report failed: {report_error[:200]}"
     return summary, _artifact("result", data=data)
-
-
-def _regression_tools() -> tuple[BaseTool, ...]:
-    from perfscout.graph.regress_tools import TOOLS as regression_tools  # compare_runs, tune_command
-
-    return regression_tools
-
-
-#: The whitelist, in the order a model sees it. Extend only here.
-TOOLS: tuple[BaseTool, ...] = (evaluate_codec, list_codecs, platform_snapshot, profile_program,
-                               diagnose_profile, diagnose_file, run_sweep, *_regression_tools())
-
-
-def tool_names() -> list[str]:
-    return [t.name for t in TOOLS]
-
-
-def tools_by_name() -> dict[str, BaseTool]:
-    return {t.name: t for t in TOOLS}

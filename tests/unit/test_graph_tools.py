@@ -10,7 +10,7 @@ from langgraph.graph import END, START, StateGraph
 
 from perfscout.graph.nodes import make_act_node
 from perfscout.graph.state import AgentState
-from perfscout.graph.tools import TOOLS, tool_names
+from perfscout.graph.toolbox import TOOLS, tool_names
 
 NCU_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 

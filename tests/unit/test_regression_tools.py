@@ -10,7 +10,8 @@ import pytest
 from perfscout.datasets import synthetic
 from perfscout.tools import regress as G
 from perfscout.tools.evaluate import evaluate_full
-from perfscout.graph.regress_tools import TOOLS, compare_runs, tune_command
+from perfscout.graph.regress_tools import compare_runs, tune_command
+from perfscout.graph.toolbox import COMPARE_RUNS, TUNE
 
 
 @pytest.fixture()
@@ -25,7 +26,7 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, perfscout_home: Path) 
 
 
 def test_the_tools_are_typed_with_the_artifact_contract() -> None:
-    assert [t.name for t in TOOLS] == ["compare_runs", "tune_command"]
+    assert (COMPARE_RUNS.tool, TUNE.tool) == (compare_runs, tune_command)  # both in the whitelist
     assert compare_runs.response_format == "content_and_artifact"
     schema = compare_runs.tool_call_schema.model_json_schema()
     assert set(schema["required"]) == {"baseline", "candidate"}
