@@ -31,7 +31,7 @@ from perfscout.analysis.report import markdown as md
 from perfscout.analysis.report import text as plain_text
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
-from perfscout.tools.input_files import read_input_text
+from perfscout.io import read_input_text
 from perfscout.tools.ncu_parse import kernel_duration_s
 from perfscout.tools.profile import kernel_json, load_profile_files
 
