@@ -138,3 +138,11 @@ def test_the_package_exports_what_it_lists() -> None:
         assert getattr(pio, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         pio.nope  # noqa: B018 - the lookup is the test
+
+
+def test_io_stands_on_errors_alone() -> None:
+    """The bottom layer: every layer may call perfscout.io, so it calls nothing of theirs."""
+    from tests.unit.test_layering import imports_of
+
+    targets = {imp.target for p in sorted((PACKAGE_DIR / "io").glob("*.py")) for imp in imports_of(p, PACKAGE_DIR)}
+    assert targets - {"perfscout.io.atomic", "perfscout.io.input_files", "perfscout.io.yaml_safe"} == {"perfscout.errors"}
