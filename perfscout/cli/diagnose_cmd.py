@@ -28,7 +28,7 @@ from pathlib import Path
 import typer
 
 from perfscout.analysis.diagnosis import diagnose as run_diagnosis
-from perfscout.analysis.diagnosis import diagnose_perf, llm_explain
+from perfscout.analysis.diagnosis import diagnose_perf
 from perfscout.analysis.diagnosis.reads import reads_metric
 from perfscout.analysis.diagnosis.render import aggregate, diagnosis_blocks, summary_blocks
 from perfscout.analysis.report import markdown as md
@@ -64,6 +64,12 @@ def _host_timing(path: Path | None) -> dict | None:
 
 def _explain(summary: list[dict], entries: list[dict], profiles: list, top: int, required: bool) -> list[dict]:
     """The LLM's checked explanation of each kernel the report details (its longest launch)."""
+    from perfscout.state.llm_endpoint import LLMEndpoint
+
+    if not required and not LLMEndpoint.from_env().configured:
+        return []  # no endpoint: the explainer is not even imported (22 ms of every diagnose)
+    from perfscout.analysis.diagnosis import llm_explain
+
     position = {id(e): i for i, e in enumerate(entries)}
     chosen = [e["diagnosis"] for e in (summary[:top] if top else summary) if e["diagnosis"].get("findings")]
     if not chosen:  # nothing to explain: no model is built (langchain-openai's import takes a second)
@@ -156,7 +162,9 @@ def register(app: typer.Typer) -> None:
             stdout.print(render(summary_blocks(summary, doc["platform"], verbose, top)).rstrip("\n"),
                          markup=False, soft_wrap=True, highlight=False)
         if explanations:
-            stdout.print(render(llm_explain.explanation_blocks(explanations)).rstrip("\n"),
+            from perfscout.analysis.diagnosis.llm_explain import explanation_blocks
+
+            stdout.print(render(explanation_blocks(explanations)).rstrip("\n"),
                          markup=False, soft_wrap=True, highlight=False)
         if doc.get("programs"):
             stdout.print(render(diagnosis_blocks({"programs": doc["programs"], "platform": doc["platform"]}))
