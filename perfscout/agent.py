@@ -103,8 +103,7 @@ def parse_answer(text: str, what: str = "the answer") -> Any:
 def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str, Any]:
     """An intent string, a spec mapping, or a path to a YAML spec -> the graph's request."""
     if isinstance(request_or_spec, Path):
-        from perfscout.tools.input_files import read_input_text
-        from perfscout.tools.safe_yaml import load_yaml
+        from perfscout.io import load_yaml, read_input_text
 
         try:
             # the one reader of named files (a FIFO, a device or a directory is refused

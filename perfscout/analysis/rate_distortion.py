@@ -17,7 +17,7 @@ those numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,48 +63,48 @@ def _lerp(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
     return y0 if x1 == x0 else y0 + (x - x0) * (y1 - y0) / (x1 - x0)
 
 
+def _scale(axis: str, v: float) -> float:
+    """Where a figure sits on the curve's axes: log ratio is linear in PSNR over a narrow span."""
+    return math.log(v) if axis == "ratio" else v
+
+
+def _read_off(points: Iterable[RDPoint], on: str, target: float, in_window: Callable[[RDPoint], bool]) -> AtQuality:
+    """The other figure at ``target`` on axis ``on`` ("psnr" or "ratio"): the best of the
+    points ``in_window`` (measured), else interpolated between the closest points below and
+    above the target, else outside the measured range (never extrapolated)."""
+    other = "ratio" if on == "psnr" else "psnr"
+    pts = _usable(points)
+    if not pts:
+        return AtQuality(None, "outside")
+    inside = [p for p in pts if in_window(p)]
+    if inside:
+        best = max(inside, key=lambda p: getattr(p, other))
+        return AtQuality(getattr(best, other), "measured", (best,))
+    below = [p for p in pts if getattr(p, on) < target]
+    above = [p for p in pts if getattr(p, on) > target]
+    span = (min(getattr(p, on) for p in pts), max(getattr(p, on) for p in pts))
+    if not below or not above:
+        return AtQuality(None, "outside", span=span)
+    # the closest on each side; of two at the same place, the better other figure
+    lo = max(below, key=lambda p: (getattr(p, on), getattr(p, other)))
+    hi = min(above, key=lambda p: (getattr(p, on), -getattr(p, other)))
+    y = _lerp(_scale(on, target), _scale(on, getattr(lo, on)), _scale(other, getattr(lo, other)),
+              _scale(on, getattr(hi, on)), _scale(other, getattr(hi, other)))
+    return AtQuality(math.exp(y) if other == "ratio" else y, "interpolated", (lo, hi), span)
+
+
 def ratio_at_psnr(points: Iterable[RDPoint], target_db: float, window_db: float = PSNR_WINDOW_DB) -> AtQuality:
     """The ratio at PSNR ``target_db``: the best ratio of a point in [target, target +
     window_db] (measured), else log ratio interpolated between the closest points below
     and above the target, else outside the measured range."""
-    pts = _usable(points)
-    if not pts:
-        return AtQuality(None, "outside")
-    inside = [p for p in pts if target_db <= p.psnr <= target_db + window_db]
-    if inside:
-        best = max(inside, key=lambda p: p.ratio)
-        return AtQuality(best.ratio, "measured", (best,))
-    below = [p for p in pts if p.psnr < target_db]
-    above = [p for p in pts if p.psnr > target_db]
-    span = (min(p.psnr for p in pts), max(p.psnr for p in pts))
-    if not below or not above:
-        return AtQuality(None, "outside", span=span)
-    lo = max(below, key=lambda p: (p.psnr, p.ratio))
-    hi = min(above, key=lambda p: (p.psnr, -p.ratio))
-    log_r = _lerp(target_db, lo.psnr, math.log(lo.ratio), hi.psnr, math.log(hi.ratio))
-    return AtQuality(math.exp(log_r), "interpolated", (lo, hi), span)
+    return _read_off(points, "psnr", target_db, lambda p: target_db <= p.psnr <= target_db + window_db)
 
 
 def psnr_at_ratio(points: Iterable[RDPoint], target_ratio: float, tolerance: float = RATIO_TOLERANCE) -> AtQuality:
     """The PSNR at ratio ``target_ratio``: the best PSNR of a point within ``tolerance``
     (relative) of it (measured), else PSNR interpolated in log ratio between the closest
     points below and above it, else outside the measured range."""
-    pts = _usable(points)
-    if not pts:
-        return AtQuality(None, "outside")
-    inside = [p for p in pts if abs(p.ratio - target_ratio) <= tolerance * target_ratio]
-    if inside:
-        best = max(inside, key=lambda p: p.psnr)
-        return AtQuality(best.psnr, "measured", (best,))
-    below = [p for p in pts if p.ratio < target_ratio]
-    above = [p for p in pts if p.ratio > target_ratio]
-    span = (min(p.ratio for p in pts), max(p.ratio for p in pts))
-    if not below or not above:
-        return AtQuality(None, "outside", span=span)
-    lo = max(below, key=lambda p: (p.ratio, p.psnr))
-    hi = min(above, key=lambda p: (p.ratio, -p.psnr))
-    value = _lerp(math.log(target_ratio), math.log(lo.ratio), lo.psnr, math.log(hi.ratio), hi.psnr)
-    return AtQuality(value, "interpolated", (lo, hi), span)
+    return _read_off(points, "ratio", target_ratio, lambda p: abs(p.ratio - target_ratio) <= tolerance * target_ratio)
 
 
 def _number(v: Any) -> float | None:

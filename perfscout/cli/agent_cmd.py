@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
         if planner not in (None, "auto", "llm", "deterministic"):
             fail(f"--planner must be auto, llm or deterministic, got {planner!r}")
         if spec is not None:  # a regular file of spec size: /dev/zero or a FIFO would hang the reader
-            from perfscout.tools.input_files import check_input_file
+            from perfscout.io import check_input_file
 
             check_input_file(spec, "spec", max_bytes=16 * 2**20)
         usable_home()  # checkpoints and the run directory go there: a bad home is said first, by name

@@ -12,6 +12,10 @@ and Nsight Compute's own rule messages under ``ncu_says``; ``summary`` aggregate
 launches per kernel (count, total time, share), ordered by total time. The JSON is compact
 unless ``--indent`` is given. The Markdown report puts the time digest first, then one
 section per kernel with the primary's deciding evidence (``--verbose``: all findings in full).
+With an LLM endpoint configured (``PERFSCOUT_LLM_BASE_URL``; ``--explain auto``, the default) or
+``--explain on``, the kernels the report details also get a model's explanation of their
+findings, checked against the findings' evidence (:mod:`perfscout.analysis.diagnosis.llm_explain`):
+under ``explanations`` in the JSON, after the diagnosis in the report; ``--explain off`` never asks.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from perfscout.analysis.report import markdown as md
 from perfscout.analysis.report import text as plain_text
 from perfscout.cli.common import _json_default, stdout
 from perfscout.errors import InputError
-from perfscout.tools.input_files import read_input_text
+from perfscout.io import read_input_text
 from perfscout.tools.ncu_parse import kernel_duration_s
 from perfscout.tools.profile import kernel_json, load_profile_files
 
@@ -58,6 +62,21 @@ def _host_timing(path: Path | None) -> dict | None:
     return timing
 
 
+def _explain(summary: list[dict], entries: list[dict], profiles: list, top: int, required: bool) -> list[dict]:
+    """The LLM's checked explanation of each kernel the report details (its longest launch)."""
+    from perfscout.state.llm_endpoint import LLMEndpoint
+
+    if not required and not LLMEndpoint.from_env().configured:
+        return []  # no endpoint: the explainer is not even imported (22 ms of every diagnose)
+    from perfscout.analysis.diagnosis import llm_explain
+
+    position = {id(e): i for i, e in enumerate(entries)}
+    chosen = [e["diagnosis"] for e in (summary[:top] if top else summary) if e["diagnosis"].get("findings")]
+    if not chosen:  # nothing to explain: no model is built (langchain-openai's import takes a second)
+        return []
+    return llm_explain.explain_from_env([(d, profiles[position[id(d)]]) for d in chosen], required=required)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose(
@@ -82,10 +101,15 @@ def register(app: typer.Typer) -> None:
         output_format: str = typer.Option(
             "auto", "--format", help="auto | text | markdown: the report without --json (auto: text on a "
                                      "terminal, Markdown when piped)."),
+        explain_mode: str = typer.Option(
+            "auto", "--explain", help="auto | on | off: an LLM's explanation of the detailed kernels' findings, "
+                                      "checked against their evidence (auto: when PERFSCOUT_LLM_BASE_URL is set)."),
     ) -> None:
         """Diagnose a saved profile: primary bottleneck and evidence-backed findings per kernel."""
         if output_format not in ("auto", "text", "markdown"):
             raise InputError(f"--format must be auto, text or markdown, got {output_format!r}")
+        if explain_mode not in ("auto", "on", "off"):
+            raise InputError(f"--explain must be auto, on or off, got {explain_mode!r}")
         # Without --all-metrics only the columns the engine reads are parsed (the report
         # carries only cited metrics); the diagnosis is the same either way (reads.py).
         loaded = load_profile_files(files or [], ncu_csv=ncu_csv, ncu_rep=ncu_rep, perf_csv=perf_csv,
@@ -107,6 +131,8 @@ def register(app: typer.Typer) -> None:
                 entry["rule_problems"] = diag["rule_problems"]
             kernels.append(entry)
         summary = aggregate(kernels)
+        explanations = [] if explain_mode == "off" else _explain(summary, kernels, loaded.kernels, top,
+                                                                 required=explain_mode == "on")
         doc = {
             "metrics_scope": "all" if all_metrics else "cited",
             "kernels": kernels,
@@ -118,6 +144,8 @@ def register(app: typer.Typer) -> None:
             "sources": loaded.sources,
             "warnings": loaded.warnings,
         }
+        if explanations:
+            doc["explanations"] = explanations
         if loaded.perf is not None:
             perf_result = diagnose_perf(loaded.perf, platform=loaded.platform)
             doc["programs"] = perf_result["programs"]
@@ -132,6 +160,11 @@ def register(app: typer.Typer) -> None:
         render = plain_text.render_blocks if as_text else md.render_blocks
         if doc["kernels"]:
             stdout.print(render(summary_blocks(summary, doc["platform"], verbose, top)).rstrip("\n"),
+                         markup=False, soft_wrap=True, highlight=False)
+        if explanations:
+            from perfscout.analysis.diagnosis.llm_explain import explanation_blocks
+
+            stdout.print(render(explanation_blocks(explanations)).rstrip("\n"),
                          markup=False, soft_wrap=True, highlight=False)
         if doc.get("programs"):
             stdout.print(render(diagnosis_blocks({"programs": doc["programs"], "platform": doc["platform"]}))

@@ -225,14 +225,14 @@ def decompress_file(path: Path, out: Path) -> dict[str, Any]:
     from perfscout.codecs.framing import from_bytes
     from perfscout.codecs.registry import codec_class
     from perfscout.codecs.streams import check_stream_header
-    from perfscout.datasets.synthetic import available_bytes
+    from perfscout.io import available_bytes
     from perfscout.tools.bounds import unpack_nonfinite
     from perfscout.tools.isolate import run_isolated
 
     if not path.is_file():
         raise InputError(f"compressed file not found: {path}")
     refuse_overwriting_inputs(out, path)
-    from perfscout.tools.input_files import read_input_bytes
+    from perfscout.io import read_input_bytes
 
     # sized before it is read: a sparse file (holes read as gigabytes of zeros) is refused
     compressed, sections = from_bytes(read_input_bytes(path, "compressed file", dense=True))

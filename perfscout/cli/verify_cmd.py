@@ -70,7 +70,7 @@ def verify_command(
                 fail("give --before-csv and --after-csv (or --before-cmd and --after-cmd)")
             t = None
             if timings is not None:
-                from perfscout.tools.input_files import read_input_text
+                from perfscout.io import read_input_text
 
                 text = read_input_text(timings, "timings JSON")  # a regular file, else InputError
                 try:

@@ -58,7 +58,7 @@ def check_raw_size(p: Path, dims: tuple[int, ...], dt: np.dtype) -> int:
             f"{p}: expected {expected} bytes for shape {dims} of {dt.name} "
             f"({n} values x {dt.itemsize} bytes) but the file has {actual} bytes{hint}"
         )
-    from perfscout.datasets.synthetic import available_bytes
+    from perfscout.io import available_bytes
 
     have = available_bytes()
     if 2 * expected > have:  # a sparse file claims any size; the values and their native copy

@@ -17,13 +17,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-import yaml
 from pydantic import BaseModel
 
 from perfscout.datasets.field import Field, parse_dtype, parse_shape, dtype_tag
 from perfscout.datasets.loaders import load_raw
 from perfscout.datasets.synthetic import SYNTHETIC_KINDS, describe_kind, parse_synthetic, synthetic
 from perfscout.errors import InputError
+from perfscout.io import YAMLLimitError, load_yaml_file
 
 REGISTRY_PATH = Path(__file__).with_name("registry.yaml")
 ENV_SHARED_DATA = "PERFSCOUT_SHARED_DATA"
@@ -55,9 +55,9 @@ class DatasetInfo(BaseModel):
 def load_registry(path: str | Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """The registry's entries by kind, checked (name, shape and dtype are required)."""
     p = Path(path) if path is not None else REGISTRY_PATH
-    try:
-        doc = yaml.safe_load(p.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    try:  # a regular file of document size, YAML within limits (the path may be the user's)
+        doc = load_yaml_file(p, "dataset registry") or {}
+    except YAMLLimitError as exc:
         raise InputError(f"cannot read dataset registry {p}: {exc}") from exc
     if not isinstance(doc, dict):
         raise InputError(f"dataset registry {p}: expected a mapping of kinds to lists")

@@ -196,7 +196,7 @@ def _check_fits_memory(p: Path, info: StoredVariable) -> None:
     """InputError before reading a variable this machine cannot hold: a chunked HDF5, Zarr
     or netCDF-4 variable of 4 TiB takes a few KiB on disk (unwritten chunks are the fill
     value), and the libraries would try to allocate all of it."""
-    from perfscout.datasets.synthetic import available_bytes
+    from perfscout.io import available_bytes
 
     n = math.prod(int(d) for d in info.shape)
     need = n * (LOAD_BYTES_PER_ELEMENT + (info.dtype.itemsize if info.dtype is not None else 8))

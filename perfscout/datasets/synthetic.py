@@ -25,15 +25,14 @@ others did not. Their output is cast and checked like the built-ins'.
 from __future__ import annotations
 
 import math
-import os
 import re
-import resource
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from perfscout.datasets.field import Field, parse_dtype, parse_shape, shape_str, validate_array
 from perfscout.errors import InputError
+from perfscout.io import available_bytes
 from perfscout.state.entry_points import CachedScan, PluginListing, scan
 
 #: Slope alpha of the GRF's shell spectrum E(k) ~ k^-alpha (energy per |k| shell):
@@ -318,30 +317,6 @@ def generator_bytes(kind: str, n: int, itemsize: int) -> int:
     if kind in GENERATOR_ITEMS:
         return int(n * itemsize * GENERATOR_ITEMS[kind]) + 64 * SLAB_ELEMENTS * 8
     return n * (GENERATOR_BYTES.get(kind, GENERATOR_BYTES_PER_ELEMENT) + itemsize)
-
-
-def available_bytes() -> int:
-    """MemAvailable (or physical memory), lowered to this process's address-space limit:
-    what a field about to be allocated here may take (generated, decoded, loaded)."""
-    avail = 0
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if not avail:
-        try:
-            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            avail = 1 << 62
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    return min(avail, soft) if soft != resource.RLIM_INFINITY else avail
-
-
-_available_bytes = available_bytes  # the old private name
 
 
 def _refuse_oversized(kind: str, dims: tuple[int, ...], itemsize: int = 8) -> None:

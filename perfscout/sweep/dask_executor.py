@@ -161,15 +161,11 @@ def _import_distributed() -> Any:
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
-    from perfscout.sweep.safe_yaml import YAMLLimitError, load_yaml
+    from perfscout.io import load_yaml_file
 
     p = Path(path)
-    try:
-        doc = load_yaml(p.read_text(encoding="utf-8"), str(p))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the cluster config {p}: {exc}") from None
-    except YAMLLimitError as exc:
-        raise InputError(str(exc)) from None
+    # a regular file of document size (not a FIFO, a device), YAML within limits
+    doc = load_yaml_file(p, "cluster config")
     if not isinstance(doc, dict):
         raise InputError(f"{p}: a cluster config is a YAML mapping (cores, memory, walltime, account, queue, ...)")
     try:

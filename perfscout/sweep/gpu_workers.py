@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from perfscout.sweep.serverproc import wait_or_kill
+
 
 def device_list(gpus: int | None, devices: str | None) -> list[str]:
     if devices:
@@ -60,14 +62,7 @@ def stop_gpu_workers(procs: list[subprocess.Popen], grace_s: float = 10.0) -> No
                 pass
     deadline = time.monotonic() + grace_s
     for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        wait_or_kill(p, max(0.1, deadline - time.monotonic()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,7 +109,7 @@ def _check_out_is_a_run_dir(out: Path) -> None:
     """InputError unless ``out`` is new, empty, or a sweep's run directory: a sweep writes
     results.csv, report.md, spec.yaml, platform.json there, and a folder of the user's that
     holds files of those names (or any others) must not be written over."""
-    from perfscout.tools.input_files import output_dir_entries
+    from perfscout.io import output_dir_entries
 
     entries = output_dir_entries(out, "run")
     if entries is None:

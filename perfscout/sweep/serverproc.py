@@ -83,6 +83,19 @@ def send(proc: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
         data = data[proc.stdin.write(data):]
 
 
+def wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> int:
+    """Wait up to ``timeout_s`` for a child started in its own session to leave; past that,
+    SIGKILL its whole process group (what it started too) and reap it. Its exit status."""
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return proc.wait()
+
+
 def stop(proc: subprocess.Popen[bytes], reader: threading.Thread | None = None, grace_s: float = 5.0) -> None:
     """Close the child's stdin (its signal to finish and leave) and wait; its process group
     is killed if it has not left within ``grace_s``. Then the reader thread (if any) is
@@ -92,14 +105,7 @@ def stop(proc: subprocess.Popen[bytes], reader: threading.Thread | None = None, 
             proc.stdin.close()
     except OSError:
         pass
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    wait_or_kill(proc, grace_s)
     if reader is not None and reader.is_alive():
         reader.join(grace_s)
     if proc.stdout is not None:

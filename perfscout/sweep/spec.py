@@ -69,8 +69,7 @@ from perfscout.codecs.base import ALL_MODES
 from perfscout.datasets import ref as data_ref
 from perfscout.datasets.field import parse_shape
 from perfscout.errors import InputError
-from perfscout.tools.input_files import read_input_text
-from perfscout.tools.safe_yaml import YAMLLimitError, compose_yaml, construct_yaml
+from perfscout.io import YAMLLimitError, compose_yaml, construct_yaml, read_input_text
 
 #: Bump when the meaning of a task key changes (old run directories then re-run everything).
 TASK_KEY_VERSION = 1

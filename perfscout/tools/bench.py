@@ -25,14 +25,13 @@ import re
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from perfscout.errors import InputError, ToolRefused
-from perfscout.tools.input_files import check_output_dir, read_input_text
+from perfscout.io import check_output_dir, load_yaml_file
 from perfscout.tools.regress import SAMPLES_NAME, RunSamples, TaskSamples, write_samples
-from perfscout.tools.safe_yaml import load_yaml
 from perfscout.tools.sandbox import Sandbox, SandboxLimits, SandboxResult, run_subdir, write_run_file
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -213,17 +212,24 @@ class BenchSpec(BaseModel):
 
 
 def load_bench_spec(path: str | Path) -> BenchSpec:
-    p = Path(path)
     # a regular file of spec size, and YAML within limits (an alias bomb expands in validation)
-    doc = load_yaml(read_input_text(p, "bench spec"), str(p))
-    return parse_bench_spec(doc, str(p))
+    return parse_bench_spec(load_yaml_file(path, "bench spec"), str(path))
 
 
 def parse_bench_spec(doc: Any, where: str = "bench spec") -> BenchSpec:
+    return parse_spec_mapping(doc, BenchSpec, where, "a `benchmarks` list")
+
+
+_Spec = TypeVar("_Spec", bound=BaseModel)
+
+
+def parse_spec_mapping(doc: Any, model: type[_Spec], where: str, holding: str) -> _Spec:
+    """``doc`` (a loaded bench or tune spec) as ``model``; InputError naming ``where`` and the
+    first problem's key otherwise (``holding`` says what the mapping must have)."""
     if not isinstance(doc, dict):
-        raise InputError(f"{where} must be a mapping with a `benchmarks` list")
+        raise InputError(f"{where} must be a mapping with {holding}")
     try:
-        return BenchSpec.model_validate(doc)
+        return model.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])

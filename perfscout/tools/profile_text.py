@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfscout.errors import InputError
-from perfscout.tools.input_files import check_input_file
+from perfscout.io import check_input_file
 
 #: Leading bytes of formats a user may pass by mistake, and what to do instead.
 _MAGIC = (

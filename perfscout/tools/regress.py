@@ -34,8 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from perfscout.analysis import regression as R
 from perfscout.analysis.timing import MIN_TIMABLE_S
 from perfscout.errors import InputError
-from perfscout.io import write_atomic
-from perfscout.tools.input_files import read_input_text
+from perfscout.io import read_input_text, write_atomic
 
 SAMPLES_NAME = "samples.json"
 SAMPLES_FORMAT = "perfscout-samples"

@@ -33,15 +33,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from perfscout.analysis import regression as R
 from perfscout.errors import InputError
 from perfscout.tools import bench as B
-from perfscout.tools.input_files import check_output_dir, read_input_text
+from perfscout.io import check_output_dir, load_yaml_file
 from perfscout.tools.regress import (SAMPLES_NAME, RegressionResult, RunSamples, compare_runs,
                                      regression_blocks, write_samples)
-from perfscout.tools.safe_yaml import load_yaml
 from perfscout.tools.sandbox import run_subdir, write_run_file
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -168,21 +167,12 @@ class TuneSpec(BaseModel):
 
 
 def load_tune_spec(path: str | Path) -> TuneSpec:
-    p = Path(path)
     # a regular file of spec size, and YAML within limits (an alias bomb expands in validation)
-    doc = load_yaml(read_input_text(p, "tune spec"), str(p))
-    return parse_tune_spec(doc, str(p))
+    return parse_tune_spec(load_yaml_file(path, "tune spec"), str(path))
 
 
 def parse_tune_spec(doc: Any, where: str = "tune spec") -> TuneSpec:
-    if not isinstance(doc, dict):
-        raise InputError(f"{where} must be a mapping with command, figure and space")
-    try:
-        return TuneSpec.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{where}: {loc + ': ' if loc else ''}{err['msg']}") from None
+    return B.parse_spec_mapping(doc, TuneSpec, where, "command, figure and space")
 
 
 # ----------------------------------------------------------------------------- findings

@@ -347,7 +347,7 @@ def test_a_sparse_stream_is_refused_before_any_read(tmp_path: Path) -> None:
 
 def test_input_file_sizing_uses_allocated_blocks(tmp_path: Path) -> None:
     from perfscout.errors import InputError
-    from perfscout.tools.input_files import check_input_file
+    from perfscout.io import check_input_file
 
     sparse = tmp_path / "holes.bin"
     with open(sparse, "wb") as f:

@@ -1,13 +1,14 @@
-"""perfscout.io.write_atomic: the one temp-file-and-rename writer every layer uses."""
+"""perfscout.io.write_atomic and atomic_path: the one temp-file-and-rename writer every layer uses."""
 
 from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
-from perfscout.io import write_atomic, write_json_atomic
+from perfscout.io import atomic_path, write_atomic, write_json_atomic
 
 
 def _leftovers(folder):
@@ -63,3 +64,24 @@ def test_never_writes_through_a_planted_temp_name_or_link(tmp_path):
 def test_missing_parent_without_mkdir_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         write_atomic(tmp_path / "nope" / "f.txt", "x")
+
+
+def test_atomic_path_for_writers_that_take_a_path(tmp_path):
+    target = tmp_path / "out" / "results.csv"
+    with atomic_path(target, mkdir=True) as tmp:
+        assert tmp.parent == target.parent and tmp.exists() and not target.exists()
+        tmp.write_text("a,b\n1,2\n")  # as pandas' to_csv(path) would
+    assert target.read_text() == "a,b\n1,2\n"
+    assert _leftovers(target.parent) == []
+
+
+def test_atomic_path_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    target = tmp_path / "results.sqlite"
+    target.write_text("old")
+    with pytest.raises(RuntimeError, match="disk full"):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            Path(f"{tmp}-wal").write_text("journal")  # SQLite's companion of the temp file
+            raise RuntimeError("disk full")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]

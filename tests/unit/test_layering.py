@@ -12,9 +12,9 @@ registry's) and fails on
 
 Where the small top-level modules sit, and why:
 
-- ``errors.py``, ``home.py`` and ``io.py`` are at the bottom with ``state/``: they import nothing of
-  perfscout, and every layer raises perfscout's errors, finds its home directory and writes
-  its files atomically with ``io.write_atomic``.
+- ``errors.py``, ``home.py`` and ``io/`` are at the bottom with ``state/``: they import nothing of
+  perfscout (``io/`` only ``errors``), and every layer raises perfscout's errors, finds its home
+  directory, writes its files atomically and reads the files and YAML a user names through them.
 - ``platform_profiles/`` (the spec table of known hardware and saved snapshots) sits with
   ``codecs/`` and ``datasets/``: like them it is a source of data that loads into
   ``state`` records (``PlatformProfile``), needs ``errors``/``home``, and is read by tools.

@@ -7,7 +7,7 @@ Evidence cites the event name exactly as the profile holds it.
 
 from __future__ import annotations
 
-from perfscout.analysis.diagnosis.evidence import derived_evidence
+from perfscout.analysis.diagnosis.evidence import derived_evidence, measured_evidence
 from perfscout.state.perf_events import event_base
 from perfscout.state.profiles import PerfProfile
 from perfscout.state.records import Evidence
@@ -63,11 +63,7 @@ class CpuContext:
         return v / 100.0 if unit == "%" or v > 1.0 else v
 
     def ev(self, *bases: str, threshold: str = "") -> Evidence:
-        n = self.name_of(*bases)
-        if n is None:
-            raise KeyError(f"none of {bases} in the perf profile")
-        m = self.profile.events[n]
-        return Evidence(metric=n, value=m.value, unit=m.unit, threshold=threshold)
+        return measured_evidence(self.name_of(*bases), self.profile.events, f"{bases} in the perf profile", threshold)
 
     def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
                 threshold: str = "") -> Evidence:

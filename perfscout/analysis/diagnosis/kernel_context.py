@@ -16,7 +16,7 @@ from typing import Any
 
 from perfscout.analysis.diagnosis import names as N
 from perfscout.analysis.diagnosis.arch import Arch, arch_for
-from perfscout.analysis.diagnosis.evidence import derived_evidence
+from perfscout.analysis.diagnosis.evidence import derived_evidence, measured_evidence
 from perfscout.state.profiles import KernelProfile
 from perfscout.state.records import Evidence
 
@@ -121,11 +121,8 @@ class KernelContext:
     # ---------------------------------------------------------------- evidence
     def ev(self, names: tuple[str, ...], threshold: str = "") -> Evidence:
         """Evidence for the first present alternative (caller checked it exists)."""
-        n = self.name_of(names)
-        if n is None:
-            raise KeyError(f"none of {names} in profile of {self.kernel.name}")
-        m = self.kernel.metrics[n]
-        return Evidence(metric=n, value=m.value, unit=m.unit, threshold=threshold)
+        return measured_evidence(self.name_of(names), self.kernel.metrics, f"{names} in profile of {self.kernel.name}",
+                                 threshold)
 
     def derived(self, name: str, value: float, inputs: list[str], unit: str = "",
                 threshold: str = "") -> Evidence:

@@ -71,15 +71,20 @@ def _legend_beside(ax: Axes, **kwargs: object) -> None:
               fontsize=MIN_TEXT_PT, title_fontsize=MIN_TEXT_PT, **kwargs)
 
 
+def _series_lines(d: pd.DataFrame, ax: Axes, x: str, y: str) -> None:
+    """One line of ``y`` against ``x`` per (series, mode): the series' colour, the mode's dash."""
+    pal = _palette(list(d["series"].unique()))
+    for (series, mode), g in d.groupby(["series", "mode"], sort=True):
+        g = g.sort_values(x)
+        ax.plot(g[x], g[y], marker="o", ms=4, color=pal[series], label=f"{series} ({mode})",
+                linestyle=_LINESTYLES.get(mode, "-."))
+
+
 def rate_distortion(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["psnr"].notna() & np.isfinite(d["psnr"]) & d["bitrate"].notna()]
     if d.empty:
         return None
-    pal = _palette(list(d["series"].unique()))
-    for (series, mode), g in d.groupby(["series", "mode"], sort=True):
-        g = g.sort_values("bitrate")
-        ax.plot(g["bitrate"], g["psnr"], marker="o", ms=4, color=pal[series], label=f"{series} ({mode})",
-                linestyle=_LINESTYLES.get(mode, "-."))
+    _series_lines(d, ax, "bitrate", "psnr")
     ax.set_xlabel("bitrate (bits/value)")
     ax.set_ylabel("PSNR (dB)")
     _legend_beside(ax)
@@ -90,11 +95,7 @@ def cr_vs_bound(d: pd.DataFrame, ax: Axes) -> str | None:
     d = d[d["mode"].isin(["abs", "rel", "pw_rel"])]
     if d.empty:
         return None
-    pal = _palette(list(d["series"].unique()))
-    for (series, mode), g in d.groupby(["series", "mode"], sort=True):
-        g = g.sort_values("bound")
-        ax.plot(g["bound"], g["ratio"], marker="o", ms=4, color=pal[series], label=f"{series} ({mode})",
-                linestyle=_LINESTYLES[mode])
+    _series_lines(d, ax, "bound", "ratio")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("error bound (as requested, in its mode)")

@@ -188,7 +188,7 @@ class PerfscoutCodec(_NumcodecsCodec):
 def _check_fits(codec_id: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
     """CodecError when the declared values would not fit in this machine's free memory
     (a forged header claims any size: refused before anything is allocated for it)."""
-    from perfscout.datasets.synthetic import available_bytes
+    from perfscout.io import available_bytes
 
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     have = available_bytes()

@@ -7,18 +7,16 @@ import contextvars
 import copy
 import re
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
+from perfscout.io import load_package_yaml
 
 # ---------------------------------------------------------------------------- vocabulary
 
 
 @lru_cache(maxsize=1)
 def vocabulary() -> dict[str, Any]:
-    text = resources.files("perfscout.graph").joinpath("vocabulary.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_package_yaml("perfscout.graph", "vocabulary.yaml")
 
 
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")

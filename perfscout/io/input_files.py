@@ -7,13 +7,16 @@ anything can say it is not a profile. Every input file perfscout parses goes thr
 reason, before reading: a missing path, a directory, a device, a FIFO or socket (anything
 that is not a regular file once symlinks are followed; a symlink loop says so), a file
 larger than the caller's limit or than this machine's free memory allows to parse, and (for
-compressed streams) a sparse file, judged from its allocated blocks.
+compressed streams) a sparse file, judged from its allocated blocks. The free-memory figure
+(:func:`available_bytes`) is here too, beside the check that first needs it; the data loaders
+and synthetic fields ask it before allocating a field.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import resource
 import stat
 from pathlib import Path
 
@@ -23,6 +26,27 @@ from perfscout.errors import InputError
 PARSE_BYTES_PER_BYTE = 4
 #: Specs and small JSON documents: far larger than any real one.
 SMALL_DOCUMENT_BYTES = 16 * 2**20
+
+
+def available_bytes() -> int:
+    """MemAvailable (or physical memory), lowered to this process's address-space limit:
+    what a field about to be allocated here may take (generated, decoded, loaded)."""
+    avail = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if not avail:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            avail = 1 << 62
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return min(avail, soft) if soft != resource.RLIM_INFINITY else avail
 
 
 #: A file this size or larger whose allocated blocks cover less than half of it has holes.
@@ -65,8 +89,6 @@ def _check_stat(p: Path, st: os.stat_result, what: str, max_bytes: int | None, d
                          f"{allocated / 2**20:.1f} MiB of it is on disk (the rest is holes, read as zeros); "
                          "a compressed stream has no holes: is it the right file?")
     if max_bytes is None:
-        from perfscout.datasets.synthetic import available_bytes  # NumPy's import only where it is asked
-
         limit = available_bytes() // PARSE_BYTES_PER_BYTE
     else:
         limit = max_bytes

@@ -6,8 +6,11 @@ stream from ``perfscout eval --save``) goes through :func:`write_atomic`: the by
 temp file beside the target (unique to the process and the call, so two writers never
 share one), which is renamed over the target only once it is complete. A crash, a full
 disk or a file-size limit mid-write leaves the old file, or none — never half of one — and
-no stray temp file. It sits at the bottom (it imports nothing of perfscout), so the tools,
-the sweep engine, the graph and the CLI all call the same code.
+no stray temp file. A writer that must be handed a path rather than bytes (pandas'
+``to_parquet``, a SQLite database) writes to the path :func:`atomic_path` yields, with the
+same guarantees. It sits at the bottom (it imports nothing of perfscout), so the tools,
+the sweep engine, the graph and the CLI all call the same code; ``tests/unit/test_io_only.py``
+fails on a rename-into-place written anywhere else.
 """
 
 from __future__ import annotations
@@ -15,9 +18,19 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """A new, empty temp file next to ``path`` (same file system, so the rename is atomic):
+    O_EXCL on a name unique to this call, so a planted file or link is never written through;
+    mode 0o666 less the umask, as a plain open gives."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    return fd, tmp
 
 
 def write_atomic(path: str | Path, data: str | bytes | Iterable[bytes], *, fsync: bool = False,
@@ -31,9 +44,7 @@ def write_atomic(path: str | Path, data: str | bytes | Iterable[bytes], *, fsync
     path = Path(path)
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
-    # O_EXCL on a name unique to this call; mode 0o666 less the umask, as a plain open gives.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             if isinstance(data, str):
@@ -48,9 +59,28 @@ def write_atomic(path: str | Path, data: str | bytes | Iterable[bytes], *, fsync
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+@contextmanager
+def atomic_path(path: str | Path, *, mkdir: bool = False) -> Iterator[Path]:
+    """A temp path beside ``path`` for a writer that takes a path (``df.to_parquet(tmp)``, a
+    SQLite file); renamed over ``path`` when the block ends without an exception, removed
+    (with SQLite's ``-wal``/``-shm`` companions) when it raises."""
+    path = Path(path)
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _temp_beside(path)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: str | Path, doc: Any, *, fsync: bool = False, mkdir: bool = False,
