@@ -17,7 +17,9 @@ Compression timing covers the codec only: the non-finite split/restore is not ti
 
 from __future__ import annotations
 
+import mmap
 import platform
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -328,27 +330,167 @@ def evaluate_full(
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)  # the cheap refusals, before any child starts
     what = f"{codec} {mode} {bound:g}"
+    t_called = time.perf_counter()
     if device == "cpu":  # forked children inherit the metric pass's compiled kernels
-        from perfscout.analysis.streaming import warm_before_fork
+        from perfscout.analysis.streaming import kernels_pending, warm_before_fork
 
+        if kernels_pending(array):
+            # Loading them here first (numba's import, the cached kernels: ~0.5 s, 1-2 s
+            # on a busy machine) would come before the codec; loaded while the codec runs
+            # in its child, on another core, the check and the metrics follow in a
+            # second child forked from this warm process (_evaluate_in_two_children).
+            try:
+                return _evaluate_in_two_children(array, codec, mode, bound, {**kwargs, "dataset": dataset or field_name or None},
+                                                 what=what, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+                                                 keep_reconstruction=keep_reconstruction, t_called=t_called)
+            except CodecCrashed as exc:
+                return _crashed_record(exc, array, codec, mode, bound, run_id, task_key, dataset or field_name,
+                                       device, repeats, started_at, platform_id)
         warm_before_fork(array)
+    t_forking = time.perf_counter()
     try:
-        return run_isolated(
+        ev = run_isolated(
             _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction,
             (array, codec, mode, bound), {**kwargs, "dataset": dataset or field_name or None},
             what=what, device=device, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
             input_array=array, result_nbytes=int(array.nbytes) if keep_reconstruction else 0,
         )
+        split = ev.extra.get("timing_split")
+        if isinstance(split, dict) and device == "cpu":  # one clock (CLOCK_MONOTONIC) on both sides of the fork
+            split["warm_before_fork_s"] = t_forking - t_called
+            split["fork_s"] = split["started"] - t_forking
+            split["reply_s"] = time.perf_counter() - split["finished"]
+        return ev
     except CodecCrashed as exc:
-        record = CompressionResult(
-            run_id=run_id, task_key=task_key, dataset=dataset or field_name or "array",
-            shape=shape_str(array.shape), dtype=_dtype_text(array.dtype), nbytes=int(array.nbytes),
-            codec=codec, device=device, mode=mode, bound=bound, repeats=repeats if isinstance(repeats, int) else 0,
-            started_at=started_at, platform_id=platform_id, status=exc.status,  # type: ignore[arg-type]
-            error=str(exc), device_name=cpu_name() if device == "cpu" else "",
-        )
-        return Evaluation(result=record, notes=[f"{exc.status}: the evaluation ran in a child process, "
-                                                 "which did not survive; this process did"])
+        return _crashed_record(exc, array, codec, mode, bound, run_id, task_key, dataset or field_name,
+                               device, repeats, started_at, platform_id)
+
+
+def _crashed_record(exc: Any, array: np.ndarray, codec: str, mode: str, bound: float, run_id: str, task_key: str,
+                    dataset: str, device: str, repeats: Any, started_at: str, platform_id: str) -> Evaluation:
+    """The record of an evaluation whose child did not survive (CodecCrashed ``exc``)."""
+    record = CompressionResult(
+        run_id=run_id, task_key=task_key, dataset=dataset or "array",
+        shape=shape_str(array.shape), dtype=_dtype_text(array.dtype), nbytes=int(array.nbytes),
+        codec=codec, device=device, mode=mode, bound=bound, repeats=repeats if isinstance(repeats, int) else 0,
+        started_at=started_at, platform_id=platform_id, status=exc.status,
+        error=str(exc), device_name=cpu_name() if device == "cpu" else "",
+    )
+    return Evaluation(result=record, notes=[f"{exc.status}: the evaluation ran in a child process, "
+                                             "which did not survive; this process did"])
+
+
+def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: float, kwargs: dict[str, Any], *,
+                              what: str, timeout_s: float | None, memory_limit_mb: int | None,
+                              keep_reconstruction: bool, t_called: float) -> Evaluation:
+    """An isolated CPU evaluation whose metric kernels this process has still to load: a
+    first child validates, plans and runs the codec while this process loads the kernels
+    (:func:`perfscout.analysis.streaming.warm_before_fork`, on another core); the
+    reconstruction comes back through a shared mapping as a view, and a second child,
+    forked from this now-warm process, checks the bound and measures the pair. Each
+    child is contained as one is (crash, timeout, memory limit: a crash of either is a
+    CodecCrashed). A codec child that cannot hand over (a non-finite pass-through, an
+    input validation copied) finishes the evaluation itself, as one child does."""
+    from perfscout.analysis.streaming import warm_before_fork
+    from perfscout.tools.isolate import CodecCrashed, _default_timeout_s, run_isolated
+
+    options, metric_threads = kwargs.get("options"), kwargs.get("metric_threads")
+    timeout = _default_timeout_s(int(array.nbytes)) if timeout_s is None else float(timeout_s)
+    deadline = time.monotonic() + timeout
+    warm: dict[str, float] = {}
+
+    def load_kernels() -> None:
+        t = time.perf_counter()
+        warm_before_fork(array)
+        t1 = time.perf_counter()
+        # Allocate the mapping's pages here too (one write a page), still beside the codec:
+        # the codec child then only maps them when it copies its reconstruction in
+        # (measured: 0.12 s instead of 0.26 s for 256 MiB on the 2-core VM).
+        np.frombuffer(shared, dtype=np.uint8)[::mmap.PAGESIZE] = 0
+        warm["s"], warm["prefault_s"] = t1 - t, time.perf_counter() - t1
+
+    t_forking = time.perf_counter()
+    shared = mmap.mmap(-1, int(array.nbytes) + 4096)  # the reconstruction's way back, as views
+    coded: Any = None
+    try:
+        coded = run_isolated(_code_for_caller, (array, codec, mode, bound, keep_reconstruction), kwargs,
+                             what=what, device="cpu", timeout_s=timeout, memory_limit_mb=memory_limit_mb,
+                             input_array=array, shared=shared, while_waiting=load_kernels)
+        t_back = time.perf_counter()
+        if isinstance(coded, Evaluation):  # finished in the codec child (or failed there)
+            if isinstance(coded.reconstructed, np.ndarray) and coded.reconstructed.base is not None:
+                coded.reconstructed = np.array(coded.reconstructed)  # out of the mapping closed below
+            return coded
+        try:
+            ev = run_isolated(_finish_for_caller, (coded, array, mode, bound, options, metric_threads), {},
+                              what=f"{what} (bound check and metrics)", device="cpu",
+                              timeout_s=max(1.0, deadline - time.monotonic()), memory_limit_mb=memory_limit_mb,
+                              input_array=array)
+        except CodecCrashed as exc:
+            # The codec's run stands (its times, its stream); what did not survive is said.
+            ev = coded.ev
+            ev.result.status, ev.result.error = exc.status, str(exc)  # type: ignore[assignment]
+            ev.notes.append(f"{exc.status}: the bound check and metrics ran in a child process, which did "
+                            "not survive; this process did")
+            return ev
+        t_done = time.perf_counter()
+        if keep_reconstruction:
+            ev.reconstructed = np.array(coded.reconstructed)  # a copy: the mapping is closed below
+            if ev.search is not None and coded.ev.search is not None:
+                ev.search.reconstructed = coded.ev.search.reconstructed
+        split = ev.extra.get("timing_split")
+        if isinstance(split, dict):
+            split["warm_before_fork_s"] = warm.get("s", 0.0)  # overlapped with the codec child
+            split["prefault_s"] = warm.get("prefault_s", 0.0)  # so was this
+            split["fork_s"] = split["started"] - t_forking
+            split["codec_reply_s"] = t_back - coded.t_coded
+            split["second_fork_s"] = split["handover_s"] - split["codec_reply_s"]
+            split["reply_s"] = t_done - split["finished"]
+            split["children"] = 2
+        return ev
+    finally:
+        if coded is not None and not isinstance(coded, Evaluation):
+            coded.reconstructed = None
+        coded = None
+        try:
+            shared.close()
+        except BufferError:  # a view still held (a caller's exception traceback): the GC unmaps it
+            pass
+
+
+def _code_for_caller(data: np.ndarray, codec: str, mode: str, bound: float, keep_reconstruction: bool,
+                     **kwargs: Any) -> Evaluation | _Coded:
+    """The codec child of :func:`_evaluate_in_two_children`: the :class:`_Coded` state
+    (its reconstruction goes back through the shared mapping), or the whole evaluation
+    when the second child could not take over: it sees only the caller's own array, so a
+    validated copy or a non-finite split stays here."""
+    coded = _code(data, codec, mode, bound, **kwargs)
+    if isinstance(coded, Evaluation):
+        ev = coded
+    else:
+        array, work, split = coded.ev.extra.pop("_work")
+        if split is None and work is data and array is data:
+            if not keep_reconstruction and coded.ev.search is not None:
+                coded.ev.search.reconstructed = None  # not through the pipe
+            return coded
+        ev = _finish(coded, array, work, split, mode, bound, kwargs.get("options"), kwargs.get("metric_threads"))
+    if not keep_reconstruction:
+        ev.reconstructed = None
+        if ev.search is not None:
+            ev.search.reconstructed = None
+    return ev
+
+
+def _finish_for_caller(coded: _Coded, array: np.ndarray, mode: str, bound: float, options: dict[str, Any] | None,
+                       metric_threads: int | None) -> Evaluation:
+    """The metric child of :func:`_evaluate_in_two_children`: the bound check and the
+    metrics of the codec child's run; the reconstruction stays with the caller (its
+    shared mapping), so only the record and the detail go back."""
+    ev = _finish(coded, array, array, None, mode, bound, options, metric_threads)
+    ev.reconstructed = None
+    if ev.search is not None:
+        ev.search.reconstructed = None
+    return ev
 
 
 def _evaluate_without_reconstruction(*args: Any, **kwargs: Any) -> Evaluation:
@@ -368,7 +510,34 @@ def _dtype_text(dtype: np.dtype) -> str:
         return str(dtype)
 
 
-def _evaluate_here(
+@dataclass
+class _Coded:
+    """An evaluation up to its codec run: what the bound check and the metric pass take
+    over (:func:`_finish`). Crosses the pipe from a codec child (``reconstructed``
+    through the shared mapping), so it holds no codec instance and no input array."""
+
+    ev: Evaluation
+    reconstructed: Any
+    abs_bound: float | None
+    pw_rel_bound: float | None
+    x_extremes: tuple[float, float] | None
+    gpu_note: str
+    t_start: float
+    t_validated: float
+    t_planned: float
+    t_coded: float
+
+
+def _evaluate_here(data: Any, codec: str, mode: str, bound: float, **kwargs: Any) -> Evaluation:
+    """:func:`evaluate_full` in this process."""
+    coded = _code(data, codec, mode, bound, **kwargs)
+    if isinstance(coded, Evaluation):
+        return coded
+    array, work, split = coded.ev.extra.pop("_work")
+    return _finish(coded, array, work, split, mode, bound, kwargs.get("options"), kwargs.get("metric_threads"))
+
+
+def _code(
     data: Any,
     codec: str,
     mode: str,
@@ -383,8 +552,12 @@ def _evaluate_here(
     task_key: str = "",
     platform_id: str = "",
     metric_threads: int | None = None,
-) -> Evaluation:
-    """:func:`evaluate_full` in this process."""
+) -> Evaluation | _Coded:
+    """Validate, plan and run the codec: a finished Evaluation when nothing is left to
+    check (bad codec state, a failed run, the GPU path), else the :class:`_Coded` state
+    with ``ev.extra["_work"]`` = (validated input, what the codec compressed, the
+    non-finite split) for :func:`_finish` in the same process."""
+    t_start = time.perf_counter()
     started_at = _now()
     array, field_name = _as_array(data)
     bound = B.check_mode_bound(mode, bound)
@@ -424,6 +597,7 @@ def _evaluate_here(
             return gpu_eval.evaluate_on_gpu(record, cls, array, mode, bound, repeats=repeats,
                                             options=dict(options or {}))
 
+    t_validated = time.perf_counter()
     has_nonfinite = nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0
     split = B.split_nonfinite(array) if has_nonfinite else None
     work = split.filled if split is not None else array
@@ -435,7 +609,9 @@ def _evaluate_here(
     try:
         plan = _plan(cls, mode, bound, work, dict(options or {}), ev, side_nbytes)
         record.abs_bound = plan.abs_bound
+        t_planned = time.perf_counter()
         compressed, recon = _run_timed(plan.runner, work, repeats, record, ev)
+        t_coded = time.perf_counter()
     except _RunFailed as exc:
         record.status, record.error = exc.status, str(exc)  # type: ignore[assignment]
         return ev
@@ -443,7 +619,19 @@ def _evaluate_here(
     record.chunks = _chunk_count(compressed)
     ev.notes.extend(_codec_notes(compressed))
     gpu_note = _gpu_fallback(device, cls, compressed, record)
+    ev.extra["_work"] = (array, work, split)
+    return _Coded(ev, recon, plan.abs_bound, plan.pw_rel_bound, plan.x_extremes, gpu_note,
+                  t_start, t_validated, t_planned, t_coded)
 
+
+def _finish(coded: _Coded, array: np.ndarray, work: np.ndarray, split: B.NonfiniteSplit | None, mode: str,
+            bound: float, options: dict[str, Any] | None, metric_threads: int | None) -> Evaluation:
+    """The element-by-element bound check and the quality metrics of a codec run."""
+    ev, recon = coded.ev, coded.reconstructed
+    record, compressed, gpu_note = ev.result, ev.compressed, coded.gpu_note
+    assert compressed is not None
+    side_nbytes = split.side_nbytes if split is not None else 0
+    t_finish = time.perf_counter()
     # -- verify element by element (non-finite positions: restored exactly, not checked) --
     # ``work`` holds the fill value at the non-finite positions; giving the check that
     # same value there makes those positions exact, as the restore below makes them.
@@ -452,12 +640,12 @@ def _evaluate_here(
     if split is None:  # one pass over the pair for the verdict and the metrics
         if metric_threads is None and isinstance((options or {}).get("threads"), int):
             metric_threads = int((options or {})["threads"])  # the cores the sweep gave this task
-        fused = B.verify_and_measure(work, recon, compressed.nbytes, abs_bound=plan.abs_bound,
-                                     pw_rel_bound=plan.pw_rel_bound, threads=metric_threads,
-                                     x_extremes=plan.x_extremes)
+        fused = B.verify_and_measure(work, recon, compressed.nbytes, abs_bound=coded.abs_bound,
+                                     pw_rel_bound=coded.pw_rel_bound, threads=metric_threads,
+                                     x_extremes=coded.x_extremes)
         check = fused.check
     else:
-        check = B.verify_bound(work, checked, abs_bound=plan.abs_bound, pw_rel_bound=plan.pw_rel_bound)
+        check = B.verify_bound(work, checked, abs_bound=coded.abs_bound, pw_rel_bound=coded.pw_rel_bound)
     if split is not None:
         recon = B.restore_nonfinite(recon, split)
     ev.reconstructed, ev.check = recon, check
@@ -491,4 +679,10 @@ def _evaluate_here(
     if mode == "ratio" and ev.search is not None and not ev.search.reached:
         messages.append(ev.search.note("ratio"))
     record.error = "; ".join(messages)
+    t_end = time.perf_counter()
+    # Where the time went (benchmarks/isolation_fresh.py); an isolated call adds the caller's side.
+    ev.extra["timing_split"] = {
+        "validate_s": coded.t_validated - coded.t_start, "plan_s": coded.t_planned - coded.t_validated,
+        "codec_s": coded.t_coded - coded.t_planned, "handover_s": t_finish - coded.t_coded,
+        "metric_pass_s": t_end - t_finish, "started": coded.t_start, "finished": t_end}
     return ev

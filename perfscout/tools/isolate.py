@@ -151,13 +151,17 @@ def _pack_arrays(value: Any, shared: mmap.mmap | None) -> Any:
     return value
 
 
-def _unpack_arrays(value: Any, shared: mmap.mmap | None) -> Any:
+def _unpack_arrays(value: Any, shared: mmap.mmap | None, copy: bool = True) -> Any:
+    """The reply with its shared arrays back in place: copies (the mapping is closed after
+    the call), or views of a mapping the caller owns (``copy=False``)."""
+
     def take(ref: Any) -> Any:
         if not isinstance(ref, _SharedArray) or shared is None:
             return ref
         dtype = np.dtype(ref.dtype)
         n = int(np.prod(ref.shape))
-        return np.frombuffer(shared, dtype=dtype, count=n, offset=ref.offset).reshape(ref.shape).copy()
+        view = np.frombuffer(shared, dtype=dtype, count=n, offset=ref.offset).reshape(ref.shape)
+        return view.copy() if copy else view
 
     if isinstance(value, _SharedArray):
         return take(value)
@@ -270,7 +274,8 @@ class _PipeWriter:
 
 
 def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int, device: str,
-                shared: mmap.mmap | None, timeout: float) -> tuple[Any, int | None, bool]:
+                shared: mmap.mmap | None, timeout: float,
+                while_waiting: Callable[[], Any] | None = None) -> tuple[Any, int | None, bool]:
     """(reply or None, wait status or None, timed out) of ``fn`` in a forked child.
 
     ``os.fork`` directly, not multiprocessing: no pickling on the way in, no "daemonic
@@ -295,6 +300,13 @@ def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int
     status: int | None = None
     deadline = time.monotonic() + timeout
     try:
+        if while_waiting is not None:  # the caller's own work, on another core while the child runs
+            try:
+                while_waiting()
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise
         while True:
             if need is None and len(buf) >= 8:
                 need = 8 + struct.unpack_from("<Q", buf)[0]
@@ -407,6 +419,8 @@ def run_isolated(
     memory_limit_mb: int | None = None,
     input_array: Any = None,
     result_nbytes: int = 0,
+    shared: mmap.mmap | None = None,
+    while_waiting: Callable[[], Any] | None = None,
 ) -> Any:
     """``fn(*args, **kwargs)`` in a child process; its value, or its exception re-raised.
 
@@ -415,20 +429,28 @@ def run_isolated(
     the reply (CPU only). A child that dies or overruns ``timeout_s`` (default: 900 s plus
     2 s per MiB of input) raises :class:`CodecCrashed`; one that ran out of its memory
     limit raises CodecError.
+
+    CPU only: ``shared`` is a mapping the caller made and owns (it closes it): the reply's
+    large arrays come back as views of it, not copies (``result_nbytes`` is then ignored).
+    ``while_waiting`` runs in this process right after the fork, before the reply is
+    awaited (evaluate loads the metric kernels meanwhile); the timeout counts it.
     """
     nbytes = int(getattr(input_array, "nbytes", 0) or 0)
     timeout = _default_timeout_s(max(nbytes, result_nbytes)) if timeout_s is None else float(timeout_s)
     limit_mb = default_memory_limit_mb(nbytes) if memory_limit_mb is None else int(memory_limit_mb)
     forked = device != "cuda"
-    shared = None
-    if forked and result_nbytes >= SHARED_RESULT_BYTES:
+    own_shared = shared is None
+    if not forked and not own_shared:
+        raise ValueError("a caller's shared mapping is for forked (CPU) children only")
+    if forked and own_shared and result_nbytes >= SHARED_RESULT_BYTES:
         try:
             shared = mmap.mmap(-1, result_nbytes + 4096)
         except (OSError, ValueError, OverflowError):  # too large to map: the pipe carries it
             shared = None
     try:
         if forked:
-            reply, status, timed_out = _run_forked(fn, tuple(args), dict(kwargs or {}), limit_mb, device, shared, timeout)
+            reply, status, timed_out = _run_forked(fn, tuple(args), dict(kwargs or {}), limit_mb, device, shared, timeout,
+                                                   while_waiting)
         else:
             reply, status, timed_out = _run_forkserver(fn, tuple(args), dict(kwargs or {}), limit_mb, device, what,
                                                        timeout)
@@ -443,7 +465,7 @@ def run_isolated(
                                "the caller is unaffected", signal_name=sig)
         kind, payload = reply
         if kind == "ok":
-            return _unpack_arrays(payload, shared)
+            return _unpack_arrays(payload, shared, copy=own_shared)
         if kind == "raise":
             raise payload
         name, text, _ = payload
@@ -451,5 +473,5 @@ def run_isolated(
             raise CodecError(f"{what}: {text} (input: {input_summary(input_array)})")
         raise RuntimeError(f"{what} failed in its child process with {name}:\n{text}")
     finally:
-        if shared is not None:
+        if own_shared and shared is not None:
             shared.close()
