@@ -17,6 +17,8 @@ Compression timing covers the codec only: the non-finite split/restore is not ti
 
 from __future__ import annotations
 
+import copy
+import math
 import mmap
 import platform
 import time
@@ -68,16 +70,22 @@ def _as_array(data: Any) -> tuple[np.ndarray, str]:
     raise InputError(f"data must be a NumPy array or a datasets.Field, got {type(data).__name__}")
 
 
-def _validated(array: np.ndarray, nonfinite: str) -> np.ndarray:
-    """The array as every codec takes it (see datasets.validate_array), policy applied."""
+def _validated(array: np.ndarray, nonfinite: str) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """The array as every codec takes it (see datasets.validate_array), policy applied, and
+    its (min, max) when every element is finite (else None): finite extremes prove that
+    (NaN propagates into both, an infinity would be one), so one min and one max answer
+    the policy and give a ``rel`` bound its range, not four passes."""
     if nonfinite not in B.NONFINITE_POLICIES:
         raise InputError(f"nonfinite policy must be one of {', '.join(B.NONFINITE_POLICIES)}, got {nonfinite!r}")
     array = validate_array(array, allow_nonfinite=True)  # the policy below says what NaN/Inf mean
+    lo, hi = float(np.min(array)), float(np.max(array))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return array, (lo, hi)
     if nonfinite == "refuse":
         B.refuse_nonfinite(array)
     elif B.find_nonfinite(array)[0] == array.size:
         raise InputError("every element is non-finite: there is nothing for a codec to compress")
-    return array
+    return array, None
 
 
 def _codec_class_for(codec: str, mode: str, device: str) -> type[Codec]:
@@ -171,8 +179,9 @@ class _Plan:
 
 
 def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dict[str, Any],
-          ev: Evaluation, side_nbytes: int) -> _Plan:
-    """Resolve ``mode``/``bound`` into a codec instance (searching for psnr/ratio)."""
+          ev: Evaluation, side_nbytes: int, extremes: tuple[float, float] | None = None) -> _Plan:
+    """Resolve ``mode``/``bound`` into a codec instance (searching for psnr/ratio);
+    ``extremes``: ``work``'s finite (min, max) when the caller has read them."""
 
     def make(codec_mode: str, codec_bound: float) -> Codec:
         if codec_mode == "abs":  # never an infinite bound in the data's own type
@@ -182,7 +191,8 @@ def _plan(cls: type[Codec], mode: str, bound: float, work: np.ndarray, opts: dic
     if mode == "abs":
         return _Plan(make("abs", bound), abs_bound=bound)
     if mode == "rel":
-        extremes = B.finite_extremes(work)  # read once: the metric pass gets it too
+        if extremes is None:
+            extremes = B.finite_extremes(work)  # read once: the metric pass gets it too
         abs_bound, note, range_fits = B.rel_abs_bound(work, bound, extremes=extremes)
         if note:
             ev.notes.append(note)
@@ -407,7 +417,8 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
         # the codec child then only maps them when it copies its reconstruction in
         # (measured: 0.12 s instead of 0.26 s for 256 MiB on the 2-core VM).
         np.frombuffer(shared, dtype=np.uint8)[::mmap.PAGESIZE] = 0
-        warm["s"], warm["prefault_s"] = t1 - t, time.perf_counter() - t1
+        warm["done"] = time.perf_counter()
+        warm["s"], warm["prefault_s"] = t1 - t, warm["done"] - t1
 
     t_forking = time.perf_counter()
     shared = mmap.mmap(-1, int(array.nbytes) + 4096)  # the reconstruction's way back, as views
@@ -421,11 +432,25 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
             if isinstance(coded.reconstructed, np.ndarray) and coded.reconstructed.base is not None:
                 coded.reconstructed = np.array(coded.reconstructed)  # out of the mapping closed below
             return coded
+        kept: dict[str, np.ndarray] = {}
+
+        def release_mapping() -> None:
+            """Once the metric child is forked this process needs the mapping no more (but
+            for a copy of the reconstruction): unmapped now, its pages are freed by the
+            last child to exit, not while the caller waits (~0.1 s for 256 MiB)."""
+            if keep_reconstruction:
+                kept["y"] = np.array(coded.reconstructed)
+            coded.reconstructed = None
+            try:
+                shared.close()
+            except BufferError:  # a view still held somewhere: the finally below, or the GC, unmaps it
+                pass
+
         try:
             ev = run_isolated(_finish_for_caller, (coded, array, mode, bound, options, metric_threads), {},
                               what=f"{what} (bound check and metrics)", device="cpu",
                               timeout_s=max(1.0, deadline - time.monotonic()), memory_limit_mb=memory_limit_mb,
-                              input_array=array)
+                              input_array=array, while_waiting=release_mapping)
         except CodecCrashed as exc:
             # The codec's run stands (its times, its stream); what did not survive is said.
             ev = coded.ev
@@ -435,7 +460,7 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
             return ev
         t_done = time.perf_counter()
         if keep_reconstruction:
-            ev.reconstructed = np.array(coded.reconstructed)  # a copy: the mapping is closed below
+            ev.reconstructed = kept["y"]
             if ev.search is not None and coded.ev.search is not None:
                 ev.search.reconstructed = coded.ev.search.reconstructed
         split = ev.extra.get("timing_split")
@@ -443,8 +468,10 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
             split["warm_before_fork_s"] = warm.get("s", 0.0)  # overlapped with the codec child
             split["prefault_s"] = warm.get("prefault_s", 0.0)  # so was this
             split["fork_s"] = split["started"] - t_forking
-            split["codec_reply_s"] = t_back - coded.t_coded
-            split["second_fork_s"] = split["handover_s"] - split["codec_reply_s"]
+            # the codec child's reply is read once the kernels are loaded: a wait when they took longer
+            split["kernel_wait_s"] = max(0.0, warm.get("done", coded.t_coded) - coded.t_coded)
+            split["codec_reply_s"] = t_back - coded.t_coded - split["kernel_wait_s"]
+            split["second_fork_s"] = split["handover_s"] - split["codec_reply_s"] - split["kernel_wait_s"]
             split["reply_s"] = t_done - split["finished"]
             split["children"] = 2
         return ev
@@ -464,6 +491,8 @@ def _code_for_caller(data: np.ndarray, codec: str, mode: str, bound: float, keep
     (its reconstruction goes back through the shared mapping), or the whole evaluation
     when the second child could not take over: it sees only the caller's own array, so a
     validated copy or a non-finite split stays here."""
+    from perfscout.tools.isolate import keep_until_exit
+
     coded = _code(data, codec, mode, bound, **kwargs)
     if isinstance(coded, Evaluation):
         ev = coded
@@ -471,12 +500,16 @@ def _code_for_caller(data: np.ndarray, codec: str, mode: str, bound: float, keep
         array, work, split = coded.ev.extra.pop("_work")
         if split is None and work is data and array is data:
             if not keep_reconstruction and coded.ev.search is not None:
+                keep_until_exit(coded.ev.search)
+                coded.ev.search = copy.copy(coded.ev.search)
                 coded.ev.search.reconstructed = None  # not through the pipe
             return coded
         ev = _finish(coded, array, work, split, mode, bound, kwargs.get("options"), kwargs.get("metric_threads"))
     if not keep_reconstruction:
+        keep_until_exit(ev.reconstructed, ev.search)
         ev.reconstructed = None
         if ev.search is not None:
+            ev.search = copy.copy(ev.search)
             ev.search.reconstructed = None
     return ev
 
@@ -496,9 +529,13 @@ def _finish_for_caller(coded: _Coded, array: np.ndarray, mode: str, bound: float
 def _evaluate_without_reconstruction(*args: Any, **kwargs: Any) -> Evaluation:
     """:func:`_evaluate_here`, its decompressed arrays dropped before they are returned (in a
     child: before the reply is packed)."""
+    from perfscout.tools.isolate import keep_until_exit
+
     ev = _evaluate_here(*args, **kwargs)
+    keep_until_exit(ev.reconstructed, ev.search)  # in a child its exit frees them, after the reply
     ev.reconstructed = None
     if ev.search is not None:
+        ev.search = copy.copy(ev.search)
         ev.search.reconstructed = None
     return ev
 
@@ -566,7 +603,7 @@ def _code(
         from perfscout.analysis.tile_pool import resolve_threads
 
         resolve_threads(metric_threads)  # a bad value is refused before the codec runs
-    array = _validated(array, nonfinite)
+    array, extremes = _validated(array, nonfinite)
     if mode == "ratio" and bound > array.nbytes:
         # a stream holds at least one byte: such a target cannot be reached by any codec,
         # and the search would report its closest trial as if the request made sense
@@ -591,14 +628,14 @@ def _code(
         from perfscout.tools import gpu_eval  # device-resident backends: timed and verified on the GPU
 
         if gpu_eval.runs_on_device(cls, mode, dict(options or {})):
-            if nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0:
+            if extremes is None and nonfinite == "passthrough":  # some element is not finite
                 raise InputError("non-finite pass-through is not available on the GPU evaluation path; "
                                  "remove the NaN/Inf values or use a CPU codec")
             return gpu_eval.evaluate_on_gpu(record, cls, array, mode, bound, repeats=repeats,
                                             options=dict(options or {}))
 
     t_validated = time.perf_counter()
-    has_nonfinite = nonfinite == "passthrough" and B.find_nonfinite(array)[0] > 0
+    has_nonfinite = extremes is None  # passthrough (refuse raised): some element is not finite
     split = B.split_nonfinite(array) if has_nonfinite else None
     work = split.filled if split is not None else array
     side_nbytes = split.side_nbytes if split is not None else 0
@@ -607,7 +644,8 @@ def _code(
         ev.notes.append(f"{split.count} non-finite value(s) passed through losslessly "
                         f"({side_nbytes} bytes beside the stream)")
     try:
-        plan = _plan(cls, mode, bound, work, dict(options or {}), ev, side_nbytes)
+        plan = _plan(cls, mode, bound, work, dict(options or {}), ev, side_nbytes,
+                     extremes=extremes if split is None else None)
         record.abs_bound = plan.abs_bound
         t_planned = time.perf_counter()
         compressed, recon = _run_timed(plan.runner, work, repeats, record, ev)

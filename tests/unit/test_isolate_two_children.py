@@ -121,3 +121,25 @@ def test_a_crash_in_the_metric_child_keeps_the_codec_run(cold: None, field: np.n
 def test_bad_input_still_raises_in_the_caller(cold: None, field: np.ndarray) -> None:
     with pytest.raises(InputError, match="rejected its options"):
         evaluate(field, "fake-crash", "abs", 1e-3, options={"crash_below": "abc"})
+
+
+def test_children_that_replied_are_reaped_without_the_caller_waiting_for_their_exit(field: np.ndarray) -> None:
+    """A child that has replied may still be freeing its memory: the call returns, and the
+    child is reaped by the next call, at exit, or by reap_children (none left a zombie)."""
+    from perfscout.tools import isolate
+
+    isolate.keep_until_exit(field)  # outside a child: nothing is held
+    assert isolate._KEPT_UNTIL_EXIT is None
+
+    def big() -> int:
+        hold = np.ones(1 << 24, np.float32)  # 64 MiB the child's exit frees
+        isolate.keep_until_exit(hold)
+        return os.getpid()
+
+    pids = [isolate.run_isolated(big, what="big") for _ in range(3)]
+    assert len(set(pids)) == 3 and os.getpid() not in pids
+    assert isolate.reap_children(wait=True) == 0
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists()  # reaped: not even a zombie
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
