@@ -143,3 +143,17 @@ def test_children_that_replied_are_reaped_without_the_caller_waiting_for_their_e
         assert not Path(f"/proc/{pid}").exists()  # reaped: not even a zombie
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.parametrize(("mode", "bound"), [("psnr", 60.0), ("ratio", 8.0), ("pw_rel", 1e-2)])
+def test_searched_and_pointwise_modes_hand_over_too(cold: None, field: np.ndarray, mode: str, bound: float) -> None:
+    codec = "sz2" if mode == "pw_rel" else "sz3"
+    x = field + 2.0 if mode == "pw_rel" else field  # no zeros for a point-wise bound
+    kept = evaluate_full(x, codec, mode, bound, repeats=1)
+    assert kept.extra["timing_split"]["children"] == 2
+    here = evaluate_full(x, codec, mode, bound, repeats=1, isolate=False)
+    for name in _RECORD_FIELDS:
+        assert getattr(kept.result, name) == getattr(here.result, name), name
+    np.testing.assert_array_equal(kept.reconstructed, here.reconstructed)
+    if mode in ("psnr", "ratio"):
+        assert kept.extra["search"] == here.extra["search"]
