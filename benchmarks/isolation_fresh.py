@@ -163,6 +163,10 @@ def child(mib: int, codec_first: bool) -> dict:
     out["first_call_compile_s"] = round(split.get("metric_pass_s", 0.0) - out["metric_pass_here_s"], 3)
     out["unaccounted_s"] = round(out["evaluate_s"] - sum(split.get(k, 0.0) for k in SPLIT_KEYS), 3)
     out["evaluate_x_own"] = round(out["evaluate_s"] / out["own_s"], 3)
+    # Not the verdict: the same call had the caller's kernel load ended within the codec's
+    # time (a spare core; on a machine without one the low-priority load waits for the codec).
+    out["evaluate_x_own_without_kernel_wait"] = round(
+        (out["evaluate_s"] - split.get("kernel_wait_s", 0.0)) / out["own_s"], 3)
     out["peak_rss_x_input"] = max(out["children_peak_rss_x_input"], out["parent_peak_rss_x_input"])
     out["time_pass"] = out["evaluate_x_own"] <= TIME_LIMIT
     out["rss_pass"] = out["peak_rss_x_input"] <= RSS_LIMIT
@@ -180,7 +184,8 @@ def _line(i: int, r: dict) -> str:
             f"(limit {TIME_LIMIT}) {'PASS' if r['time_pass'] else 'FAIL'}; peak RSS {r['peak_rss_x_input']:.3f}x "
             f"(children {r['children_peak_rss_x_input']:.3f}, caller {r['parent_peak_rss_x_input']:.3f}; pysz alone "
             f"{r['own_peak_rss_x_input']:.3f}; limit {RSS_LIMIT}) {'PASS' if r['rss_pass'] else 'FAIL'}; "
-            f"load {r['loadavg_before'][0]:.2f}\n    split: {parts}; unaccounted {r['unaccounted_s']:.3f}; "
+            f"load {r['loadavg_before'][0]:.2f}; without the kernel wait {r['evaluate_x_own_without_kernel_wait']:.3f}x"
+            f"\n    split: {parts}; unaccounted {r['unaccounted_s']:.3f}; "
             f"{over}; first-call compiles {r['first_call_compile_s']:.3f}; cache misses {r['kernel_cache_misses']}; "
             f"children {s.get('children', 1)}")
 
@@ -253,6 +258,8 @@ def main() -> int:
         "machine": machine, "codec": "sz3", "mode": "rel", "bound": 1e-3, "mib": args.mib,
         "processes": args.processes, "kernel_cache_prime": prime, "limits": {"evaluate_x_own": TIME_LIMIT, "peak_rss_x_input": RSS_LIMIT},
         "evaluate_x_own": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
+        "evaluate_x_own_without_kernel_wait_median": statistics.median(
+            r["evaluate_x_own_without_kernel_wait"] for r in rows),
         "peak_rss_x_input": {"median": statistics.median(peaks), "max": max(peaks)},
         "own_peak_rss_x_input_max": max(r["own_peak_rss_x_input"] for r in rows),
         "failed_processes": [i for i, r in enumerate(rows) if not (r["time_pass"] and r["rss_pass"])],

@@ -14,7 +14,10 @@ inside daemonic Dask or pool workers, where multiprocessing refuses to start chi
 nothing is pickled on the way in (the child sees the caller's arrays, registered plug-in
 codecs and all), which keeps the per-call overhead to a fork and a reply
 (``benchmarks/isolation_overhead.py``). Results larger than ``SHARED_RESULT_BYTES`` come
-back through an anonymous shared mapping, not the pipe. CUDA work starts from a clean **forkserver** process instead: a CUDA context
+back through an anonymous shared mapping, not the pipe (or one the caller made and keeps,
+as views: evaluate's hand-over between its two children). A child that has replied is
+not waited for while it exits (freeing a field-sized array is ~0.1 s): it is reaped by
+the next call, at exit, or by :func:`reap_children`. CUDA work starts from a clean **forkserver** process instead: a CUDA context
 does not survive ``fork``, and a caller that once touched the GPU would otherwise hand
 its children a dead one. The forkserver's children get the caller's registry of codecs
 (by import path) before they run.
