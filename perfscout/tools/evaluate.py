@@ -329,7 +329,10 @@ def evaluate_full(
     segfault, an abort, the OOM killer) or overruns its time becomes a record with status
     ``codec_crashed`` / ``codec_timeout``, the signal and a summary of the input, and the
     caller lives on. ``isolate=False`` runs in this process (the sweep's worker, itself
-    the isolation, does).
+    the isolation, does). A first CPU call whose metric pass takes the compiled kernels
+    runs the codec in one child while this process loads them, and the check and metrics
+    in a second child forked after (:func:`_evaluate_in_two_children`): the same figures.
+    ``extra["timing_split"]`` says where the time went (benchmarks/isolation_fresh.py).
     """
     kwargs = dict(device=device, repeats=repeats, dataset=dataset, nonfinite=nonfinite, options=options,
                   run_id=run_id, task_key=task_key, platform_id=platform_id, metric_threads=metric_threads)
