@@ -395,6 +395,14 @@ def _crashed_record(exc: Any, array: np.ndarray, codec: str, mode: str, bound: f
                                              "which did not survive; this process did"])
 
 
+#: Niceness of the caller's kernel load beside the codec child (a thread's own; the thread
+#: ends with the load). On an idle second core it changes nothing. With one other busy
+#: process on the 2-core VM (load 2-3, 256 MiB): at 19 the load waits for the codec
+#: (evaluate 1.37-1.51x the codec's own time, 0.9-2.7 s of it waiting for the kernels);
+#: at 0 it slows the codec instead (1.48-2.01x, the codec child 4.8-5.7 s against 2.9-4.3 s).
+KERNEL_LOAD_NICENESS = 19
+
+
 def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: float, kwargs: dict[str, Any], *,
                               what: str, timeout_s: float | None, memory_limit_mb: int | None,
                               keep_reconstruction: bool, t_called: float) -> Evaluation:
@@ -415,10 +423,11 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
     warm: dict[str, float] = {}
 
     def warm_up() -> None:
-        try:  # beside the codec, never instead of it: on a machine with no idle core it waits
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread only
-        except (OSError, AttributeError):
-            pass
+        if KERNEL_LOAD_NICENESS:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), KERNEL_LOAD_NICENESS)  # this thread only
+            except (OSError, AttributeError):
+                pass
         t = time.perf_counter()
         warm_before_fork(array)
         t1 = time.perf_counter()
