@@ -357,7 +357,7 @@ def evaluate_full(
             try:
                 return _evaluate_in_two_children(array, codec, mode, bound, {**kwargs, "dataset": dataset or field_name or None},
                                                  what=what, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
-                                                 keep_reconstruction=keep_reconstruction, t_called=t_called)
+                                                 keep_reconstruction=keep_reconstruction)
             except CodecCrashed as exc:
                 return _crashed_record(exc, array, codec, mode, bound, run_id, task_key, dataset or field_name,
                                        device, repeats, started_at, platform_id)
@@ -405,7 +405,7 @@ KERNEL_LOAD_NICENESS = 19
 
 def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: float, kwargs: dict[str, Any], *,
                               what: str, timeout_s: float | None, memory_limit_mb: int | None,
-                              keep_reconstruction: bool, t_called: float) -> Evaluation:
+                              keep_reconstruction: bool) -> Evaluation:
     """An isolated CPU evaluation whose metric kernels this process has still to load: a
     first child validates, plans and runs the codec while this process loads the kernels
     (:func:`perfscout.analysis.streaming.warm_before_fork`, on another core); the
