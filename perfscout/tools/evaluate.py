@@ -433,8 +433,11 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
         t1 = time.perf_counter()
         # Allocate the mapping's pages here too (one write a page), still beside the codec:
         # the codec child then only maps them when it copies its reconstruction in
-        # (measured: 0.12 s instead of 0.26 s for 256 MiB on the 2-core VM).
-        np.frombuffer(shared, dtype=np.uint8)[::mmap.PAGESIZE] = 0
+        # (measured: 0.12 s instead of 0.26 s for 256 MiB on the 2-core VM). This brings
+        # a field's worth of memory forward to while the codec holds its own peak, so only
+        # when the machine has room for it twice over (else the copy allocates them, later).
+        if _available_memory_bytes() >= 2 * int(array.nbytes):
+            np.frombuffer(shared, dtype=np.uint8)[::mmap.PAGESIZE] = 0
         warm["done"] = time.perf_counter()
         warm["s"], warm["prefault_s"] = t1 - t, warm["done"] - t1
 
@@ -447,7 +450,14 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
         worker.join()
 
     t_forking = time.perf_counter()
-    shared = mmap.mmap(-1, int(array.nbytes) + 4096)  # the reconstruction's way back, as views
+    try:
+        shared = mmap.mmap(-1, int(array.nbytes) + 4096)  # the reconstruction's way back, as views
+    except (OSError, ValueError, OverflowError):  # no room to map it: one child, the kernels loaded first
+        warm_before_fork(array)
+        return run_isolated(
+            _evaluate_here if keep_reconstruction else _evaluate_without_reconstruction, (array, codec, mode, bound),
+            kwargs, what=what, device="cpu", timeout_s=timeout, memory_limit_mb=memory_limit_mb, input_array=array,
+            result_nbytes=int(array.nbytes) if keep_reconstruction else 0)
     coded: Any = None
     try:
         coded = run_isolated(_code_for_caller, (array, codec, mode, bound, keep_reconstruction), kwargs,
@@ -509,6 +519,18 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
             shared.close()
         except BufferError:  # a view still held (a caller's exception traceback): the GC unmaps it
             pass
+
+
+def _available_memory_bytes() -> int:
+    """MemAvailable of /proc/meminfo (0 when unreadable: then nothing is brought forward)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _code_for_caller(data: np.ndarray, codec: str, mode: str, bound: float, keep_reconstruction: bool,

@@ -157,3 +157,31 @@ def test_searched_and_pointwise_modes_hand_over_too(cold: None, field: np.ndarra
     np.testing.assert_array_equal(kept.reconstructed, here.reconstructed)
     if mode in ("psnr", "ratio"):
         assert kept.extra["search"] == here.extra["search"]
+
+
+def test_no_room_for_the_hand_over_mapping_falls_back_to_one_child(cold: None, field: np.ndarray,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    here = evaluate_full(field, "sz3", "abs", 1e-3, repeats=1, isolate=False)
+    monkeypatch.setattr(E.mmap, "mmap", refused)
+    r = evaluate(field, "sz3", "abs", 1e-3, repeats=1)  # record only: no mapping needed by one child
+    assert r.status == "ok" and r.max_abs_err == here.result.max_abs_err
+    assert not streaming.kernels_pending(field)  # loaded first, then forked
+
+
+def test_the_mapping_is_pre_faulted_only_when_memory_allows(cold: None, field: np.ndarray,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert E._available_memory_bytes() > field.nbytes  # /proc/meminfo's MemAvailable, read for real
+    asked: list[int] = []
+
+    def tight() -> int:
+        asked.append(1)
+        return field.nbytes  # room for one field, not two
+
+    monkeypatch.setattr(E, "_available_memory_bytes", tight)
+    ev = evaluate_full(field, "sz3", "abs", 1e-3, repeats=1)
+    here = evaluate_full(field, "sz3", "abs", 1e-3, repeats=1, isolate=False)
+    assert asked and ev.extra["timing_split"]["children"] == 2
+    np.testing.assert_array_equal(ev.reconstructed, here.reconstructed)
