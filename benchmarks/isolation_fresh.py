@@ -1,22 +1,36 @@
 """The default, isolated ``evaluate()`` against the codec's own time, each in a fresh process.
 
-Issue 27's figure: ``evaluate()`` runs the whole evaluation in a forked child
+Issue 27's figure: ``evaluate()`` runs the whole evaluation out of process
 (:mod:`perfscout.tools.isolate`); a user calls it once from a fresh interpreter. Each of
 ``--processes`` fresh Python processes builds the same smooth float32 field of ``--mib``
 MiB and measures, in alternating order (so neither side is always the one with warm
 caches):
 
-- the codec's own work: SZ3 (``pysz`` through perfscout's Codec) compress + decompress at
-  the same absolute bound, in this process;
-- ``evaluate(x, "sz3", "rel", 1e-3, repeats=1)`` with its default child process;
+- **own**: the codec's own work, SZ3 (``pysz`` through perfscout's Codec) compress +
+  decompress at the bound ``rel 1e-3`` resolves to, in this process;
+- **evaluate**: ``evaluate_full(x, "sz3", "rel", 1e-3, repeats=1, keep_reconstruction=False)``,
+  exactly what ``evaluate()`` runs, with its default child process(es).
 
-and the split of the difference: the import of the evaluation code, the metric pass's
-compiled kernels loaded before the fork (``warm_before_fork``), the codec time inside the
-child (the record's compress_s + decompress_s), the metric pass alone (timed in-process on
-the same pair), and what remains (fork, limits, the reply). Peak RSS is the largest of the
-process's own and the child's (``RUSAGE_CHILDREN``), over the input's size.
+The split of evaluate (``Evaluation.extra["timing_split"]``, one CLOCK_MONOTONIC on both
+sides of the fork): the fork, the input's validation and the bound's resolution in the
+child, the codec there, the hand-over (the codec child's reply with its reconstruction
+through shared memory, the second fork), the bound check + metric pass, the reply; and,
+overlapped with the codec in this process, the metric kernels' load (numba's import and
+its cached kernels, ``warm_before_fork``) and the shared mapping's page allocation. The
+first-call compile share is the child's metric pass minus the same pass run again in this
+process afterwards (kernels loaded and called once); ``kernel_cache_misses`` counts the
+numba kernels compiled instead of loaded from the cache (a cold start after an edit of
+analysis/stream_compiled.py).
 
-    .venv/bin/python benchmarks/isolation_fresh.py --mib 256 --processes 10 \
+Peak RSS, as the harness measures pysz alone (benchmarks/harness.py): the high-water mark
+of each process minus this process's RSS after its imports, before the field exists, over
+the field's size; the children's from ``RUSAGE_CHILDREN`` (a forked child's peak starts
+at what it inherits), this process's from ``VmHWM`` reset before each step
+(``/proc/self/clear_refs``). PASS per process: evaluate within ``--time-limit`` (1.3) times
+own, and the largest peak within ``--rss-limit`` (3.2) times the input. Exit status 1 when
+any process fails.
+
+    .venv/bin/python benchmarks/isolation_fresh.py --mib 256 --processes 10 \\
         --out benchmarks/results/isolation_fresh_cpu.json
 """
 
@@ -35,36 +49,77 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TIME_LIMIT = 1.3
+RSS_LIMIT = 3.2
+SPLIT_KEYS = ("fork_s", "validate_s", "plan_s", "codec_s", "handover_s", "metric_pass_s", "reply_s")
+#: parts of handover_s (two children)
+HANDOVER_KEYS = ("codec_reply_s", "kernel_wait_s", "second_fork_s")
 
 
 def _field(mib: int):
+    """sin(x/37) cos(y/23) + 0.3 sin((x+y+z)/11), float32, built a plane at a time (the
+    whole-array float64 temporaries cost 4x the field and seconds on a busy machine)."""
     import numpy as np
 
     n = mib * 2**20 // 4
     nz = max(1, n // (512 * 512))
-    z, y, x = np.ogrid[0:nz, 0:512, 0:512]
-    f = (np.sin(x / 37.0) * np.cos(y / 23.0) + 0.3 * np.sin((x + y + z) / 11.0)).astype(np.float32)
-    return np.ascontiguousarray(f)
+    y, x = np.ogrid[0:512, 0:512]
+    base = np.sin(x / 37.0) * np.cos(y / 23.0)
+    out = np.empty((nz, 512, 512), dtype=np.float32)
+    for z in range(nz):
+        out[z] = base + 0.3 * np.sin((x + y + z) / 11.0)
+    return out
+
+
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")  # resets VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def _cache_misses() -> int:
+    """Kernels of analysis/stream_compiled.py that numba compiled in this process instead of
+    loading them from its on-disk cache."""
+    mod = sys.modules.get("perfscout.analysis.stream_compiled")
+    if mod is None:
+        return 0
+    total = 0
+    for v in vars(mod).values():
+        stats = getattr(v, "stats", None)
+        if stats is not None and hasattr(stats, "cache_misses"):
+            total += sum(stats.cache_misses.values())
+    return total
 
 
 def child(mib: int, codec_first: bool) -> dict:
     t0 = time.perf_counter()
-    import numpy as np  # noqa: F401
-
-    from perfscout.tools.evaluate import evaluate
-
-    t_import = time.perf_counter() - t0
-    x = _field(mib)
-    from perfscout.analysis.streaming import warm_before_fork
     from perfscout.codecs.registry import get_codec
     from perfscout.tools import bounds as B
+    from perfscout.tools.evaluate import evaluate_full
 
+    get_codec("sz3", "abs", 1.0)  # pysz imported before the baseline, as in the harness
+    out: dict = {"import_s": round(time.perf_counter() - t0, 3), "codec_first": codec_first,
+                 "loadavg_before": list(os.getloadavg())}
+    base = _status_bytes("VmRSS:")
+    x = _field(mib)
     abs_bound = B.rel_abs_bound(x, 1e-3)[0]
-    out: dict = {"nbytes": int(x.nbytes), "shape": list(x.shape), "import_s": round(t_import, 3),
-                 "codec_first": codec_first}
+    out.update(nbytes=int(x.nbytes), shape=list(x.shape), rss_baseline_bytes=base)
+    stream: list = []
 
     def own() -> None:
         codec = get_codec("sz3", "abs", abs_bound)
+        _reset_peak()
         t = time.perf_counter()
         packed = codec.compress(x)
         t1 = time.perf_counter()
@@ -72,31 +127,83 @@ def child(mib: int, codec_first: bool) -> dict:
         t2 = time.perf_counter()
         out["own_compress_s"], out["own_decompress_s"] = round(t1 - t, 3), round(t2 - t1, 3)
         out["own_s"] = round(t2 - t, 3)
-        t3 = time.perf_counter()
-        B.verify_and_measure(x, np.asarray(y).reshape(x.shape), packed.nbytes, abs_bound=abs_bound)
-        out["metric_pass_in_process_s"] = round(time.perf_counter() - t3, 3)
+        out["own_peak_rss_x_input"] = round((_status_bytes("VmHWM:") - base) / x.nbytes, 3)
+        stream.append((codec, packed))
+        del y
 
     def isolated() -> None:
+        _reset_peak()
         t = time.perf_counter()
-        warmed = warm_before_fork(x)
-        t1 = time.perf_counter()
-        r = evaluate(x, "sz3", "rel", 1e-3, repeats=1)
+        ev = evaluate_full(x, "sz3", "rel", 1e-3, repeats=1, keep_reconstruction=False)  # = evaluate()
         t2 = time.perf_counter()
-        out["warm_before_fork_s"], out["warmed"] = round(t1 - t, 3), warmed
-        out["evaluate_s"] = round(t2 - t, 3)  # what the user waits for: the warm-up included
+        r = ev.result
+        out["evaluate_s"] = round(t2 - t, 3)  # what the user waits for
+        out["parent_peak_rss_x_input"] = round((_status_bytes("VmHWM:") - base) / x.nbytes, 3)
         out["child_codec_s"] = round((r.compress_s or 0) + (r.decompress_s or 0), 3)
         out["status"], out["bound_ok"], out["ratio"] = r.status, r.bound_ok, r.ratio
+        split = ev.extra.get("timing_split", {})
+        out["split"] = {k: round(v, 3) for k, v in split.items() if k not in ("started", "finished")}
+        out["kernel_cache_misses"] = _cache_misses()
 
     for step in ((own, isolated) if codec_first else (isolated, own)):
         step()
-    mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    from perfscout.tools.isolate import reap_children
+
+    reap_children(wait=True)  # children still exiting when evaluate returned count once reaped
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    out["peak_rss_self_x_input"] = round(mine / x.nbytes, 3)
-    out["peak_rss_child_x_input"] = round(kids / x.nbytes, 3)
+    out["children_peak_rss_x_input"] = round((kids - base) / x.nbytes, 3)
+    # the metric pass again in this process (kernels loaded by evaluate): twice, the second warm
+    codec, packed = stream[0]
+    y = codec.decompress(packed).reshape(x.shape)
+    for name in ("metric_pass_here_first_s", "metric_pass_here_s"):
+        t = time.perf_counter()
+        B.verify_and_measure(x, y, packed.nbytes, abs_bound=abs_bound, x_extremes=B.finite_extremes(x))
+        out[name] = round(time.perf_counter() - t, 3)
+    split = out["split"]
+    out["first_call_compile_s"] = round(split.get("metric_pass_s", 0.0) - out["metric_pass_here_s"], 3)
+    out["unaccounted_s"] = round(out["evaluate_s"] - sum(split.get(k, 0.0) for k in SPLIT_KEYS), 3)
     out["evaluate_x_own"] = round(out["evaluate_s"] / out["own_s"], 3)
-    out["rest_s"] = round(out["evaluate_s"] - out["warm_before_fork_s"] - out["child_codec_s"]
-                          - out["metric_pass_in_process_s"], 3)
+    # Not the verdict: the same call had the caller's kernel load ended within the codec's
+    # time (a spare core; on a machine without one the low-priority load waits for the codec).
+    out["evaluate_x_own_without_kernel_wait"] = round(
+        (out["evaluate_s"] - split.get("kernel_wait_s", 0.0)) / out["own_s"], 3)
+    out["peak_rss_x_input"] = max(out["children_peak_rss_x_input"], out["parent_peak_rss_x_input"])
+    out["time_pass"] = out["evaluate_x_own"] <= TIME_LIMIT
+    out["rss_pass"] = out["peak_rss_x_input"] <= RSS_LIMIT
+    out["loadavg_after"] = list(os.getloadavg())
     return out
+
+
+def _line(i: int, r: dict) -> str:
+    s = r["split"]
+    parts = " ".join(f"{k.removesuffix('_s')} {s[k]:.3f}" for k in SPLIT_KEYS if k in s)
+    hand = ", ".join(f"{k.removesuffix('_s')} {s[k]:.3f}" for k in HANDOVER_KEYS if k in s)
+    parts += f" ({hand})" if hand else ""
+    over = f"kernels {s.get('warm_before_fork_s', 0):.3f} + prefault {s.get('prefault_s', 0):.3f} beside the codec"
+    return (f"process {i}: evaluate {r['evaluate_s']:.3f} s = {r['evaluate_x_own']:.3f}x own {r['own_s']:.3f} s "
+            f"(limit {TIME_LIMIT}) {'PASS' if r['time_pass'] else 'FAIL'}; peak RSS {r['peak_rss_x_input']:.3f}x "
+            f"(children {r['children_peak_rss_x_input']:.3f}, caller {r['parent_peak_rss_x_input']:.3f}; pysz alone "
+            f"{r['own_peak_rss_x_input']:.3f}; limit {RSS_LIMIT}) {'PASS' if r['rss_pass'] else 'FAIL'}; "
+            f"load {r['loadavg_before'][0]:.2f}; without the kernel wait {r['evaluate_x_own_without_kernel_wait']:.3f}x"
+            f"\n    split: {parts}; unaccounted {r['unaccounted_s']:.3f}; "
+            f"{over}; first-call compiles {r['first_call_compile_s']:.3f}; cache misses {r['kernel_cache_misses']}; "
+            f"children {s.get('children', 1)}")
+
+
+def _machine() -> dict:
+    from perfscout.tools.evaluate import cpu_name
+
+    versions = {}
+    for mod in ("numpy", "numba", "pysz"):
+        try:
+            from importlib.metadata import version
+
+            versions[mod] = version(mod)
+        except Exception:  # noqa: BLE001 - a missing distribution is just not listed
+            pass
+    return {"hostname": platform.node(), "cpu": cpu_name(), "logical_cpus": os.cpu_count(),
+            "affinity_cpus": len(os.sched_getaffinity(0)), "kernel": platform.release(),
+            "python": platform.python_version(), "versions": versions, "loadavg_at_start": list(os.getloadavg())}
 
 
 def main() -> int:
@@ -104,36 +211,69 @@ def main() -> int:
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--processes", type=int, default=10)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--no-prime", action="store_true",
+                    help="measure from a possibly stale numba cache (no untimed cache-filling process first)")
+    ap.add_argument("--note", default="", help="a sentence on the machine's state, kept in the JSON")
     ap.add_argument("--child", choices=("codec", "evaluate"), default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.mib, args.child == "codec")))
         return 0
+    if args.mib < 1 or args.processes < 1:
+        ap.error("--mib and --processes must be at least 1")
+    sys.path.insert(0, str(ROOT))
+    machine = _machine()
     rows = []
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    prime = None
+    if not args.no_prime:
+        # numba compiles the metric kernels once per machine and version of
+        # analysis/stream_compiled.py (its on-disk cache is keyed by the file's stamp): a
+        # process that finds the cache stale pays 5-15 s. Filled here, untimed, so that the
+        # fresh processes measure what every later one pays; its cost is recorded.
+        code = ("import json, time; t = time.perf_counter(); from perfscout.analysis import stream_compiled as sc; "
+                "sc.warm(); print(json.dumps({'warm_s': round(time.perf_counter() - t, 3), 'compiled': sum("
+                "sum(getattr(v, 'stats').cache_misses.values()) for v in vars(sc).values() if hasattr(v, 'stats'))}))")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        prime = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"kernel cache: filled in {prime['warm_s']:.3f} s, {prime['compiled']} kernel(s) compiled", flush=True)
     for i in range(args.processes):
         first = "codec" if i % 2 == 0 else "evaluate"
         proc = subprocess.run([sys.executable, __file__, "--mib", str(args.mib), "--child", first],
-                              capture_output=True, text=True, env=env, check=True)
+                              capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            raise SystemExit(f"process {i} failed with exit status {proc.returncode}")
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(_line(i, row), flush=True)
     ratios = [r["evaluate_x_own"] for r in rows]
+    peaks = [r["peak_rss_x_input"] for r in rows]
+    passed = all(r["time_pass"] and r["rss_pass"] for r in rows)
+    machine["loadavg_at_end"] = list(os.getloadavg())
+    if args.note:
+        machine["note"] = args.note
     doc = {
         "benchmark": "isolation_fresh", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"hostname": platform.node(), "cpu": platform.processor() or platform.machine(),
-                    "logical_cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_at_start": list(os.getloadavg())},
-        "codec": "sz3", "mode": "rel", "bound": 1e-3, "mib": args.mib, "processes": args.processes,
+        "machine": machine, "codec": "sz3", "mode": "rel", "bound": 1e-3, "mib": args.mib,
+        "processes": args.processes, "kernel_cache_prime": prime, "limits": {"evaluate_x_own": TIME_LIMIT, "peak_rss_x_input": RSS_LIMIT},
         "evaluate_x_own": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
-        "peak_rss_child_x_input_max": max(r["peak_rss_child_x_input"] for r in rows),
+        "evaluate_x_own_without_kernel_wait_median": statistics.median(
+            r["evaluate_x_own_without_kernel_wait"] for r in rows),
+        "peak_rss_x_input": {"median": statistics.median(peaks), "max": max(peaks)},
+        "own_peak_rss_x_input_max": max(r["own_peak_rss_x_input"] for r in rows),
+        "failed_processes": [i for i, r in enumerate(rows) if not (r["time_pass"] and r["rss_pass"])],
+        "verdict": "PASS" if passed else "FAIL",
         "rows": rows,
     }
-    print(json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=1))
+    print(f"{doc['verdict']}: evaluate/own median {doc['evaluate_x_own']['median']:.3f} "
+          f"(max {doc['evaluate_x_own']['max']:.3f}, limit {TIME_LIMIT}), peak RSS max "
+          f"{doc['peak_rss_x_input']['max']:.3f}x (limit {RSS_LIMIT}) over {args.processes} fresh processes; "
+          f"load {machine['loadavg_at_start'][0]:.2f} -> {machine['loadavg_at_end'][0]:.2f}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import math
 import os
 from types import ModuleType
@@ -521,6 +522,24 @@ def warm_before_fork(x: Any) -> bool:
     except InputError:
         return False  # an unknown backend switch is reported by the pass itself
     return _warmed()
+
+
+def kernels_pending(x: Any) -> bool:
+    """Whether a pair like ``x`` would take the compiled kernels and this process has not
+    loaded them yet (:func:`warm_before_fork` would do the work). Imports nothing: numba's
+    presence is looked up, not imported (a broken install is found by the warm-up, which
+    then falls back)."""
+    if _warmed.cache_info().currsize or not isinstance(x, np.ndarray):
+        return False
+    try:
+        wanted = requested_backend()
+    except InputError:
+        return False
+    if wanted == "numpy" or (wanted == "auto" and int(x.size) < COMPILED_MIN_ELEMENTS):
+        return False
+    if x.dtype not in (np.float32, np.float64):
+        return False
+    return importlib.util.find_spec("numba") is not None
 
 
 @functools.lru_cache(maxsize=1)

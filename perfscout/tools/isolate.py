@@ -14,7 +14,10 @@ inside daemonic Dask or pool workers, where multiprocessing refuses to start chi
 nothing is pickled on the way in (the child sees the caller's arrays, registered plug-in
 codecs and all), which keeps the per-call overhead to a fork and a reply
 (``benchmarks/isolation_overhead.py``). Results larger than ``SHARED_RESULT_BYTES`` come
-back through an anonymous shared mapping, not the pipe. CUDA work starts from a clean **forkserver** process instead: a CUDA context
+back through an anonymous shared mapping, not the pipe (or one the caller made and keeps,
+as views: evaluate's hand-over between its two children). A child that has replied is
+not waited for while it exits (freeing a field-sized array is ~0.1 s): it is reaped by
+the next call, at exit, or by :func:`reap_children`. CUDA work starts from a clean **forkserver** process instead: a CUDA context
 does not survive ``fork``, and a caller that once touched the GPU would otherwise hand
 its children a dead one. The forkserver's children get the caller's registry of codecs
 (by import path) before they run.
@@ -25,6 +28,7 @@ prints cannot corrupt the caller's ``--json`` stdout.
 
 from __future__ import annotations
 
+import atexit
 import mmap
 import multiprocessing as mp
 import os
@@ -32,6 +36,7 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import ctypes  # noqa: F401 - imported once by the caller, not by every forked child (die_with_parent)
 import time
 import traceback
@@ -113,6 +118,19 @@ def input_summary(array: Any) -> str:
 
 
 # -- the child side -----------------------------------------------------------------------
+#: In a forked child: objects its exit frees (set by keep_until_exit), not the reply's path.
+_KEPT_UNTIL_EXIT: list[Any] | None = None
+
+
+def keep_until_exit(*objects: Any) -> None:
+    """In an isolated child, hold ``objects`` until the child exits: freeing a field-sized
+    array costs ~0.1 s (munmap of 256 MiB on the 2-core VM) and would come before the
+    reply; the exit frees it while the caller, which does not wait for it
+    (:func:`reap_children`), goes on. Outside a child: nothing (the caller frees as usual)."""
+    if _KEPT_UNTIL_EXIT is not None:
+        _KEPT_UNTIL_EXIT.extend(o for o in objects if o is not None)
+
+
 @dataclass
 class _SharedArray:
     """A reply's array left in the shared mapping (offset, dtype, shape)."""
@@ -151,13 +169,17 @@ def _pack_arrays(value: Any, shared: mmap.mmap | None) -> Any:
     return value
 
 
-def _unpack_arrays(value: Any, shared: mmap.mmap | None) -> Any:
+def _unpack_arrays(value: Any, shared: mmap.mmap | None, copy: bool = True) -> Any:
+    """The reply with its shared arrays back in place: copies (the mapping is closed after
+    the call), or views of a mapping the caller owns (``copy=False``)."""
+
     def take(ref: Any) -> Any:
         if not isinstance(ref, _SharedArray) or shared is None:
             return ref
         dtype = np.dtype(ref.dtype)
         n = int(np.prod(ref.shape))
-        return np.frombuffer(shared, dtype=dtype, count=n, offset=ref.offset).reshape(ref.shape).copy()
+        view = np.frombuffer(shared, dtype=dtype, count=n, offset=ref.offset).reshape(ref.shape)
+        return view.copy() if copy else view
 
     if isinstance(value, _SharedArray):
         return take(value)
@@ -189,8 +211,11 @@ def _child_main(conn: Connection, fn: Callable[..., Any], args: tuple, kwargs: d
         for codec_id, path in registry.items():  # the parent's run-time registrations
             reg.register_codec(codec_id, path)
     limit_memory(limit_mb, device, base_bytes=base_bytes)
+    global _KEPT_UNTIL_EXIT
+    _KEPT_UNTIL_EXIT = []
     try:
         value = fn(*args, **kwargs)
+        keep_until_exit(getattr(value, "reconstructed", None), value)  # packing replaces them; exit frees them
         _reply(conn, "ok", _pack_arrays(value, shared))
     except MemoryError:
         _reply(conn, "error", ("MemoryError", f"the codec ran out of memory: it may add at most {limit_mb} MiB "
@@ -269,8 +294,37 @@ class _PipeWriter:
         os.close(self.fd)
 
 
+#: Forked children that replied and were still exiting: reaped later (reap_children).
+_UNREAPED: set[int] = set()
+_UNREAPED_LOCK = threading.Lock()
+
+
+def reap_children(wait: bool = False) -> int:
+    """Reap the isolated children that had replied but not yet exited when their call
+    returned (a child's exit frees its field-sized memory, ~0.1 s the caller need not
+    wait for); ``wait``: block until each has. Called by every isolated call and at exit;
+    call it with ``wait=True`` before reading ``RUSAGE_CHILDREN``. Returns how many
+    remain. A pid someone else reaped (``os.wait()``) is simply dropped."""
+    with _UNREAPED_LOCK:
+        pids = list(_UNREAPED)
+    for pid in pids:
+        try:
+            done, _ = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            with _UNREAPED_LOCK:
+                _UNREAPED.discard(pid)
+    with _UNREAPED_LOCK:
+        return len(_UNREAPED)
+
+
+atexit.register(reap_children, True)
+
+
 def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int, device: str,
-                shared: mmap.mmap | None, timeout: float) -> tuple[Any, int | None, bool]:
+                shared: mmap.mmap | None, timeout: float,
+                while_waiting: Callable[[], Any] | None = None) -> tuple[Any, int | None, bool]:
     """(reply or None, wait status or None, timed out) of ``fn`` in a forked child.
 
     ``os.fork`` directly, not multiprocessing: no pickling on the way in, no "daemonic
@@ -295,6 +349,13 @@ def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int
     status: int | None = None
     deadline = time.monotonic() + timeout
     try:
+        if while_waiting is not None:  # the caller's own work, on another core while the child runs
+            try:
+                while_waiting()
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise
         while True:
             if need is None and len(buf) >= 8:
                 need = 8 + struct.unpack_from("<Q", buf)[0]
@@ -323,14 +384,27 @@ def _run_forked(fn: Callable[..., Any], args: tuple, kwargs: dict, limit_mb: int
                     buf += chunk
     finally:
         os.close(read_fd)
+    complete = need is not None and len(buf) >= need
     if status is None:
-        _, status = os.waitpid(pid, 0)
+        done, st = os.waitpid(pid, os.WNOHANG if complete else 0)
+        if done:
+            status = st
+        else:  # replied and exiting: its exit is not the caller's wait
+            with _UNREAPED_LOCK:
+                _UNREAPED.add(pid)
     reply = None
-    if need is not None and len(buf) >= need:
+    if complete:
         try:
             reply = pickle.loads(bytes(buf[8:need]))
         except Exception:  # noqa: BLE001 - a torn reply is a crash
             reply = None
+    if reply is None and status is None:  # a torn reply: the crash report needs the exit status
+        with _UNREAPED_LOCK:
+            _UNREAPED.discard(pid)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = None
     return reply, status, False
 
 
@@ -407,6 +481,8 @@ def run_isolated(
     memory_limit_mb: int | None = None,
     input_array: Any = None,
     result_nbytes: int = 0,
+    shared: mmap.mmap | None = None,
+    while_waiting: Callable[[], Any] | None = None,
 ) -> Any:
     """``fn(*args, **kwargs)`` in a child process; its value, or its exception re-raised.
 
@@ -415,20 +491,30 @@ def run_isolated(
     the reply (CPU only). A child that dies or overruns ``timeout_s`` (default: 900 s plus
     2 s per MiB of input) raises :class:`CodecCrashed`; one that ran out of its memory
     limit raises CodecError.
+
+    CPU only: ``shared`` is a mapping the caller made and owns (it closes it): the reply's
+    large arrays come back as views of it, not copies (``result_nbytes`` is then ignored).
+    ``while_waiting`` runs in this process right after the fork, before the reply is
+    awaited (evaluate loads the metric kernels meanwhile); the timeout counts it.
     """
+    if _UNREAPED:
+        reap_children()
     nbytes = int(getattr(input_array, "nbytes", 0) or 0)
     timeout = _default_timeout_s(max(nbytes, result_nbytes)) if timeout_s is None else float(timeout_s)
     limit_mb = default_memory_limit_mb(nbytes) if memory_limit_mb is None else int(memory_limit_mb)
     forked = device != "cuda"
-    shared = None
-    if forked and result_nbytes >= SHARED_RESULT_BYTES:
+    own_shared = shared is None
+    if not forked and not own_shared:
+        raise ValueError("a caller's shared mapping is for forked (CPU) children only")
+    if forked and own_shared and result_nbytes >= SHARED_RESULT_BYTES:
         try:
             shared = mmap.mmap(-1, result_nbytes + 4096)
         except (OSError, ValueError, OverflowError):  # too large to map: the pipe carries it
             shared = None
     try:
         if forked:
-            reply, status, timed_out = _run_forked(fn, tuple(args), dict(kwargs or {}), limit_mb, device, shared, timeout)
+            reply, status, timed_out = _run_forked(fn, tuple(args), dict(kwargs or {}), limit_mb, device, shared, timeout,
+                                                   while_waiting)
         else:
             reply, status, timed_out = _run_forkserver(fn, tuple(args), dict(kwargs or {}), limit_mb, device, what,
                                                        timeout)
@@ -443,7 +529,7 @@ def run_isolated(
                                "the caller is unaffected", signal_name=sig)
         kind, payload = reply
         if kind == "ok":
-            return _unpack_arrays(payload, shared)
+            return _unpack_arrays(payload, shared, copy=own_shared)
         if kind == "raise":
             raise payload
         name, text, _ = payload
@@ -451,5 +537,5 @@ def run_isolated(
             raise CodecError(f"{what}: {text} (input: {input_summary(input_array)})")
         raise RuntimeError(f"{what} failed in its child process with {name}:\n{text}")
     finally:
-        if shared is not None:
+        if own_shared and shared is not None:
             shared.close()
