@@ -25,7 +25,7 @@ first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 ser
   ``PERFSCOUT_TRUSTED_DECODE=1`` in the reader's environment trusts every chunk this
   process reads (for a pipeline that reads only stores it wrote); or the config key
   ``trusted_decode=True`` (it round-trips through ``get_config``/``from_config`` and the
-  Zarr metadata) makes the *writer* sign each chunk with a keyed BLAKE2b MAC under
+  Zarr metadata) makes the *writer* sign each chunk with a keyed MAC (HMAC-SHA256) under
   ``$PERFSCOUT_HOME/trusted_decode.key`` (32 random bytes, created ``0600`` at the first
   such write), and a reader holding the same key file decodes in-process exactly the
   chunks whose MAC verifies; a chunk without one, or under another key (a forged store
@@ -45,11 +45,11 @@ first; :mod:`perfscout.codecs.numcodecs.zarr3` makes the same codecs Zarr v3 ser
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import math
 import os
+import struct
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,6 +59,7 @@ from numcodecs.compat import ensure_bytes, ndarray_copy
 
 from perfscout.codecs import verify as V
 from perfscout.codecs._checks import checked_stream
+from perfscout.codecs.base import crc32
 from perfscout.codecs.decoder_process import decode_in_child
 from perfscout.codecs.framing import from_bytes, to_bytes
 from perfscout.codecs.registry import get_codec
@@ -84,6 +85,8 @@ TRUSTED_DECODE_ENV = "PERFSCOUT_TRUSTED_DECODE"
 MAC_SECTION = "trust_mac"
 KEY_NAME = "trusted_decode.key"
 _KEY_BYTES = 32
+_MAC_BYTES = 32
+_DOMAIN = b"perfscout trusted chunk v1\0"
 log = logging.getLogger(__name__)
 
 
@@ -129,8 +132,12 @@ def trust_key(*, create: bool = False) -> bytes | None:
     return key
 
 
-def _mac(key: bytes, unsigned: bytes) -> bytes:
-    return hashlib.blake2b(unsigned, key=key, digest_size=32, person=b"perfscout-chunk").digest()
+def _mac(key: bytes, signed: bytes | memoryview) -> bytes:
+    """HMAC-SHA256 of ``signed`` (domain-separated). SHA-256 rather than keyed BLAKE2b:
+    OpenSSL's runs on the CPU's SHA instructions, 0.56 vs 0.99 ms per 400 KB here."""
+    h = hmac.new(key, _DOMAIN, "sha256")
+    h.update(signed)
+    return h.digest()
 
 
 class PerfscoutCodec(_NumcodecsCodec):
@@ -202,13 +209,16 @@ class PerfscoutCodec(_NumcodecsCodec):
         if self.verify:
             self._check(values, self._codec.decompress(compressed), None if split is None else split.mask)
         sections = split.sections() if split is not None else {}
-        unsigned = to_bytes(compressed, sections)
         if not self.trusted_decode or self.backend in _IN_PROCESS:
-            return unsigned
+            return to_bytes(compressed, sections)
         key = trust_key(create=True)
         assert key is not None
-        # The MAC covers the whole container as it would be without it; the reader rebuilds that.
-        return to_bytes(compressed, {**sections, MAC_SECTION: _mac(key, unsigned)})
+        # The MAC section is the last one, and the MAC covers every byte before it (prefix,
+        # header, stream, other sections): the reader checks it on the chunk as stored, no copy.
+        placeholder = to_bytes(compressed, {**sections, MAC_SECTION: bytes(_MAC_BYTES)})
+        body = placeholder[: -_MAC_BYTES - 4]
+        body += _mac(key, body)
+        return body + struct.pack("<I", crc32(body))
 
     def decode(self, buf: Any, out: Any = None) -> np.ndarray:
         """The chunk's values; CodecError for anything forged or corrupt. Everything that can
@@ -222,6 +232,7 @@ class PerfscoutCodec(_NumcodecsCodec):
         under this user's key): then it runs here, after the same checks."""
         raw = ensure_bytes(buf)
         compressed, sections = from_bytes(raw)
+        signed = list(sections)[-1:] == [MAC_SECTION]  # the MAC, when there is one, is the last section
         mac = sections.pop(MAC_SECTION, None)
         if compressed.codec_id != self.backend:
             raise CodecError(f"{self.codec_id}: chunk was written by perfscout codec {compressed.codec_id!r}, "
@@ -238,7 +249,7 @@ class PerfscoutCodec(_NumcodecsCodec):
             shape, dtype = checked_stream(decoder, compressed)
         _check_fits(self.codec_id, shape, dtype)
         restore = V.unpack_nonfinite(sections, shape, dtype)  # before decoding: a bad section costs nothing
-        if self.backend in _IN_PROCESS or self._trusted(compressed, sections, mac):
+        if self.backend in _IN_PROCESS or self._trusted(raw if signed else None, mac):
             values = decoder.decompress(compressed)
         else:
             # The stream's copy is dropped first: the reply lands in a fresh array, so the
@@ -252,18 +263,20 @@ class PerfscoutCodec(_NumcodecsCodec):
             values[mask] = stored
         return ndarray_copy(values, out) if out is not None else values
 
-    def _trusted(self, compressed: Any, sections: dict[str, bytes], mac: bytes | None) -> bool:
-        """Whether this chunk's native decode may run in this process (after every check)."""
+    def _trusted(self, raw: bytes | None, mac: bytes | None) -> bool:
+        """Whether this chunk's native decode may run in this process (after every check):
+        the reader's environment says so, or the codec is ``trusted_decode`` and the chunk's
+        MAC (its last section) verifies under this user's key over every byte before it."""
         if trusted_by_environment():
             return True
         if not self.trusted_decode:
             return False
-        key = trust_key() if mac is not None else None
-        if key is not None and hmac.compare_digest(mac, _mac(key, to_bytes(compressed, sections))):  # type: ignore[arg-type]
+        key = trust_key() if raw is not None and mac is not None and len(mac) == _MAC_BYTES else None
+        if key is not None and hmac.compare_digest(mac, _mac(key, memoryview(raw)[: -_MAC_BYTES - 4])):  # type: ignore[arg-type]
             return True
         if not getattr(self, "_said_untrusted", False):  # once per codec: a store of another key is slow, not wrong
             self._said_untrusted = True
-            why = ("it carries no MAC" if mac is None else f"no key at {key_path()}" if key is None
+            why = ("it carries no MAC" if mac is None or raw is None else f"no key at {key_path()}" if key is None
                    else f"its MAC does not verify under {key_path()}")
             log.warning("%s: a chunk of a trusted_decode store is decoded in the helper process: %s (a store "
                         "written under another key, or forged)", self.codec_id, why)
