@@ -74,14 +74,49 @@ def _check_sqlite_store(ctx: Context, path: Path) -> None:
         if run_dirs_on_disk(ctx):
             raise _damaged(ctx, "it is empty (0 bytes) while run directories exist")
         return
+    short = _truncated(path)
+    if short:
+        raise _damaged(ctx, short)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         try:
-            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()  # reads the header page
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise _damaged(ctx, f"{exc}") from None
+    if "checkpoints" not in tables and run_dirs_on_disk(ctx):
+        # the saver would create a fresh table and every run on disk would be unknown to it
+        raise _damaged(ctx, "it holds no checkpoints table while run directories exist")
+
+
+def _truncated(path: Path) -> str:
+    """Why the file is shorter than the database its header describes, or "" (SQLite's
+    in-header size counts only while the change counter matches version-valid-for)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return ""
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return ""  # not SQLite at all: sqlite3 says so in its own words
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if pages and head[24:28] == head[92:96] and size < pages * page:
+        return f"it is truncated: {size} bytes, its header says {pages} pages of {page} bytes"
+    return ""
+
+
+def check_checkpoint_store(ctx: Context) -> None:
+    """CheckpointStoreDamaged when ``ctx``'s SQLite checkpoint store is damaged (reading only,
+    creating nothing: ``export``/``regress`` ask before they say a run cannot be resumed).
+    A PostgreSQL store is not probed here (a connection is not a check of its contents)."""
+    url = ctx.checkpoint_url
+    if url.startswith(("postgresql://", "postgres://")) or (url and not url.startswith("sqlite:///")):
+        return
+    _check_sqlite_store(ctx, _sqlite_path(ctx))
 
 
 def refuse_reused_thread(saver: BaseCheckpointSaver, ctx: Context, thread_id: str) -> None:
