@@ -15,18 +15,20 @@ Protocol (binary, on the child's stdin/stdout; anything a library prints goes to
 stderr): request ``b"D" u64 n`` + the container's ``n`` bytes; reply ``b"O" u64 n`` + the
 values' raw bytes (C order, native byte order), or ``b"E" u64 n`` + a UTF-8 message.
 
-Requests of up to ``SHM_MAX`` bytes (the container or the values, whichever is larger:
-the usual 1-16 MiB Zarr chunk) travel through a shared-memory region instead (a memfd
-both processes map, :data:`SHM_TRANSPORT`): request ``b"S" u64 n u64 size`` with the
-container in the region's first ``n`` bytes (``size``: the region's length, which the child
-maps again when it changed), reply ``b"O" u64 n`` with the values in the region's first
-``n`` bytes. Only the 9-17 byte heads cross the pipe, so a request costs two wake-ups
-instead of one per 64 KiB pipe buffer (on a loaded 2-core VM the pipe round trip of a
-1 MiB chunk cost more than SZ3's decode itself: ``benchmarks/numcodecs_decode_cost.py``).
-The parent copies the values out of the region into a private array before it returns:
-the child (which may have run a forged stream) never holds a mapping of memory the
-caller keeps. Larger requests take the pipe, so the region never holds more than
-``SHM_MAX`` and the reader's peak stays the values plus the container.
+With ``PERFSCOUT_DECODER_TRANSPORT=shm``, requests of up to ``SHM_MAX`` bytes (the
+container or the values, whichever is larger: the usual 1-16 MiB Zarr chunk) travel
+through a shared-memory region instead (a memfd both processes map): request
+``b"S" u64 n u64 size`` with the container in the region's first ``n`` bytes (``size``:
+the region's length, which the child maps again when it changed), reply ``b"O" u64 n``
+with the values in the region's first ``n`` bytes; only the 9-17 byte heads cross the
+pipe. The parent copies the values out into a private array before it returns: the
+child (which may have run a forged stream) never holds a mapping of memory the caller
+keeps. Larger requests take the pipe, so the region never holds more than ``SHM_MAX``.
+It is off by default: on the loaded 2-core VM neither it nor the pipes widened to 1 MiB
+(the default) took a reliable share off the round trip
+(``benchmarks/results/numcodecs_decode_cost_cpu.json``): what a request costs is waking the
+other process twice, not the bytes. A reader that trusts its stores skips the round trip
+(:mod:`perfscout.codecs.numcodecs`: ``PERFSCOUT_TRUSTED_DECODE``, ``trusted_decode``).
 
 The child's address space is capped per request (``RLIMIT_AS``: what it had plus
 ``AS_HEADROOM`` times the declared size, plus ``AS_BASE``), so a stream whose body makes
@@ -55,9 +57,11 @@ _HEAD = struct.Struct("<cQ")
 _SHM_HEAD = struct.Struct("<cQQ")
 #: Largest request (container or values) sent through the shared region; larger ones take the pipe.
 SHM_MAX = 16 * 2**20
-#: Whether requests up to SHM_MAX use the shared region (Linux memfd); False: always the pipe
-#: (the benchmark measures both; PERFSCOUT_DECODER_TRANSPORT=pipe turns it off).
-SHM_TRANSPORT = hasattr(os, "memfd_create") and os.environ.get("PERFSCOUT_DECODER_TRANSPORT", "") != "pipe"
+#: Whether requests up to SHM_MAX use the shared region (Linux memfd) rather than the pipe:
+#: ``PERFSCOUT_DECODER_TRANSPORT=shm``. Off by default: on the loaded 2-core VM it did not beat
+#: the widened pipe (benchmarks/results/numcodecs_decode_cost_cpu.json: the round trip's cost is
+#: the two processes' wake-ups, not the bytes), and it keeps up to SHM_MAX resident in both.
+SHM_TRANSPORT = hasattr(os, "memfd_create") and os.environ.get("PERFSCOUT_DECODER_TRANSPORT", "") == "shm"
 #: The pipes' buffer, raised from Linux's 64 KiB where allowed (fewer wake-ups per request).
 PIPE_BYTES = 2**20
 #: Per-request address-space allowance of the child, beyond what it had mapped before.
