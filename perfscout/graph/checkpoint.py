@@ -119,6 +119,51 @@ def check_checkpoint_store(ctx: Context) -> None:
     _check_sqlite_store(ctx, _sqlite_path(ctx))
 
 
+_LATEST_SQL = ("SELECT thread_id, MAX(checkpoint_id) AS checkpoint_id FROM checkpoints WHERE checkpoint_ns = '' "
+               "GROUP BY thread_id")
+
+
+def latest_per_thread(saver: BaseCheckpointSaver) -> list[tuple[str, str, str]]:
+    """(thread id, checkpoint id, time) of every thread's newest checkpoint, newest first.
+
+    One checkpoint is read per thread: the ids come from one grouped query over the
+    store's index columns (SQLite and PostgreSQL: the newest is the greatest id, as the
+    savers' own ``get_tuple`` orders them), then each thread's newest checkpoint alone is
+    loaded for its time. ``saver.list(None)`` would deserialise every checkpoint of every
+    thread, a long run's thousands of states at once. Another saver is listed in full."""
+    ids = _latest_ids(saver)
+    out = []
+    for thread_id, checkpoint_id in ids:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                "checkpoint_id": checkpoint_id}})
+        if tup is not None:
+            out.append((thread_id, checkpoint_id, str(tup.checkpoint.get("ts", ""))))
+    return sorted(out, key=lambda t: t[2], reverse=True)
+
+
+def _latest_ids(saver: BaseCheckpointSaver) -> list[tuple[str, str]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute(_LATEST_SQL)
+            return [(str(r[0]), str(r[1])) for r in cur.fetchall()]
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:
+        PostgresSaver = None  # noqa: N806 - the optional extra is not installed
+    if PostgresSaver is not None and isinstance(saver, PostgresSaver):
+        with saver._cursor() as cur:  # its dict rows
+            cur.execute(_LATEST_SQL)
+            return [(str(r["thread_id"]), str(r["checkpoint_id"])) for r in cur.fetchall()]
+    latest: dict[str, str] = {}
+    for tup in saver.list(None):
+        conf = tup.config["configurable"]
+        if conf.get("checkpoint_ns", "") == "":
+            latest[conf["thread_id"]] = max(latest.get(conf["thread_id"], ""), conf["checkpoint_id"])
+    return list(latest.items())
+
+
 def refuse_reused_thread(saver: BaseCheckpointSaver, ctx: Context, thread_id: str) -> None:
     """InputError when ``thread_id`` already holds a run: checkpoints in the store, or a run
     directory on disk (whose report a fresh run would replace)."""
