@@ -19,6 +19,7 @@ from perfscout.errors import InputError
 from perfscout.graph.checkpoint import latest_per_thread, open_checkpointer
 from perfscout.graph.context import Context
 from perfscout.graph.graph import compile_graph
+from tests.integration.test_agent_postgres import pg_url  # noqa: F401 - the fixture
 
 SPEC = {"datasets": ["synthetic:grf:8,8"], "codecs": ["zfp"], "mode": "abs", "bounds": [1e-2], "repeats": 1}
 EXTRA = 300  # checkpoints added to the long run
@@ -94,3 +95,36 @@ def test_history_pages_through_a_long_run(many: Context, loads: list[int]) -> No
     for bad in (0, -1, 2.5):
         with pytest.raises(InputError, match="positive whole number"):
             agent.history("long", limit=bad, context=many)  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_list_runs_over_postgres_reads_only_each_threads_newest(pg_url: str, tmp_path: Path,  # noqa: F811
+                                                                loads: list[int]) -> None:
+    """The same on PostgresSaver (a real server: the grouped query over its own table)."""
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="pip install 'perfscout[postgres]'")
+    ctx = Context(home=str(tmp_path / "home"), planner="deterministic", noise_threshold=1e9,
+                  checkpoint_url=pg_url)
+    for tid in ("pgl-short", "pgl-long"):
+        assert agent.run(SPEC, thread_id=tid, context=ctx).status == "done"
+    def grow(n: int) -> int:
+        with open_checkpointer(ctx) as saver:
+            graph = compile_graph(saver)
+            for _ in range(n):
+                graph.update_state({"configurable": {"thread_id": "pgl-long"}}, {"queue": []}, as_node="report")
+            return len(list(saver.list(None)))
+
+    def listed() -> tuple[list, int]:
+        loads[0] = 0
+        runs = [r for r in agent.list_runs(context=ctx) if r.thread_id.startswith("pgl-")]
+        return runs, loads[0]
+
+    n_all = grow(20)
+    runs, before = listed()
+    assert [r.thread_id for r in runs] == ["pgl-long", "pgl-short"]
+    n_more = grow(150)
+    runs, after = listed()
+    # PostgresSaver keeps each channel in a blob of its own: a checkpoint is a dozen loads, but
+    # the count does not grow with the run (150 more checkpoints, the same reads)
+    assert n_more >= n_all + 150 and after == before, (before, after, n_all, n_more)
+    assert runs[0].thread_id == "pgl-long"
+    assert runs[0].updated_at == agent.history("pgl-long", limit=1, context=ctx)[0].created_at
