@@ -107,7 +107,7 @@ def regress_command(
         from perfscout.cli.export_cmd import refuse_damaged_stores
 
         for source in sources:  # before anything reads one (or stores it as a baseline)
-            refuse_damaged_stores(source, "results", "compared")
+            refuse_damaged_stores(source, "results", "stored" if save_baseline is not None else "compared")
         if save_baseline is not None:
             if len(sources) != 1:
                 fail("--save-baseline NAME takes exactly one RUN to store")
