@@ -159,7 +159,6 @@ def test_an_unfinished_agent_run_over_a_damaged_checkpoint_store(damage: str, ag
     seen (exit 1); regress still compares the observations on disk; the store is untouched."""
     home = agent_run.parent.parent
     store = home / "checkpoints.sqlite"
-    (agent_run / "results.json").unlink()
     with sqlite3.connect(store) as db:  # the committed store alone
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
@@ -179,6 +178,9 @@ def test_an_unfinished_agent_run_over_a_damaged_checkpoint_store(damage: str, ag
         for extra in ("-wal", "-shm"):
             Path(f"{store}{extra}").unlink(missing_ok=True)
     before = store.read_bytes()
+    finished = runner.invoke(app, ["export", str(agent_run), "--json"])  # a finished run needs no checkpoint
+    assert finished.exit_code == 0 and json.loads(finished.stdout)["setting"]["codec"] == "zfp", _said(finished)
+    (agent_run / "results.json").unlink()
     result = runner.invoke(app, ["export", str(agent_run)])
     said = _said(result)
     assert result.exit_code == 1, said
