@@ -218,10 +218,19 @@ def resume_stream(thread_id: str, answer: Any = _NO_ANSWER, *,
     yield from _drive(graph_input, thread_id, ctx)
 
 
-def history(thread_id: str, *, context: Context | dict[str, Any] | None = None) -> list[Any]:
-    """Every checkpoint of a thread, newest first (``StateSnapshot`` objects)."""
+def history(thread_id: str, *, limit: int | None = None, before: str | None = None,
+            context: Context | dict[str, Any] | None = None) -> list[Any]:
+    """A thread's checkpoints, newest first (``StateSnapshot`` objects): every one, or a page
+    of at most ``limit`` of them, older than checkpoint id ``before`` when given (pass the
+    last id of one page to get the next). A long run holds thousands: page it, each page
+    reads only its own checkpoints from the store."""
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise InputError(f"history limit must be a positive whole number, got {limit!r}")
     with open_checkpointer(context_from(context)) as saver:
-        return list(compile_graph(saver).get_state_history(_config(thread_id)))
+        graph = compile_graph(saver)
+        page = graph.get_state_history(_config(thread_id), limit=limit,
+                                       before=_config(thread_id, before) if before else None)
+        return list(page)
 
 
 def fork(thread_id: str, checkpoint_id: str, values: dict[str, Any], *, as_node: str | None = None,
@@ -242,17 +251,14 @@ def replay(thread_id: str, checkpoint_id: str, *,
 
 def list_runs(*, context: Context | dict[str, Any] | None = None) -> list[RunInfo]:
     """Every thread in the checkpoint store, most recently updated first."""
+    from perfscout.graph.checkpoint import latest_per_thread
+
     ctx = context_from(context)
     with open_checkpointer(ctx) as saver:
         graph = compile_graph(saver)
-        latest: dict[str, str] = {}
-        for tup in saver.list(None):
-            tid = tup.config["configurable"]["thread_id"]
-            ts = tup.checkpoint.get("ts", "")
-            if ts > latest.get(tid, ""):
-                latest[tid] = ts
         out = []
-        for tid, ts in sorted(latest.items(), key=lambda kv: kv[1], reverse=True):
+        # each thread's newest checkpoint only (a full listing loaded every state of every run)
+        for tid, _, ts in latest_per_thread(saver):
             o = _outcome(graph, tid)
             out.append(RunInfo(thread_id=tid, status=o.status, request=o.values.get("request"),
                                run_dir=o.run_dir, report_path=o.report_path, updated_at=ts))

@@ -6,7 +6,9 @@ and bound given. Prints each target's configuration (numcodecs JSON, the Zarr v3
 pipeline, h5py + hdf5plugin filter arguments, xarray encoding) and paste-ready Python.
 ``--check DATA`` writes DATA with each target's own library, reads it back from disk and
 verifies the bound element by element and the ratio storage achieved. Exit 0 ok; 1 a
-check found a broken bound or no compression; 2 bad input.
+check found a broken bound or no compression, or a store DIR is read from is damaged
+(named as ``perfscout report`` names it, with what is still on disk; nothing is written
+to it); 2 bad input.
 """
 
 from __future__ import annotations
@@ -93,6 +95,49 @@ def _print(setting: Any, configs: dict[str, Any] | None, snips: dict[str, str], 
                 stdout.print(f"[bold]{c.target}[/]: {escape(c.message)}", highlight=False)
 
 
+def refuse_damaged_stores(source: str | Path, reads: str, done: str = "exported") -> None:
+    """Exit 1 naming the damage when a store ``source`` would be read from is damaged, as
+    ``perfscout report`` names it (:func:`perfscout.sweep.api.check_store`: unreadable, empty,
+    truncated, a table lost, or not holding the task results stored in ``raw/``), with the
+    run directories still on disk and ``perfscout report --rebuild``; and when an agent run
+    directory lacks ``reads`` (it did not finish) while the checkpoint store it would be
+    resumed from is damaged. Only reads: a damaged store is never opened for writing."""
+    from perfscout.graph.checkpoint import CheckpointStoreDamaged, check_checkpoint_store
+    from perfscout.graph.context import Context
+    from perfscout.sweep.api import StoreDamaged, check_store
+    from perfscout.tools.results_store import STORE_NAME
+
+    path = Path(source).expanduser()
+    if path.is_file() and path.name == STORE_NAME:
+        path = path.parent
+    if not path.is_dir():
+        return
+    sweeps = [path] if (path / STORE_NAME).is_file() else sorted(p.parent for p in path.glob(f"sweeps/*/{STORE_NAME}"))
+    for run_dir in sweeps:
+        try:
+            check_store(run_dir)
+        except StoreDamaged as exc:
+            said = str(exc).replace("nothing was reported", f"nothing was {done}").rstrip(".")
+            fail(escape(f"{said}.{_still_on_disk(run_dir, sweeps)}"), code=1)
+    if (path / "request.json").is_file() and not (path / reads).exists():
+        try:
+            check_checkpoint_store(Context())
+        except CheckpointStoreDamaged as exc:
+            fail(escape(f"{path} is an agent run that did not finish (no {reads}), and it cannot be resumed: {exc}; "
+                        f"its observations so far are in {path / 'results'}"), code=1)
+
+
+def _still_on_disk(run_dir: Path, sweeps: list[Path]) -> str:
+    """The task results in ``raw/`` and the other sweeps of the run, named."""
+    tasks = sorted(p.parent.name for p in (run_dir / "raw").glob("*/result.json"))
+    said = (f" Task results still on disk in {run_dir / 'raw'}: {', '.join(tasks[:6])}"
+            f"{f' ... ({len(tasks)})' if len(tasks) > 6 else ''}." if tasks else "")
+    others = [str(d) for d in sweeps if d != run_dir]
+    if others:
+        said += f" The run's other sweep directories: {', '.join(others[:6])}{' ...' if len(others) > 6 else ''}."
+    return said
+
+
 def _g(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
@@ -125,6 +170,7 @@ def export_command(
         if unknown:
             raise InputError(f"--target must be one of {', '.join(ex.TARGETS)}, got {', '.join(unknown)}")
         if source is not None:
+            refuse_damaged_stores(source, "results.json")
             setting = ex.choose_setting(source, codec=codec, mode=mode, bound=bound, dataset=dataset)
             if nonfinite != "refuse":
                 setting = setting.model_copy(update={"nonfinite": nonfinite})

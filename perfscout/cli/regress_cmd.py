@@ -6,7 +6,8 @@
     perfscout regress --list-baselines
 
 Exit codes: 0 no regression; 1 a task regressed (or, with --fail-on-noisy, could not be
-decided), so it gates a CI pipeline; 2 bad input.
+decided), so it gates a CI pipeline, or a store a run is read from is damaged (named as
+``perfscout report`` names it; nothing is written to it); 2 bad input.
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ def regress_command(
             else:
                 stdout.print("\n".join(names) if names else f"no stored baseline in {G.baselines_dir()}")
             return
+        from perfscout.cli.export_cmd import refuse_damaged_stores
+
+        for source in sources:  # before anything reads one (or stores it as a baseline)
+            refuse_damaged_stores(source, "results", "stored" if save_baseline is not None else "compared")
         if save_baseline is not None:
             if len(sources) != 1:
                 fail("--save-baseline NAME takes exactly one RUN to store")

@@ -74,14 +74,94 @@ def _check_sqlite_store(ctx: Context, path: Path) -> None:
         if run_dirs_on_disk(ctx):
             raise _damaged(ctx, "it is empty (0 bytes) while run directories exist")
         return
+    short = _truncated(path)
+    if short:
+        raise _damaged(ctx, short)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         try:
-            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()  # reads the header page
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise _damaged(ctx, f"{exc}") from None
+    if "checkpoints" not in tables and run_dirs_on_disk(ctx):
+        # the saver would create a fresh table and every run on disk would be unknown to it
+        raise _damaged(ctx, "it holds no checkpoints table while run directories exist")
+
+
+def _truncated(path: Path) -> str:
+    """Why the file is shorter than the database its header describes, or "" (SQLite's
+    in-header size counts only while the change counter matches version-valid-for)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return ""
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return ""  # not SQLite at all: sqlite3 says so in its own words
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if pages and head[24:28] == head[92:96] and size < pages * page:
+        return f"it is truncated: {size} bytes, its header says {pages} pages of {page} bytes"
+    return ""
+
+
+def check_checkpoint_store(ctx: Context) -> None:
+    """CheckpointStoreDamaged when ``ctx``'s SQLite checkpoint store is damaged (reading only,
+    creating nothing: ``export``/``regress`` ask before they say a run cannot be resumed).
+    A PostgreSQL store is not probed here (a connection is not a check of its contents)."""
+    url = ctx.checkpoint_url
+    if url.startswith(("postgresql://", "postgres://")) or (url and not url.startswith("sqlite:///")):
+        return
+    _check_sqlite_store(ctx, _sqlite_path(ctx))
+
+
+_LATEST_SQL = ("SELECT thread_id, MAX(checkpoint_id) AS checkpoint_id FROM checkpoints WHERE checkpoint_ns = '' "
+               "GROUP BY thread_id")
+
+
+def latest_per_thread(saver: BaseCheckpointSaver) -> list[tuple[str, str, str]]:
+    """(thread id, checkpoint id, time) of every thread's newest checkpoint, newest first.
+
+    One checkpoint is read per thread: the ids come from one grouped query over the
+    store's index columns (SQLite and PostgreSQL: the newest is the greatest id, as the
+    savers' own ``get_tuple`` orders them), then each thread's newest checkpoint alone is
+    loaded for its time. ``saver.list(None)`` would deserialise every checkpoint of every
+    thread, a long run's thousands of states at once. Another saver is listed in full."""
+    ids = _latest_ids(saver)
+    out = []
+    for thread_id, checkpoint_id in ids:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                "checkpoint_id": checkpoint_id}})
+        if tup is not None:
+            out.append((thread_id, checkpoint_id, str(tup.checkpoint.get("ts", ""))))
+    return sorted(out, key=lambda t: t[2], reverse=True)
+
+
+def _latest_ids(saver: BaseCheckpointSaver) -> list[tuple[str, str]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute(_LATEST_SQL)
+            return [(str(r[0]), str(r[1])) for r in cur.fetchall()]
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:
+        PostgresSaver = None  # noqa: N806 - the optional extra is not installed
+    if PostgresSaver is not None and isinstance(saver, PostgresSaver):
+        with saver._cursor() as cur:  # its dict rows
+            cur.execute(_LATEST_SQL)
+            return [(str(r["thread_id"]), str(r["checkpoint_id"])) for r in cur.fetchall()]
+    latest: dict[str, str] = {}
+    for tup in saver.list(None):
+        conf = tup.config["configurable"]
+        if conf.get("checkpoint_ns", "") == "":
+            latest[conf["thread_id"]] = max(latest.get(conf["thread_id"], ""), conf["checkpoint_id"])
+    return list(latest.items())
 
 
 def refuse_reused_thread(saver: BaseCheckpointSaver, ctx: Context, thread_id: str) -> None:

@@ -54,8 +54,17 @@ class StoreError(InputError):
 class ResultStore:
     """Results of one run directory. Use as a context manager or call :meth:`close`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        if read_only:  # nothing created or migrated, not a byte written (a damaged store stays as it was)
+            try:
+                self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+                version = self.get_meta("schema_version")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot open results store {self.path}: {exc}") from None
+            if version != str(SCHEMA_VERSION):
+                raise StoreError(f"{self.path} has store schema {version}; this perfscout reads {SCHEMA_VERSION}")
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per result.
@@ -266,9 +275,14 @@ class _Transaction:
 
 
 def open_results(run_dir: str | Path) -> pd.DataFrame:
-    """The results table of a run directory (read-only use)."""
+    """The results table of a run directory, read only (export and regress read it: they
+    must never create tables in, or migrate, a store that is damaged)."""
     path = Path(run_dir) / STORE_NAME
     if not path.is_file():
         raise StoreError(f"{run_dir} is not a sweep run directory (no {STORE_NAME})")
-    with ResultStore(path) as store:
-        return store.results()
+    with ResultStore(path, read_only=True) as store:
+        try:
+            return store.results()
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # a table lost, a page damaged
+            why = str(exc.__cause__ or exc)  # pandas wraps sqlite's words in its own
+            raise StoreError(f"cannot open results store {path}: {why}") from None

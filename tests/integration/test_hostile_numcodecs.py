@@ -211,10 +211,12 @@ RSS_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("trusted", ["", "1"], ids=["helper", "trusted"])
 @pytest.mark.parametrize("section", ["nonfinite_mask", "nonfinite_values"])
-def test_a_zlib_bomb_in_a_chunk_is_refused_without_inflating_it(section: str, tmp_path: Path) -> None:
+def test_a_zlib_bomb_in_a_chunk_is_refused_without_inflating_it(section: str, trusted: str, tmp_path: Path) -> None:
     """A 32 MiB chunk (declared) whose non-finite section inflates to 1 GiB: refused, and the
-    reader's peak RSS grows by less than twice the declared size."""
+    reader's peak RSS grows by less than twice the declared size; in the helper's mode and
+    with PERFSCOUT_TRUSTED_DECODE=1 (the native decode in the reader: the cap is the same)."""
     x = np.cumsum(np.random.default_rng(1).standard_normal((2048, 4096)), axis=1).astype(np.float32)
     x[::97, ::89] = np.nan
     good = ZFP("abs", 1e-2, nonfinite="passthrough").encode(x)
@@ -227,7 +229,8 @@ def test_a_zlib_bomb_in_a_chunk_is_refused_without_inflating_it(section: str, tm
     parts[names.index(section)] = bomb
     path = tmp_path / "bomb.bin"
     path.write_bytes(_resealed(header, parts))
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "PERFSCOUT_TRUSTED_DECODE": trusted}
     proc = subprocess.run([sys.executable, "-c", RSS_CHILD, str(path), str(tmp_path / "good.bin")],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -236,7 +239,7 @@ def test_a_zlib_bomb_in_a_chunk_is_refused_without_inflating_it(section: str, tm
     assert good_grew < 2 * x.nbytes, f"decoding grew peak RSS by {good_grew / 2**20:.1f} MiB"
     assert lines[1].startswith("refused") and "inflates to more" in lines[1], lines
     grew = int(lines[-1].split()[1])
-    print(f"{section}: peak RSS grew {good_grew / 2**20:.2f} MiB decoding the sound {x.nbytes / 2**20:.0f} MiB "
+    print(f"{section} ({'trusted' if trusted else 'helper'}): peak RSS grew {good_grew / 2**20:.2f} MiB decoding the sound {x.nbytes / 2**20:.0f} MiB "
           f"chunk, {grew / 2**20:.2f} MiB refusing the bomb")
     assert grew < 2 * x.nbytes, f"peak RSS grew by {grew / 2**20:.1f} MiB for a {x.nbytes / 2**20:.1f} MiB chunk"
 
