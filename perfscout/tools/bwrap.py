@@ -257,6 +257,7 @@ def build_argv(
     vet: Callable[[Path], Vetting] | None = None,
     tmpfs_bytes: int | None = None,
     seccomp_fd: int | None = None,
+    as_pid_1: bool = False,
 ) -> tuple[list[str], Confinement]:
     """``bwrap ... -- [launcher] command`` and the description of what the program will see.
 
@@ -268,7 +269,8 @@ def build_argv(
     command names) are. ``run_dir`` is the only writable host path. ``launcher`` runs inside
     as the program's parent (see ``sandbox_launcher``). ``programs`` are the executables that
     will run (the profiler's and the program's): each one's installation is made readable
-    (see :func:`install_root`). ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
+    (see :func:`install_root`). ``as_pid_1``: the launcher is PID 1 of the sandbox (no
+    bwrap init beside the program holding bwrap's descriptors). ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
     ``$HOME``; ``seccomp_fd`` carries a compiled filter (see :mod:`perfscout.tools.seccomp`).
     """
     env = env or {}
@@ -280,6 +282,8 @@ def build_argv(
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if network:
         args.append("--share-net")
+    if as_pid_1:
+        args.append("--as-pid-1")
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
@@ -396,7 +400,7 @@ def build_argv(
                "in the folders shown are masked at any depth",
                *notes,
                *([] if network else ["no network: a private network namespace with only loopback"]),
-               *_perf_note()],
+               *([] if as_pid_1 else _perf_note())],
     )
     return args, desc
 

@@ -463,3 +463,92 @@ def test_a_too_large_working_directory_still_runs_the_script_the_command_names(
     res = run_sandboxed([PY, "bench.py"], run, readable=[work], cwd=work, timeout_s=30)
     assert res.status == "ok", (res.reason, res.stderr)
     assert f"bench ran in {work} ['bench.py']" in res.stdout, res.stdout
+
+
+# ---- round 3, item 1: the profiler's memory ---------------------------------------------------
+
+_PATCH_PROFILER = textwrap.dedent("""
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    me, pp = os.getpid(), os.getppid()
+    pids = sorted({pp, *(int(p) for p in os.listdir("/proc") if p.isdigit())} - {me, 0})
+    print("ppid", pp, "visible", pids)
+
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    for pid in pids:
+        try:
+            comm = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            comm = "?"
+        addr = None
+        try:  # a writable mapping of the target: read one byte and write the same byte back
+            for line in open(f"/proc/{pid}/maps"):
+                a, perms = line.split()[:2]
+                if perms.startswith("rw"):
+                    addr = int(a.split("-")[0], 16)
+                    break
+        except OSError as e:
+            print("maps denied", pid, comm, e.errno)
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+            try:
+                if addr is not None:
+                    b = os.pread(fd, 1, addr)
+                    print("MEM WRITTEN", pid, comm, os.pwrite(fd, b, addr))
+                else:
+                    print("MEM OPENED", pid, comm)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            print("mem denied", pid, comm, e.errno)
+        buf = ctypes.create_string_buffer(1)
+        local, remote = iovec(ctypes.addressof(buf), 1), iovec(addr or 0x1000, 1)
+        n = libc.syscall(311, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)  # process_vm_writev
+        print("VM WRITTEN" if n >= 0 else "vm_writev denied", pid, comm, ctypes.get_errno())
+        r = libc.ptrace(0x4206, pid, 0, 0)  # PTRACE_SEIZE
+        print("PTRACED" if r == 0 else "ptrace denied", pid, comm, ctypes.get_errno())
+        for fdpath in (os.listdir(f"/proc/{pid}/fd") if os.path.isdir(f"/proc/{pid}/fd") else []):
+            try:
+                w = os.open(f"/proc/{pid}/fd/{fdpath}", os.O_WRONLY | os.O_NONBLOCK)
+                os.close(w)
+                print("FD REOPENED", pid, comm, fdpath)
+            except OSError:
+                pass
+    # the work to be measured: a known loop
+    x = 0
+    for i in range(int(sys.argv[1])):
+        x += i
+    print("loop done", x)
+    """)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_profiled_program_cannot_reach_the_profilers_memory(tmp_path: Path) -> None:
+    """/proc/<perf>/mem, /proc/<every visible pid>/mem, process_vm_writev and ptrace against the
+    profiler all fail, and the counts perf reports are still the program's own work."""
+    from perfscout.state.perf_events import event_base
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    loops = 2_000_000
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=60))
+    prof, res = run_perf_stat(sb, [PY, "-c", _PATCH_PROFILER, str(loops)])
+    assert res.status == "ok", (res.status, res.reason, res.stderr[-600:])
+    out = res.stdout
+    assert f"loop done {loops * (loops - 1) // 2}" in out, out
+    for hit in ("MEM WRITTEN", "MEM OPENED", "VM WRITTEN", "PTRACED", "FD REOPENED"):
+        assert hit not in out, out
+    # no process of the run but the program itself is within its reach
+    assert "perf" not in out.split("visible", 1)[1].split("\n", 1)[0] or "denied" in out, out
+    # the counters are still measured, and are the program's: task-clock is about the CPU time
+    # the program's own parent saw it use; instructions (where the PMU counts) at least the loop's
+    by_base = {event_base(e): m.value for e, m in prof.events.items()}
+    assert "task-clock" in by_base, prof
+    task_s = by_base["task-clock"]
+    cpu_s = res.rusage["user_s"] + res.rusage["system_s"]
+    assert 0.5 * cpu_s - 0.02 <= task_s <= 1.5 * cpu_s + 0.05, (task_s, res.rusage)
+    if "instructions" in by_base:
+        assert by_base["instructions"] >= 10 * loops, by_base
+    assert any("outside" in n and "profiler" in n for n in res.confinement.notes), res.confinement.notes
