@@ -45,7 +45,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from perfscout.tools.secret_mask import Vetting, vet_tree
+from perfscout.tools.secret_mask import CONTENT_BYTES, Vetting, vet_tree
 
 #: How to get bubblewrap, said wherever it is missing.
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora/RHEL: "
@@ -312,6 +312,9 @@ def build_argv(
             data_roots.append(p)
     bound_data: list[Path] = []
     masks: list[Path] = []
+    found_content: dict[Path, str] = {}
+    found_link: dict[Path, str] = {}
+    scanned = 0
     unvetted: list[Path] = []
     for root in data_roots:
         v = vet(root)
@@ -323,6 +326,9 @@ def build_argv(
             continue
         bound_data.append(root)
         masks += v.masks
+        found_content.update(v.by_content)
+        found_link.update(v.by_link)
+        scanned += v.scanned
     # Named paths inside an unvetted root: each bound alone (a directory vetted first).
     singles: list[tuple[Path, Path]] = []
     for spelled, real in named:
@@ -333,6 +339,12 @@ def build_argv(
             if v.too_large:
                 notes.append(f"{spelled} is too large to vet for secrets ({v.too_large}): not shown")
                 continue
+            masks += v.masks
+            found_content.update(v.by_content)
+            found_link.update(v.by_link)
+        elif (v := vet(real)).masks:  # a named file that is itself a secret (by content, a hard link)
+            found_content.update(v.by_content)
+            found_link.update(v.by_link)
             masks += v.masks
         for dest in {real, spelled}:
             singles.append((real, dest))
@@ -398,6 +410,11 @@ def build_argv(
                "every process of the run dies when it exits",
                "secrets by name (.git, .env, .netrc, .ssh, key files, credentials...), sockets and FIFOs "
                "in the folders shown are masked at any depth",
+               f"secrets by content are masked too (the first {CONTENT_BYTES} bytes of each of {scanned} files "
+               f"read: private keys, cloud keys, URLs with a token): {len(found_content)} masked by content"
+               + "".join(f"; {p} ({why})" for p, why in sorted(found_content.items())[:20]),
+               f"a hard link of a home credential file is masked whatever its name: {len(found_link)} hard link(s)"
+               + "".join(f"; {p} (= {same})" for p, same in sorted(found_link.items())[:20]),
                *notes,
                *([] if network else ["no network: a private network namespace with only loopback"]),
                *([] if as_pid_1 else _perf_note())],

@@ -552,3 +552,73 @@ def test_a_profiled_program_cannot_reach_the_profilers_memory(tmp_path: Path) ->
     if "instructions" in by_base:
         assert by_base["instructions"] >= 10 * loops, by_base
     assert any("outside" in n and "profiler" in n for n in res.confinement.notes), res.confinement.notes
+
+
+# ---- round 3, item 3: secrets by content and by hard link -------------------------------------
+
+# Built from pieces so that this file itself holds no secret-looking line (the project tree is
+# vetted too, and the walk would mask this test file in the sandbox).
+_DASH5 = "-" * 5
+_PEM = f"{_DASH5}BEGIN RSA PRIVATE KEY{_DASH5}\nMIIEowIBAAKCAQEA{TOKEN}\n{_DASH5}END RSA PRIVATE KEY{_DASH5}\n"
+_OPENSSH = f"{_DASH5}BEGIN OPENSSH PRIVATE KEY{_DASH5}\nb3BlbnNzaC1rZXktdjEAAAAA{TOKEN}\n"
+_AWS = "[default]\naws_access_key_id = AKIAABCDEFGHIJKLMNOP\n" + "aws_secret_" + f"access_key = wJalrXUtnFEMI/K7MDENG/{TOKEN}\n"
+_GCP = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "abc",
+                   "private" + "_key": f"MIIEvQIBADANBg{TOKEN}", "client_email": "x@p.iam.gserviceaccount.com"})
+_REMOTE = f'[remote "origin"]\n\turl = https://x-access-token:{TOKEN}@github.com/org/repo.git\n'
+
+#: (path under the project, content): none of the names says "secret"
+BY_CONTENT = [("notes/deploy_key_backup.txt", _OPENSSH), ("data/rsa.txt", _PEM),
+              ("config/settings.ini", _AWS), ("gcp/project.json", _GCP),
+              ("vendor/lib/old-git-config", _REMOTE), ("a/b/c/d/e/readme2", "intro\n" * 10 + _PEM)]
+#: prose about keys, and a key-like line past the first 4 KiB (the scan reads no further)
+NOT_SECRETS = [("docs/howto.md", "Put your private key in ~/.ssh; never paste a BEGIN PRIVATE KEY block.\n"),
+               ("src/aws.py", "import boto3  # reads aws_secret_access_key from the environment\n"),
+               ("src/urls.txt", "clone https://github.com/org/repo.git or git@github.com:org/repo.git\n")]
+
+
+def test_secrets_are_found_by_content_and_by_hard_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, work, run = tmp_path / "home" / "bob", tmp_path / "project", tmp_path / "run"
+    for rel, text in [(".ssh/id_ed25519", f"{TOKEN} ssh\n"), (".netrc", f"machine h login u password {TOKEN}\n"),
+                      (".aws/credentials", f"{TOKEN} aws\n"), (".git-credentials", f"https://u:{TOKEN}@h\n"),
+                      (".docker/config.json", f'{{"auths": {{"h": {{"auth": "{TOKEN}"}}}}}}\n')]:
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    for rel, text in BY_CONTENT + NOT_SECRETS:
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    # hard links of the home's secrets under innocent names
+    links = {"data/ssh_copy.dat": ".ssh/id_ed25519", "results/n.txt": ".netrc", "x/aws.cfg": ".aws/credentials",
+             "x/gc": ".git-credentials", "x/dock.json": ".docker/config.json"}
+    for rel, secret in links.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(home / secret, work / rel)
+    (work / "src" / "main.py").write_text("print('main')\n")
+    res = run_sandboxed([PY, "-c", _READ_ALL, str(work)], run, readable=[work], cwd=work, timeout_s=60)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert TOKEN not in res.stdout, [ln for ln in res.stdout.splitlines() if TOKEN in ln]
+    masked = set(res.confinement.masked)
+    for rel in [r for r, _ in BY_CONTENT] + list(links):
+        assert str(work / rel) in masked, (rel, sorted(masked))
+    for rel, text in NOT_SECRETS:  # what merely talks about keys stays readable
+        assert f"{work / rel}: {text[:40]}" in res.stdout, rel
+    assert "main.py: print('main')" in res.stdout
+    said = " ".join(res.confinement.notes)
+    assert "by content" in said and "hard link" in said, said
+
+
+def test_the_content_scan_reads_at_most_4_kib_a_file_and_its_budget_is_stated(tmp_path: Path) -> None:
+    from perfscout.tools.secret_mask import CONTENT_BYTES, vet_tree
+
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "late.txt").write_text("x" * (CONTENT_BYTES + 10) + _PEM)  # past the scanned head
+    (work / "early.txt").write_text("x" * 100 + _PEM)
+    v = vet_tree(work)
+    assert work / "early.txt" in v.files and work / "late.txt" not in v.files, v.files
+    assert v.bytes_read <= 2 * CONTENT_BYTES and v.scanned == 2, (v.bytes_read, v.scanned)
+    # a budget too small to scan everything: the folder counts as too large (not bound whole)
+    for i in range(30):
+        (work / f"f{i}.txt").write_text("plain\n")
+    small = vet_tree(work, max_entries=10)
+    assert small.too_large, small
