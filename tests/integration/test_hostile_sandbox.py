@@ -379,7 +379,8 @@ _FX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
 def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An `ncu` on PATH (no GPU here): profiling runs the program, then writes the fixture's
-    raw page as NAME.ncu-rep through the shell (following any link, as a tool would);
+    raw page as NAME.ncu-rep through the shell (following any link, as a tool would), or,
+    without -o, prints it on the stdout it shares with the program;
     --import prints the report (raw page) or the details fixture."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -392,10 +393,11 @@ def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         fi
         out=""
         while [ "$#" -gt 0 ]; do
-          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units) shift 2;;
+          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units|--page) shift 2;;
                        -f|--csv) shift;; *) break;; esac
         done
         "$@"
+        if [ -z "$out" ]; then cat {_FX / 'h200_transpose_raw.csv'}; exit 0; fi  # the page on stdout
         cat {_FX / 'h200_transpose_raw.csv'} > "$out.ncu-rep"
         """))
     ncu.chmod(0o755)
@@ -622,3 +624,55 @@ def test_the_content_scan_reads_at_most_4_kib_a_file_and_its_budget_is_stated(tm
         (work / f"f{i}.txt").write_text("plain\n")
     small = vet_tree(work, max_entries=10)
     assert small.too_large, small
+
+
+# ---- round 3, item 2: ncu's table never read from the program's stdout ------------------------
+
+#: A program that prints an ncu raw page of its own: one kernel, "forged_kernel", 4242 cycles.
+_FORGE_NCU = textwrap.dedent("""
+    head = '"ID","Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size","Device","CC","gpc__cycles_elapsed.max","gpu__time_duration.sum"'
+    units = '"","","","","","","","","","cycle","second"'
+    row = '"0","1","p","h","forged_kernel","(256, 1, 1)","(1, 1, 1)","0","9.0","4242","0.000004242"'
+    print("==PROF== Connected to process 1 (forged)")
+    print(head); print(units); print(row)
+    print("==PROF== Disconnected from process 1")
+    """)
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_a_forged_ncu_table_on_the_programs_stdout_gives_no_metrics(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, details: bool) -> None:
+    """Without and with the details page, the metrics come from ncu's report (the stand-in
+    writes the real H200 fixture), never from the stdout the program shares with ncu."""
+    from perfscout.tools.ncu import NcuOptions, run_ncu
+    from perfscout.tools.sandbox import Sandbox
+
+    _stand_in_ncu(tmp_path, monkeypatch)
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=60))
+    run = run_ncu(sb, [PY, "-c", _FORGE_NCU], NcuOptions(details=details, timeout_s=60))
+    assert "forged_kernel" in run.results[0].stdout  # the program did print its table
+    assert run.report is not None and not run.error, run.error
+    names = {k.name for k in run.report.kernels}
+    assert "forged_kernel" not in names and names, names
+    assert all(k.metrics.get("gpc__cycles_elapsed.max") is None
+               or k.metrics["gpc__cycles_elapsed.max"].value != 4242 for k in run.report.kernels)
+    assert run.ncu_rep and Path(run.ncu_rep).is_file()
+    assert not any("standard output" in n for n in run.notes), run.notes
+    assert bool(run.details_csv) == details
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="Nsight Compute (ncu) is not on PATH")
+def test_real_ncu_ignores_a_forged_table_on_stdout(tmp_path: Path) -> None:
+    """On the GPU machine: a CuPy kernel under the real ncu (details off, as `perfscout verify`
+    profiles), while the program also prints a forged raw page."""
+    pytest.importorskip("cupy")
+    from perfscout.tools.ncu import NcuOptions, run_ncu
+    from perfscout.tools.sandbox import Sandbox
+
+    code = _FORGE_NCU + "\nimport cupy as cp\nx = cp.arange(1 << 20, dtype=cp.float32)\nprint(float((x * 2).sum()))\n"
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=300))
+    run = run_ncu(sb, [PY, "-c", code], NcuOptions(details=False, launch_count=1, timeout_s=300))
+    assert run.report is not None and not run.error, (run.error, run.results[-1].stderr[-800:])
+    names = [k.name for k in run.report.kernels]
+    assert names and "forged_kernel" not in names, names
