@@ -23,10 +23,13 @@ namespaces made for it (bubblewrap, Debian package ``bubblewrap``):
 * **no capabilities** (``--cap-drop ALL``), ``PR_SET_NO_NEW_PRIVS``, ``--die-with-parent``
   (the sandbox dies with perfscout) and ``--new-session`` (no terminal injection).
 
-perf still works inside: without ``CAP_PERFMON`` it counts user space only when
-``kernel.perf_event_paranoid`` is 2 (the Debian default), and prints ``:u`` event names,
-which :func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU
-nodes bound (its frontend and the target talk over the sandbox's own loopback).
+``perf stat`` around a profiled program runs outside, as bwrap's parent (see
+``Sandbox.run(profiler_channel=True)``): the program cannot name it, and its counters are
+switched on by the launcher (then PID 1 inside, ``--as-pid-1``) just before the program's
+exec. perf inside (the ``-j`` probe) counts user space only when
+``kernel.perf_event_paranoid`` is 2 (the Debian default) and prints ``:u`` event names, which
+:func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU nodes
+bound (its frontend and the target talk over the sandbox's own loopback).
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ password or token in them, well-known token formats; see :data:`CONTENT_PATTERNS
 :data:`HOME_SECRETS`, whatever its name here).
 
 Measured (``benchmarks/sandbox_overhead.py --walk``, a tree of 20,200 entries, 20,000 files of
-512 bytes, on the 2-core dev VM at load 5-6): 0.42-0.47 s by name, stat and hard link alone,
-1.4-1.8 s with the content read (~60 µs more per file: open, one read of at most
-:data:`CONTENT_BYTES`, close, literal checks). The walk stops at :data:`WALK_MAX_ENTRIES`
+512 bytes, on the 2-core dev VM shared with other jobs): 0.58-0.60 s with the content read
+(~29 µs an entry; 50,200 entries: 2.1-2.6 s) at load ~3, 1.4-1.8 s at load 5-6, where names,
+stat and hard links alone took 0.42-0.47 s (the content read is an open, one read of at most
+:data:`CONTENT_BYTES`, a close and a few literal checks per file). The walk stops at :data:`WALK_MAX_ENTRIES`
 entries or :data:`WALK_MAX_SECONDS`, whichever comes first, and reads at most
 :data:`CONTENT_BYTES` of any file (a key past a file's first 4 KiB is not seen: key and
 credential files start with what gives them away). A folder that
