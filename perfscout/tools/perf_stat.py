@@ -292,6 +292,12 @@ def perf_supports_json(sandbox: Sandbox) -> bool:
     return _JSON_SUPPORT[exe]
 
 
+#: Said when perf refuses --delay -1 / --control (perf before 5.11).
+_OLD_PERF = ("perf stat did not run: this perf has no --control / --delay -1, which perfscout needs to count a "
+             "sandboxed program from outside the sandbox without counting the sandbox's start-up (perf 5.11 or "
+             "newer; or --unconfined)")
+
+
 def run_perf_stat(
     sandbox: Sandbox,
     command: Sequence[str],
@@ -338,8 +344,9 @@ def run_perf_stat(
     wrap.append("--")
     log.debug("perf stat: %s -- %s", " ".join(wrap[:-1]), " ".join(cmd))
     res = sandbox.run(cmd, wrap=wrap, limits=limits, profiler_channel=channel)
+    old_perf = channel and re.search(r"unknown (?:option|switch).*(?:control|delay|\bD\b)", res.stderr)
     if res.status == "refused" or (not channel and not out_file.exists()):
-        prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")
+        prof = PerfProfile(command=cmd, fallback=_OLD_PERF if old_perf else f"perf stat did not run: {res.reason}")
         _add_rusage(prof, res)
         return prof, res
     if channel:
@@ -357,8 +364,8 @@ def run_perf_stat(
     except InputError:
         # perf started but wrote no counts (killed at the timeout, or refused by the
         # kernel): the command's run and its getrusage figures are still worth returning.
-        prof = PerfProfile(command=cmd, fallback=f"perf stat wrote no counts ({res.status}: "
-                                                  f"{res.reason or 'see stderr'})")
+        prof = PerfProfile(command=cmd, fallback=_OLD_PERF if old_perf else
+                           f"perf stat wrote no counts ({res.status}: {res.reason or 'see stderr'})")
         _add_rusage(prof, res)
         return prof, res
     if res.profiler_output_truncated:

@@ -515,7 +515,8 @@ class Sandbox:
                 os.close(filter_fd)
         try:
             res = _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
-                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over)
+                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over,
+                           outer=Path(wrapper[0]).name)
             out = private / "profiler.out"
             try:
                 res.profiler_output = read_run_file(out, PROFILER_OUTPUT_CAP)
@@ -958,7 +959,7 @@ class _DiskWatch:
 def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits,
              conf: Confinement, *, shown_argv: list[str],
              pipes: Sequence[tuple[int, int]] = (), watch_dir: Path | None = None,
-             keep_fds: Sequence[int] = (), after_start=None) -> SandboxResult:
+             keep_fds: Sequence[int] = (), after_start=None, outer: str = "") -> SandboxResult:
     start = time.monotonic()
     pipes = list(pipes)
     cg, cg_why = cgroup_limits.create(lim.processes if os.geteuid() == 0 else None, lim.memory_bytes)
@@ -1056,10 +1057,14 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
         if not any("child-pid" in s for s in statuses):
             # bwrap failed before starting the program: a sandbox failure, not the program's
             said = [ln for ln in stderr.splitlines() if ln.startswith("bwrap:")]
+            last = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+            why = ("the OS sandbox could not be set up: " + said[-1]) if said or not outer else \
+                (f"{outer} (run outside the sandbox, around it) failed before starting it (exit code {rc})"
+                 + (f": {last[-1]}" if last else ""))
             return SandboxResult(
                 status="refused", argv=shown_argv, returncode=rc, stdout=stdout, stderr=stderr,
                 wall_s=wall, cwd=str(cwd), rusage=usage, confinement=stated(None),
-                reason="the OS sandbox could not be set up: " + (said[-1] if said else f"bwrap exit code {rc}"))
+                reason=why if said or outer else f"the OS sandbox could not be set up: bwrap exit code {rc}")
         waited_inside = next((s["perfscout-wait"] for s in statuses if "perfscout-wait" in s), None)
         if waited_inside is not None and isinstance(waited_inside.get("rlimits"), dict):
             rlimits = {k: int(v) for k, v in waited_inside["rlimits"].items()}

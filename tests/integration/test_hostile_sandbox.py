@@ -676,3 +676,24 @@ def test_real_ncu_ignores_a_forged_table_on_stdout(tmp_path: Path) -> None:
     assert run.report is not None and not run.error, (run.error, run.results[-1].stderr[-800:])
     names = [k.name for k in run.report.kernels]
     assert names and "forged_kernel" not in names, names
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_perf_without_control_is_named_not_blamed_on_the_sandbox(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """perf before --control / --delay -1 fails outside the sandbox: the outcome says so."""
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "perf").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        for a in "$@"; do case "$a" in --control) echo "  Error: unknown option \\`control'" >&2; exit 129;; esac; done
+        exec {shutil.which('perf')} "$@"
+        """))
+    (bindir / "perf").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    prof, res = run_perf_stat(Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=30)), [PY, "-c", "print(1)"])
+    assert res.status == "refused" and "outside the sandbox" in res.reason, res.reason
+    assert "no --control" in prof.fallback and "could not be set up" not in res.reason, prof.fallback
