@@ -83,35 +83,41 @@ def main() -> None:
     pid = os.fork()
     if pid == 0:
         os.close(sync_w)
+        # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
+        # (as subprocess's restore_signals does). Before the counters go on: nothing but the
+        # switch, one read and the exec is counted here.
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        exe = os.fsencode(argv[0])
         if control is not None:
             # The profiler runs outside the sandbox with its counters off (perf stat -D -1
             # --control): they are switched on here, as the last thing before the program's
             # exec, once the parent no longer holds the control socket, and the socket is
             # closed before the exec: nothing the program can reach holds it.
             os.read(sync_r, 1)
+            os.close(sync_r)
             os.write(control, b"enable\n")
-            said = b""
-            while b"ack\n" not in said:
-                chunk = os.read(control, 64)
-                if not chunk:  # the profiler is gone: the program runs unmeasured, perfscout says so
-                    break
-                said += chunk
+            said = os.read(control, 64)
+            while said and b"ack\n" not in said:  # b"" : the profiler is gone; perfscout says so
+                said += os.read(control, 64) or b"ack\n"
             os.close(control)
-        os.close(sync_r)
-        # Python ignores SIGPIPE and SIGXFSZ; a program must start with the defaults
-        # (as subprocess's restore_signals does).
-        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        else:
+            os.close(sync_r)
         try:
-            os.execv(argv[0], argv)
+            os.execv(exe, argv)
         except OSError as exc:
             os.write(2, f"perfscout sandbox: cannot execute {argv[0]}: {exc.strerror}\n".encode())
             os._exit(127)
     os.close(sync_r)
-    if control is not None:
-        os.close(control)
-    os.close(sync_w)  # the child may go on: this process holds nothing of the profiler now
+    if control is not None and dumpable:
+        os.close(control)  # a process the program could patch must not hold it
+        control = None
+    # Non-dumpable, this process may keep the control socket to switch the counters off once
+    # the program is gone (its report and exit are then not counted): the program can neither
+    # patch its memory nor take its descriptors (see _not_dumpable; ptrace and pidfd_getfd are
+    # refused by seccomp as well), and a socket cannot be reopened through /proc.
+    os.close(sync_w)  # the child may go on
     # Signals meant for the run go to the program; the launcher just waits.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: os.kill(pid, s))
@@ -125,6 +131,15 @@ def main() -> None:
         if got == pid:
             break
     wall = time.monotonic() - started
+    if control is not None:
+        try:
+            os.write(control, b"disable\n")
+            said = os.read(control, 64)
+            while said and b"ack\n" not in said:
+                said += os.read(control, 64) or b"ack\n"
+        except OSError:
+            pass  # the profiler is gone: nothing left to switch off
+        os.close(control)
     rlimits = {}
     for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE"):
         soft = resource.getrlimit(getattr(resource, name))[0]
