@@ -25,8 +25,8 @@ namespaces made for it (bubblewrap, Debian package ``bubblewrap``):
 
 ``perf stat`` around a profiled program runs outside, as bwrap's parent (see
 ``Sandbox.run(profiler_channel=True)``): the program cannot name it, and its counters are
-switched on by the launcher (then PID 1 inside, ``--as-pid-1``) just before the program's
-exec. perf inside (the ``-j`` probe) counts user space only when
+switched on by the launcher (PID 1 inside, ``--as-pid-1``, for every run it starts) just
+before the program's exec. perf inside (the ``-j`` probe) counts user space only when
 ``kernel.perf_event_paranoid`` is 2 (the Debian default) and prints ``:u`` event names, which
 :func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU nodes
 bound (its frontend and the target talk over the sandbox's own loopback).
@@ -261,6 +261,7 @@ def build_argv(
     tmpfs_bytes: int | None = None,
     seccomp_fd: int | None = None,
     as_pid_1: bool = False,
+    profiler_outside: bool = False,
 ) -> tuple[list[str], Confinement]:
     """``bwrap ... -- [launcher] command`` and the description of what the program will see.
 
@@ -273,7 +274,8 @@ def build_argv(
     as the program's parent (see ``sandbox_launcher``). ``programs`` are the executables that
     will run (the profiler's and the program's): each one's installation is made readable
     (see :func:`install_root`). ``as_pid_1``: the launcher is PID 1 of the sandbox (no
-    bwrap init beside the program holding bwrap's descriptors). ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
+    bwrap init beside the program holding bwrap's descriptors, the launcher's report pipe
+    among them). ``profiler_outside``: the profiler runs around bwrap, not inside. ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
     ``$HOME``; ``seccomp_fd`` carries a compiled filter (see :mod:`perfscout.tools.seccomp`).
     """
     env = env or {}
@@ -420,7 +422,7 @@ def build_argv(
                + "".join(f"; {p} (= {same})" for p, same in sorted(found_link.items())[:20]),
                *notes,
                *([] if network else ["no network: a private network namespace with only loopback"]),
-               *([] if as_pid_1 else _perf_note())],
+               *([] if profiler_outside else _perf_note())],
     )
     return args, desc
 

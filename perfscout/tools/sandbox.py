@@ -405,7 +405,9 @@ class Sandbox:
                                       status_fd=status_fd, launcher=launcher, programs=programs,
                                       named=self.named_paths(full, work), vet=self._vet,
                                       tmpfs_bytes=tmpfs_bytes, seccomp_fd=seccomp_fd,
-                                      as_pid_1=control_fd is not None)
+                                      # the launcher as PID 1: no bwrap init beside the program holding
+                                      # the report pipe, which /proc/1/fd/N would reopen
+                                      as_pid_1=report_fd is not None, profiler_outside=control_fd is not None)
         conf.tool = probe.description
         # A private /tmp inside: a TMPDIR naming a host directory would not exist there.
         env["TMPDIR"] = "/tmp"

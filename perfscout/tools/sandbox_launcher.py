@@ -8,7 +8,9 @@ launcher forks, execs the program, waits for it with ``wait4`` and writes one JS
 Standard library only, no ``site`` and no ``json``: it must start in milliseconds and
 import nothing from the project (``ctypes``, ~4 ms, only to make itself non-dumpable).
 
-It makes itself non-dumpable and closes every descriptor it was not told to keep before
+It runs as the sandbox's PID 1 (``bwrap --as-pid-1``: no bwrap init beside the program
+holding the report pipe, which ``/proc/1/fd/N`` would reopen; orphans are reaped here), makes
+itself non-dumpable and closes every descriptor it was not told to keep before
 the program starts, so a program (same uid, same PID namespace) can neither patch its
 memory (``/proc/1/mem``, ``process_vm_writev``, ``ptrace``) nor reopen what it holds. With
 ``--control-fd N`` (a profiler outside the sandbox: ``perf stat -D -1 --control``) the

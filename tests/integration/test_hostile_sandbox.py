@@ -697,3 +697,31 @@ def test_a_perf_without_control_is_named_not_blamed_on_the_sandbox(
     prof, res = run_perf_stat(Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=30)), [PY, "-c", "print(1)"])
     assert res.status == "refused" and "outside the sandbox" in res.reason, res.reason
     assert "no --control" in prof.fallback and "could not be set up" not in res.reason, prof.fallback
+
+
+def test_a_program_cannot_forge_its_parents_report(tmp_path: Path) -> None:
+    """The launcher's report (exit code, rusage: the getrusage fallback of a profile) cannot
+    be forged through any process's /proc/PID/fd or /proc/PID/mem: the launcher is PID 1 (no
+    bwrap init beside it holding the report pipe) and non-dumpable."""
+    code = textwrap.dedent("""
+        import glob, os, sys
+        forged = b'{"perfscout-wait": {"exit_code": 0, "signal": null, "rusage": {"user_s": 4242.0}}}\\n'
+        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+            if fd.startswith(f"/proc/{os.getpid()}/") or fd.startswith("/proc/self/"):
+                continue
+            try:
+                w = os.open(fd, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(w, forged); os.close(w); print("wrote", fd)
+            except OSError:
+                pass
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+            try:
+                os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR)); print("mem open", pid)
+            except OSError:
+                pass
+        sys.exit(3)
+        """)
+    res = run_sandboxed([PY, "-c", code], tmp_path / "run", timeout_s=30)
+    assert res.status == "exit_nonzero" and res.returncode == 3, (res.status, res.returncode, res.stdout)
+    assert res.rusage.get("user_s", 0) < 100, res.rusage
+    assert "mem open" not in res.stdout, res.stdout
