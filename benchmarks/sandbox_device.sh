@@ -44,9 +44,12 @@ if ldd "$PERFSCOUT_BWRAP" | grep -q "not found"; then  # only then use the carri
   printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/bw/lib/x86_64-linux-gnu:/tmp/bw/usr/lib/x86_64-linux-gnu exec /tmp/bw/usr/bin/bwrap "$@"\n' > /tmp/bw/bwrap.sh
   chmod +x /tmp/bw/bwrap.sh; export PERFSCOUT_BWRAP=/tmp/bw/bwrap.sh
 fi
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $D/whl/*.whl \
-  >>"$LOG" 2>&1 || { echo "wheel install failed" | tee -a "$LOG"; exit 1; }
+if ls $D/whl/*.whl >/dev/null 2>&1; then  # only what the image lacks, into a folder of its own
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $D/whl/*.whl \
+    >>"$LOG" 2>&1 || { echo "wheel install failed" | tee -a "$LOG"; exit 1; }
+fi
 export PYTHONPATH=/tmp/site:$REPO
+python3 -c "import pydantic, pytest" >>"$LOG" 2>&1 || { echo "pydantic/pytest missing: carry their wheels in $D/whl" | tee -a "$LOG"; exit 1; }
 if ! command -v perf >/dev/null && ls $D/deb/linux-perf*.deb >/dev/null 2>&1; then  # perf, when carried
   mkdir -p /tmp/perf && for f in $D/deb/linux-perf*.deb; do dpkg -x "$f" /tmp/perf; done
   P=$(ls /tmp/perf/usr/bin/perf* 2>/dev/null | head -1)
