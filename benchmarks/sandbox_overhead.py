@@ -6,8 +6,9 @@ overhead is the difference of the medians. Commands: ``true`` (pure start-up cos
 ``python -c pass`` (an interpreter start-up, as for a Python benchmark command).
 
 With ``--walk`` it also times the secret walk (:func:`perfscout.tools.secret_mask.vet_tree`)
-that vets a bound folder before each sandbox's first run, on synthetic trees of 1,000,
-10,000 and 50,000 entries (the walk's budget), cold (first walk) and warm.
+that vets a bound folder before each sandbox's first run (names, the first 4 KiB of every
+file, hard links of home secrets), on synthetic trees of 1,000, 10,000, 20,000 and 50,000
+entries (the walk's entry budget), cold (first walk) and warm.
 
 Usage: python benchmarks/sandbox_overhead.py [--pairs 30] [--walk] [--out benchmarks/results/sandbox_overhead_cpu.json]
 """
@@ -73,31 +74,54 @@ def project_case(pairs: int) -> dict:
     return {"pairs": pairs, "median_s": med, "overhead_median_s": med["bwrap"] - med["unconfined"]}
 
 
-def walk_costs() -> dict:
-    """Seconds vet_tree takes on trees of n entries (100 files per folder, a few secrets)."""
+def walk_costs(sizes: tuple[int, ...] = (1_000, 10_000, 20_000, 50_000)) -> dict:
+    """Seconds vet_tree takes on trees of n entries (100 files per folder, 512 bytes of text
+    each, so that the content scan reads every one; a few secrets by name, by content and as
+    hard links of a home secret), first walk (cold dentries) and warm."""
     import time
 
     from perfscout.tools.secret_mask import vet_tree
 
     out = {}
-    for n in (1_000, 10_000, 50_000):
+    body = ("x = 1  # ordinary source line\n" * 20).encode()[:512]
+    key = ("-" * 5 + "BEGIN OPENSSH PRIVATE KEY" + "-" * 5 + "\nb3BlbnNzaC1rZXktdjE\n").encode()
+    for n in sizes:
         with tempfile.TemporaryDirectory(prefix="perfscout-walk-bench-") as d:
-            root = Path(d)
+            root = Path(d) / "tree"
+            home = Path(d) / "home"
+            (home / ".ssh").mkdir(parents=True)
+            (home / ".ssh" / "id_ed25519").write_bytes(key)
+            old_home = os.environ.get("HOME")
+            os.environ["HOME"] = str(home)
+            root.mkdir()
             for i in range(n // 100):
                 sub = root / f"d{i:04d}"
                 sub.mkdir()
-                for j in range(99):
-                    (sub / f"f{j:02d}.dat").touch()
-                (sub / (".env" if i % 10 == 0 else "main.py")).touch()
+                for j in range(98):
+                    (sub / f"f{j:02d}.dat").write_bytes(key if (i * 98 + j) % 997 == 0 else body)
+                (sub / (".env" if i % 10 == 0 else "main.py")).write_bytes(body)
+                if i % 50 == 0:
+                    os.link(home / ".ssh" / "id_ed25519", sub / "copy.bin")
+                else:
+                    (sub / "copy.bin").write_bytes(body)
             times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                v = vet_tree(root, max_entries=10 * n)
-                times.append(time.perf_counter() - t0)
-            out[str(n)] = {"entries": v.entries, "masks": len(v.masks), "first_s": times[0],
-                           "warm_median_s": statistics.median(times[1:]),
-                           "us_per_entry_warm": statistics.median(times[1:]) / max(v.entries, 1) * 1e6}
-            print(f"walk {n:6d} entries: first {times[0] * 1e3:7.1f} ms, warm {statistics.median(times[1:]) * 1e3:7.1f} ms")
+            try:
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    v = vet_tree(root, max_entries=10 * n, max_seconds=600)
+                    times.append(time.perf_counter() - t0)
+            finally:
+                if old_home is None:
+                    os.environ.pop("HOME", None)
+                else:
+                    os.environ["HOME"] = old_home
+            warm = statistics.median(times[1:])
+            out[str(n)] = {"entries": v.entries, "masks": len(v.masks), "scanned": v.scanned,
+                           "bytes_read": v.bytes_read, "by_content": len(v.by_content), "by_link": len(v.by_link),
+                           "first_s": times[0], "warm_median_s": warm,
+                           "us_per_entry_warm": warm / max(v.entries, 1) * 1e6}
+            print(f"walk {n:6d} entries: first {times[0] * 1e3:7.1f} ms, warm {warm * 1e3:7.1f} ms "
+                  f"({v.scanned} files read, {len(v.by_content)} by content, {len(v.by_link)} hard links)")
     return out
 
 

@@ -23,10 +23,13 @@ namespaces made for it (bubblewrap, Debian package ``bubblewrap``):
 * **no capabilities** (``--cap-drop ALL``), ``PR_SET_NO_NEW_PRIVS``, ``--die-with-parent``
   (the sandbox dies with perfscout) and ``--new-session`` (no terminal injection).
 
-perf still works inside: without ``CAP_PERFMON`` it counts user space only when
-``kernel.perf_event_paranoid`` is 2 (the Debian default), and prints ``:u`` event names,
-which :func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU
-nodes bound (its frontend and the target talk over the sandbox's own loopback).
+``perf stat`` around a profiled program runs outside, as bwrap's parent (see
+``Sandbox.run(profiler_channel=True)``): the program cannot name it, and its counters are
+switched on by the launcher (PID 1 inside, ``--as-pid-1``, for every run it starts) just
+before the program's exec. perf inside (the ``-j`` probe) counts user space only when
+``kernel.perf_event_paranoid`` is 2 (the Debian default) and prints ``:u`` event names, which
+:func:`perfscout.tools.perf_stat.event_base` reads. ncu works inside with the GPU nodes
+bound (its frontend and the target talk over the sandbox's own loopback).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from perfscout.tools.secret_mask import Vetting, vet_tree
+from perfscout.tools.secret_mask import CONTENT_BYTES, Vetting, vet_tree
 
 #: How to get bubblewrap, said wherever it is missing.
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora/RHEL: "
@@ -257,6 +260,8 @@ def build_argv(
     vet: Callable[[Path], Vetting] | None = None,
     tmpfs_bytes: int | None = None,
     seccomp_fd: int | None = None,
+    as_pid_1: bool = False,
+    profiler_outside: bool = False,
 ) -> tuple[list[str], Confinement]:
     """``bwrap ... -- [launcher] command`` and the description of what the program will see.
 
@@ -268,7 +273,9 @@ def build_argv(
     command names) are. ``run_dir`` is the only writable host path. ``launcher`` runs inside
     as the program's parent (see ``sandbox_launcher``). ``programs`` are the executables that
     will run (the profiler's and the program's): each one's installation is made readable
-    (see :func:`install_root`). ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
+    (see :func:`install_root`). ``as_pid_1``: the launcher is PID 1 of the sandbox (no
+    bwrap init beside the program holding bwrap's descriptors, the launcher's report pipe
+    among them). ``profiler_outside``: the profiler runs around bwrap, not inside. ``tmpfs_bytes`` sizes the private ``/tmp``, ``/var/tmp`` and
     ``$HOME``; ``seccomp_fd`` carries a compiled filter (see :mod:`perfscout.tools.seccomp`).
     """
     env = env or {}
@@ -280,6 +287,8 @@ def build_argv(
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if network:
         args.append("--share-net")
+    if as_pid_1:
+        args.append("--as-pid-1")
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
@@ -308,6 +317,9 @@ def build_argv(
             data_roots.append(p)
     bound_data: list[Path] = []
     masks: list[Path] = []
+    found_content: dict[Path, str] = {}
+    found_link: dict[Path, str] = {}
+    scanned = 0
     unvetted: list[Path] = []
     for root in data_roots:
         v = vet(root)
@@ -319,6 +331,9 @@ def build_argv(
             continue
         bound_data.append(root)
         masks += v.masks
+        found_content.update(v.by_content)
+        found_link.update(v.by_link)
+        scanned += v.scanned
     # Named paths inside an unvetted root: each bound alone (a directory vetted first).
     singles: list[tuple[Path, Path]] = []
     for spelled, real in named:
@@ -329,6 +344,12 @@ def build_argv(
             if v.too_large:
                 notes.append(f"{spelled} is too large to vet for secrets ({v.too_large}): not shown")
                 continue
+            masks += v.masks
+            found_content.update(v.by_content)
+            found_link.update(v.by_link)
+        elif (v := vet(real)).masks:  # a named file that is itself a secret (by content, a hard link)
+            found_content.update(v.by_content)
+            found_link.update(v.by_link)
             masks += v.masks
         for dest in {real, spelled}:
             singles.append((real, dest))
@@ -394,9 +415,14 @@ def build_argv(
                "every process of the run dies when it exits",
                "secrets by name (.git, .env, .netrc, .ssh, key files, credentials...), sockets and FIFOs "
                "in the folders shown are masked at any depth",
+               f"secrets by content are masked too (the first {CONTENT_BYTES} bytes of each of {scanned} files "
+               f"read: private keys, cloud keys, URLs with a token): {len(found_content)} masked by content"
+               + "".join(f"; {p} ({why})" for p, why in sorted(found_content.items())[:20]),
+               f"a hard link of a home credential file is masked whatever its name: {len(found_link)} hard link(s)"
+               + "".join(f"; {p} (= {same})" for p, same in sorted(found_link.items())[:20]),
                *notes,
                *([] if network else ["no network: a private network namespace with only loopback"]),
-               *_perf_note()],
+               *([] if profiler_outside else _perf_note())],
     )
     return args, desc
 

@@ -2,9 +2,10 @@
 
 Defaults follow what works on shared and virtualised GPUs: ``--set full``,
 ``--clock-control none`` (locking clocks needs privileges and distorts what users see),
-``--print-units base``. With ``details=True`` the program is profiled once into a
-``.ncu-rep`` in the run directory, then imported twice (``--page raw`` for metrics,
-``--page details`` for ncu's own rule messages), so the kernels are replayed only once.
+``--print-units base``. The program is profiled once into a ``.ncu-rep`` in the run
+directory, which is then imported (``--page raw`` for metrics and, with ``details=True``,
+``--page details`` for ncu's own rule messages), so the kernels are replayed only once and
+nothing is ever parsed from the standard output the program shares with ncu.
 """
 
 from __future__ import annotations
@@ -79,53 +80,48 @@ def _limits(opts: NcuOptions, base: SandboxLimits) -> SandboxLimits:
 
 
 def run_ncu(sandbox: Sandbox, command: Sequence[str], opts: NcuOptions | None = None) -> NcuRun:
-    """Profile ``command`` with ncu; raw outputs are written into the run directory."""
+    """Profile ``command`` with ncu; raw outputs are written into the run directory.
+
+    ncu always writes a report (``-o``), which is taken back out of the run directory and
+    read with ``ncu --import`` in a run of its own: the metrics (and, with ``details``, the
+    rule messages) come from that import's output, which no profiled program shares. The
+    profiling run's stdout/stderr, where the program prints as it likes, is kept as
+    ``ncu_profile.log`` and never parsed for metrics (a program that prints a table shaped
+    like ncu's raw page gets nothing from it)."""
     opts = opts or NcuOptions()
     run = NcuRun()
     rd = sandbox.run_dir
-    if opts.details:
-        rep = rd / "ncu_profile.ncu-rep"
-        res = sandbox.run(list(command), wrap=[*profile_args(opts), "-f", "-o", str(rd / "ncu_profile")],
-                          limits=_limits(opts, sandbox.limits))
-        run.results.append(res)
-        write_run_file(rd / "ncu_profile.log", res.stdout + res.stderr)
-        if not os.path.lexists(rep):
-            said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("==ERROR==")]
-            run.error = (f"ncu produced no report ({res.status}: {res.reason})"
-                         + (f"; ncu said: {' | '.join(said[-3:])}" if said else "")
-                         + "; see ncu_profile.log")
-            return run
-        # The report lies in the run directory, which the program can write: it is taken
-        # (no link, no hard link, a regular file, at most _NCU_REPORT_CAP) into a folder of
-        # perfscout's own before ncu --import reads it, and the copy is what is kept.
-        private = Path(tempfile.mkdtemp(prefix="perfscout-ncu-"))
-        try:
-            try:
-                taken = take_run_file(rep, private / rep.name, _NCU_REPORT_CAP)
-            except OSError as exc:
-                run.error = f"ncu's report was not read back: {exc}"
-                return run
-            imported = import_report(sandbox, taken, details=True, timeout_s=opts.timeout_s)
-            os.unlink(rep)  # the record: perfscout's checked copy, a fresh file
-            shutil.copyfile(taken, rep)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
-        imported.ncu_rep = str(rep)
-        imported.results[:0] = run.results
-        imported.notes.append(NCU_IN_PROCESS_NOTE)
-        return imported
-    res = sandbox.run(list(command), wrap=[*profile_args(opts), "--csv", "--page", "raw"],
+    rep = rd / "ncu_profile.ncu-rep"
+    res = sandbox.run(list(command), wrap=[*profile_args(opts), "-f", "-o", str(rd / "ncu_profile")],
                       limits=_limits(opts, sandbox.limits))
     run.results.append(res)
-    raw = rd / "ncu_raw.csv"
-    write_run_file(raw, res.stdout)
-    run.raw_csv = str(raw)
-    if res.stderr:
-        write_run_file(rd / "ncu_raw.stderr", res.stderr)
-    run.report, run.error = _parse_raw(res, str(raw))
-    run.notes += [NCU_IN_PROCESS_NOTE, "the raw page was read from the command's standard output, "
-                  "which the program shares: profile with details (a report) for output it cannot print"]
-    return run
+    write_run_file(rd / "ncu_profile.log", res.stdout + res.stderr)
+    if not os.path.lexists(rep):
+        # ncu's own words, from the output it shares with the program: for the message only
+        said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("==ERROR==")]
+        run.error = (f"ncu produced no report ({res.status}: {res.reason})"
+                     + (f"; the run's output said: {' | '.join(said[-3:])}" if said else "")
+                     + "; see ncu_profile.log")
+        return run
+    # The report lies in the run directory, which the program can write: it is taken
+    # (no link, no hard link, a regular file, at most _NCU_REPORT_CAP) into a folder of
+    # perfscout's own before ncu --import reads it, and the copy is what is kept.
+    private = Path(tempfile.mkdtemp(prefix="perfscout-ncu-"))
+    try:
+        try:
+            taken = take_run_file(rep, private / rep.name, _NCU_REPORT_CAP)
+        except OSError as exc:
+            run.error = f"ncu's report was not read back: {exc}"
+            return run
+        imported = import_report(sandbox, taken, details=opts.details, timeout_s=opts.timeout_s)
+        os.unlink(rep)  # the record: perfscout's checked copy, a fresh file
+        shutil.copyfile(taken, rep)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    imported.ncu_rep = str(rep)
+    imported.results[:0] = run.results
+    imported.notes.append(NCU_IN_PROCESS_NOTE)
+    return imported
 
 
 def import_report(sandbox: Sandbox, rep: str | Path, *, details: bool = True,

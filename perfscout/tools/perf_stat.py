@@ -23,7 +23,7 @@ from perfscout.state.perf_events import DEFAULT_EVENTS, HARDWARE_EVENTS, SOFTWAR
 from perfscout.state.profiles import Metric, PerfProfile
 from perfscout.state.records import Finding
 from perfscout.tools.profile_text import read_profile_text
-from perfscout.tools.sandbox import (PROFILER_FD, Sandbox, SandboxLimits, SandboxResult, read_run_file,
+from perfscout.tools.sandbox import (PROFILER_CONTROL, PROFILER_OUTPUT, Sandbox, SandboxLimits, SandboxResult, read_run_file,
                                     write_run_file)
 
 __all__ = ["DEFAULT_EVENTS", "HARDWARE_EVENTS", "SOFTWARE_EVENTS", "counters_unavailable_finding",
@@ -292,6 +292,12 @@ def perf_supports_json(sandbox: Sandbox) -> bool:
     return _JSON_SUPPORT[exe]
 
 
+#: Said when perf refuses --delay -1 / --control (perf before 5.11).
+_OLD_PERF = ("perf stat did not run: this perf has no --control / --delay -1, which perfscout needs to count a "
+             "sandboxed program from outside the sandbox without counting the sandbox's start-up (perf 5.11 or "
+             "newer; or --unconfined)")
+
+
 def run_perf_stat(
     sandbox: Sandbox,
     command: Sequence[str],
@@ -324,20 +330,23 @@ def run_perf_stat(
         use_json = perf_supports_json(sandbox)
     out_file = sandbox.run_dir / f"{out_name}.{'jsonl' if use_json else 'csv'}"
     fmt = ["-j"] if use_json else ["-x", ","]
-    # Confined, perf writes to a socket only it holds (the program never does, and cannot
-    # reopen a socket through /proc): the counts cannot be forged by writing a file. The
-    # saved copy is written by perfscout afterwards. Unconfined, the program can do anything
-    # anyway: perf writes a file, as before.
+    # Confined, perf runs outside the sandbox, as bwrap's parent (the program cannot name it,
+    # so cannot patch its memory), writes to a file in a directory the sandbox does not show,
+    # and starts with its counters off: the sandbox's launcher switches them on over the
+    # control socket just before the program's exec (see Sandbox.run). Unconfined, the
+    # program can do anything anyway: perf writes a file, as before.
     channel = sandbox.can_confine()
-    dest = ["--log-fd", str(PROFILER_FD)] if channel else ["-o", str(out_file)]
+    dest = ["-o", PROFILER_OUTPUT, "--delay", "-1", "--control", f"fd:{PROFILER_CONTROL},{PROFILER_CONTROL}"] \
+        if channel else ["-o", str(out_file)]
     wrap = ["perf", "stat", *fmt, *dest, "-e", ",".join(events)]
     if repeats > 1:
         wrap += ["-r", str(repeats)]
     wrap.append("--")
     log.debug("perf stat: %s -- %s", " ".join(wrap[:-1]), " ".join(cmd))
     res = sandbox.run(cmd, wrap=wrap, limits=limits, profiler_channel=channel)
+    old_perf = channel and re.search(r"unknown (?:option|switch).*(?:control|delay|\bD\b)", res.stderr)
     if res.status == "refused" or (not channel and not out_file.exists()):
-        prof = PerfProfile(command=cmd, fallback=f"perf stat did not run: {res.reason}")
+        prof = PerfProfile(command=cmd, fallback=_OLD_PERF if old_perf else f"perf stat did not run: {res.reason}")
         _add_rusage(prof, res)
         return prof, res
     if channel:
@@ -355,14 +364,19 @@ def run_perf_stat(
     except InputError:
         # perf started but wrote no counts (killed at the timeout, or refused by the
         # kernel): the command's run and its getrusage figures are still worth returning.
-        prof = PerfProfile(command=cmd, fallback=f"perf stat wrote no counts ({res.status}: "
-                                                  f"{res.reason or 'see stderr'})")
+        prof = PerfProfile(command=cmd, fallback=_OLD_PERF if old_perf else
+                           f"perf stat wrote no counts ({res.status}: {res.reason or 'see stderr'})")
         _add_rusage(prof, res)
         return prof, res
     if res.profiler_output_truncated:
         prof.notes.append(f"perf stat's output was longer than {len(text)} bytes; only its start was read")
     # perf's own wall time of the program (from its "CPUs utilized") where it printed one: the
     # sandbox's wall time adds the sandbox's and perf's start-up
+    if channel and res.program_wall_s is not None:
+        # perf's "CPUs utilized" divides by the time since bwrap started, counters off at
+        # first: the launcher's fork-to-reap time is the program's own
+        prof.elapsed_s = res.program_wall_s
+        prof.notes = [n for n in prof.notes if "from perf's 'CPUs utilized'" not in n]
     prof.elapsed_s = prof.elapsed_s or res.wall_s
     if not prof.hardware_counters:
         prof.fallback += " + getrusage of the child (perf's own process included)"

@@ -51,6 +51,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -166,6 +167,9 @@ class SandboxResult(BaseModel):
     #: only it holds, never a file in the writable run directory
     profiler_output: str = ""
     profiler_output_truncated: bool = False
+    #: the program's own wall time, fork to reap, as its parent inside the sandbox saw it
+    #: (None where no launcher reported): without the sandbox's start-up and teardown
+    program_wall_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -381,7 +385,7 @@ class Sandbox:
     def confine(self, full: list[str], work: Path, env: dict[str, str],
                 status_fd: int | None, report_fd: int | None,
                 programs: Sequence[str] = (), *, tmpfs_bytes: int | None = None,
-                seccomp_fd: int | None = None, move_fd: int | None = None) -> tuple[list[str], Confinement]:
+                seccomp_fd: int | None = None, control_fd: int | None = None) -> tuple[list[str], Confinement]:
         """The argv that actually runs (``bwrap ... -- full`` or ``full`` itself) and how
         it is confined. Raises :class:`ToolRefused` when it cannot be confined and the
         caller did not allow running without."""
@@ -394,13 +398,16 @@ class Sandbox:
             raise ToolRefused(f"refusing to run {Path(full[0]).name} without the OS sandbox: {probe.reason}")
         readable = [*self.inputs] + ([work] if work != self.run_dir else [])
         launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_fd),
-                    *(["--move-fd", str(move_fd)] if move_fd is not None else []), "--"] \
+                    *(["--control-fd", str(control_fd)] if control_fd is not None else []), "--"] \
             if report_fd is not None else []
         argv, conf = bwrap.build_argv(full, bwrap=probe.path, run_dir=self.run_dir, cwd=work,
                                       readable=readable, network=self.network, env=env,
                                       status_fd=status_fd, launcher=launcher, programs=programs,
                                       named=self.named_paths(full, work), vet=self._vet,
-                                      tmpfs_bytes=tmpfs_bytes, seccomp_fd=seccomp_fd)
+                                      tmpfs_bytes=tmpfs_bytes, seccomp_fd=seccomp_fd,
+                                      # the launcher as PID 1: no bwrap init beside the program holding
+                                      # the report pipe, which /proc/1/fd/N would reopen
+                                      as_pid_1=report_fd is not None, profiler_outside=control_fd is not None)
         conf.tool = probe.description
         # A private /tmp inside: a TMPDIR naming a host directory would not exist there.
         env["TMPDIR"] = "/tmp"
@@ -424,18 +431,32 @@ class Sandbox:
         runs inside the confinement with the program.
 
         ``profiler_channel=True`` (confined runs only; see :meth:`can_confine`): the wrapper
-        gets descriptor :data:`PROFILER_FD` (``perf stat --log-fd 9``), one end of a socket
-        pair whose other end only perfscout holds; ``/bin/sh`` closes it before the program
-        starts, so the program never holds it, and a socket cannot be reopened through
-        ``/proc/PID/fd``. What arrives (at most :data:`PROFILER_OUTPUT_CAP` bytes) is the
-        result's ``profiler_output``.
+        (``perf stat``) runs **outside** the sandbox, as the parent of bwrap, in perfscout's
+        own PID namespace: nothing inside can name it, so neither ``/proc/<perf>/mem`` nor
+        ``process_vm_writev`` nor ``ptrace`` can reach it. In the wrapper's arguments
+        :data:`PROFILER_OUTPUT` becomes a file in a directory of perfscout's own that is never
+        bound into the sandbox (what arrives there, at most :data:`PROFILER_OUTPUT_CAP`
+        bytes, is the result's ``profiler_output``) and :data:`PROFILER_CONTROL` the number
+        of the profiler's end of a control socket (``perf stat -D -1 --control
+        fd:N,N``): the launcher inside switches the counters on as the last step before the
+        program's ``exec`` and closes its end first, so the counts are the program's and
+        nothing of the sandbox's start-up. The launcher is then the sandbox's PID 1 and
+        non-dumpable (see ``sandbox_launcher``).
         """
         lim = _effective_limits(limits or self.limits, self.run_dir)
         work = Path(cwd).resolve() if cwd else self.cwd
         shown = [*(wrap or []), *argv] if not isinstance(argv, str) else [argv]
         pipes: list[tuple[int, int]] = []  # bwrap's status, the launcher's report
-        channel: tuple[socket.socket, socket.socket] | None = None
+        control: tuple[socket.socket, socket.socket] | None = None
+        private: Path | None = None
         filter_fd: int | None = None
+
+        def cleanup() -> None:
+            if control:
+                control[0].close()
+                control[1].close()
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
         try:
             _check_limits(lim)
             if not self._inside_allowed(work):
@@ -443,33 +464,39 @@ class Sandbox:
             wrapper = self.prepare(wrap, work) if wrap else []
             program = self.prepare(argv, work)
             full = wrapper + program
+            inside = full
             if profiler_channel:
                 if not wrapper or not self.can_confine():
                     raise ToolRefused("a profiler channel needs a profiler and the OS sandbox")
-                channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                private = Path(tempfile.mkdtemp(prefix="perfscout-profiler-"))  # 0700, never bound
+                wrapper = [a.replace(PROFILER_OUTPUT, str(private / "profiler.out"))
+                           .replace(PROFILER_CONTROL, str(control[0].fileno())) for a in wrapper]
                 filter_fd = seccomp.filter_fd()
-                full = [*wrapper, *_CLOSE_PROFILER_FD, *program]
+                inside = program
             child_env = self.child_env(env)
             for value in (env or {}).values():  # LD_PRELOAD=/elsewhere/x.so is an argument too
                 self.check_argument(value, work)
             if not self.unconfined:
                 pipes = [os.pipe(), os.pipe()]
-            real, conf = self.confine(full, work, child_env, pipes[0][1] if pipes else None,
+            real, conf = self.confine(inside, work, child_env, pipes[0][1] if pipes else None,
                                       pipes[1][1] if pipes else None,
-                                      programs=[*wrapper[:1], program[0]], tmpfs_bytes=lim.disk_bytes,
-                                      move_fd=channel[1].fileno() if channel else None,
+                                      programs=[*([] if control else wrapper[:1]), program[0]],
+                                      tmpfs_bytes=lim.disk_bytes,
+                                      control_fd=control[1].fileno() if control else None,
                                       seccomp_fd=filter_fd)
-            if channel:
+            if control:
+                real = [*wrapper, *real]
                 conf.notes.append(
-                    f"the profiler writes to a socket only it holds (fd {PROFILER_FD}, closed before the "
-                    "program starts), never to a file the program can write"
-                    + (f"; {', '.join(seccomp.DENIED)} refused to every process of the run (seccomp), so "
-                       "the program cannot attach to the profiler" if filter_fd is not None else
-                       "; no seccomp filter for this architecture: the program could ptrace the profiler"))
+                    f"the profiler ({Path(wrapper[0]).name}) runs outside the sandbox, in perfscout's own PID "
+                    "namespace, and writes to a file in a directory the sandbox does not show: the program can "
+                    "neither name nor reach its memory (/proc/PID/mem, process_vm_writev, ptrace) nor its output; "
+                    "its counters start switched off and the sandbox's launcher (PID 1 inside, non-dumpable) "
+                    "switches them on just before the program's exec, over a socket it closes first"
+                    + (f"; {', '.join(seccomp.DENIED)} refused to every process of the run (seccomp)"
+                       if filter_fd is not None else "; no seccomp filter for this architecture"))
         except ToolRefused as exc:
-            if channel:
-                channel[0].close()
-                channel[1].close()
+            cleanup()
             if filter_fd is not None:
                 os.close(filter_fd)
             _close_all(pipes)
@@ -478,25 +505,28 @@ class Sandbox:
         if conf.mode != "bwrap":
             _close_all(pipes)
             pipes = []
-        if channel is None:
+        if control is None:
             return _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
                             watch_dir=self.run_dir)
-        ours, theirs = channel
-        reader = _HeadReader(ours, PROFILER_OUTPUT_CAP)
-        keep = (theirs.fileno(), *([filter_fd] if filter_fd is not None else []))
+        keep = (control[0].fileno(), control[1].fileno(), *([filter_fd] if filter_fd is not None else []))
 
-        def handed_over() -> None:  # the child holds them now
-            theirs.close()
+        def handed_over() -> None:  # the children hold them now
+            control[0].close()
+            control[1].close()
             if filter_fd is not None:
                 os.close(filter_fd)
         try:
             res = _execute(real, work, child_env, lim, conf, shown_argv=full, pipes=pipes,
-                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over)
+                           watch_dir=self.run_dir, keep_fds=keep, after_start=handed_over,
+                           outer=Path(wrapper[0]).name)
+            out = private / "profiler.out"
+            try:
+                res.profiler_output = read_run_file(out, PROFILER_OUTPUT_CAP)
+            except OSError as exc:
+                if os.path.lexists(out):
+                    res.profiler_output_truncated = exc.errno == errno.EFBIG
         finally:
-            theirs.close()
-        reader.thread.join(timeout=5.0)  # every holder is gone with the PID namespace
-        ours.close()
-        res.profiler_output, res.profiler_output_truncated = reader.text()
+            cleanup()
         return res
 
     def can_confine(self) -> bool:
@@ -504,37 +534,12 @@ class Sandbox:
         return not self.unconfined and bwrap.probe_bwrap().usable
 
 
-#: The profiler's channel inside the sandbox (see ``sandbox_launcher.PROFILER_FD``).
-PROFILER_FD = 9
-#: What a profiler may send through it: far more than perf stat prints for any event list.
+#: In a profiler's arguments (``run(profiler_channel=True)``): its output file, in a directory
+#: of perfscout's own outside the sandbox, and the number of its end of the control socket.
+PROFILER_OUTPUT = "{perfscout-profiler-output}"
+PROFILER_CONTROL = "{perfscout-profiler-control}"
+#: What a profiler may write there: far more than perf stat prints for any event list.
 PROFILER_OUTPUT_CAP = 16 * 2**20
-#: Between the profiler and the program: closes the channel, then becomes the program
-#: (dash starts in about a millisecond; perf counts that millisecond with the program).
-_CLOSE_PROFILER_FD = ["/bin/sh", "-c", f'exec {PROFILER_FD}>&-; exec "$0" "$@"']
-
-
-class _HeadReader:
-    """Reads a socket to EOF keeping the first ``cap`` bytes (the rest is drained, so
-    the writer never blocks, and counted)."""
-
-    def __init__(self, sock: socket.socket, cap: int) -> None:
-        self._sock, self._cap = sock, cap
-        self.data = bytearray()
-        self.total = 0
-        self.thread = threading.Thread(target=self._pump, daemon=True)
-        self.thread.start()
-
-    def _pump(self) -> None:
-        try:
-            while chunk := self._sock.recv(65536):
-                self.total += len(chunk)
-                if len(self.data) < self._cap:
-                    self.data += chunk[: self._cap - len(self.data)]
-        except OSError:
-            pass
-
-    def text(self) -> tuple[str, bool]:
-        return bytes(self.data).decode("utf-8", errors="replace"), self.total > len(self.data)
 
 
 def _effective_limits(lim: SandboxLimits, run_dir: Path) -> SandboxLimits:
@@ -956,7 +961,7 @@ class _DiskWatch:
 def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits,
              conf: Confinement, *, shown_argv: list[str],
              pipes: Sequence[tuple[int, int]] = (), watch_dir: Path | None = None,
-             keep_fds: Sequence[int] = (), after_start=None) -> SandboxResult:
+             keep_fds: Sequence[int] = (), after_start=None, outer: str = "") -> SandboxResult:
     start = time.monotonic()
     pipes = list(pipes)
     cg, cg_why = cgroup_limits.create(lim.processes if os.geteuid() == 0 else None, lim.memory_bytes)
@@ -1041,6 +1046,7 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
     rc = proc.returncode
     statuses = [line for r, _ in pipes for line in _read_status(r)]
     rlimits: dict[str, int] | None = None
+    program_wall: float | None = None
     signum = -rc if rc is not None and rc < 0 else 0
 
     def stated(rl: dict[str, int] | None) -> Confinement:
@@ -1053,10 +1059,14 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
         if not any("child-pid" in s for s in statuses):
             # bwrap failed before starting the program: a sandbox failure, not the program's
             said = [ln for ln in stderr.splitlines() if ln.startswith("bwrap:")]
+            last = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+            why = ("the OS sandbox could not be set up: " + said[-1]) if said or not outer else \
+                (f"{outer} (run outside the sandbox, around it) failed before starting it (exit code {rc})"
+                 + (f": {last[-1]}" if last else ""))
             return SandboxResult(
                 status="refused", argv=shown_argv, returncode=rc, stdout=stdout, stderr=stderr,
                 wall_s=wall, cwd=str(cwd), rusage=usage, confinement=stated(None),
-                reason="the OS sandbox could not be set up: " + (said[-1] if said else f"bwrap exit code {rc}"))
+                reason=why if said or outer else f"the OS sandbox could not be set up: bwrap exit code {rc}")
         waited_inside = next((s["perfscout-wait"] for s in statuses if "perfscout-wait" in s), None)
         if waited_inside is not None and isinstance(waited_inside.get("rlimits"), dict):
             rlimits = {k: int(v) for k, v in waited_inside["rlimits"].items()}
@@ -1065,6 +1075,8 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
             usage = {k: float(v) for k, v in waited_inside.get("rusage", {}).items()}
             signum = int(waited_inside.get("signal") or 0)
             rc = -signum if signum else int(waited_inside.get("exit_code") or 0)
+            if isinstance(waited_inside.get("wall_s"), (int, float)):
+                program_wall = float(waited_inside["wall_s"])
         elif rc is not None and rc > 128 and _signal_name(rc - 128) != f"signal {rc - 128}":
             # No report (the launcher itself was killed): bwrap says 128 + N for signal N.
             signum = rc - 128
@@ -1102,5 +1114,5 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], lim: SandboxLimits
         stdout=stdout, stderr=stderr,
         stdout_truncated=out_trunc, stderr_truncated=err_trunc, stdout_bytes=out.total,
         stderr_bytes=err.total, wall_s=wall, reason=reason, cwd=str(cwd), rusage=usage,
-        confinement=conf,
+        confinement=conf, program_wall_s=program_wall,
     )

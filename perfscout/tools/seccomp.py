@@ -1,8 +1,8 @@
 """A seccomp filter for profiled runs: no process inside may trace or write into another.
 
 perf stat counts in the kernel and prints what the kernel says; the profiled program runs
-as perf's child, as the same user, in the same sandbox. Without this filter it could attach
-to perf with ``ptrace`` (or read and write its memory with ``process_vm_readv/writev``, or
+as the same user. Without this filter it could attach to a process of its run with
+``ptrace`` (or read and write its memory with ``process_vm_readv/writev``, or
 take its descriptors with ``pidfd_getfd``) and change the counts before perf prints them.
 The filter makes those four system calls fail with ``EPERM`` for every process of the run
 (bubblewrap installs it with ``--seccomp FD`` before starting the launcher). 32-bit and x32
@@ -12,9 +12,12 @@ It is built here as classic BPF (``struct sock_filter`` records), because libsec
 Python binding is rarely installed. Only x86-64 and AArch64 are known; elsewhere
 :func:`filter_bytes` returns None and the run says the profiler is not protected.
 
-Not covered: ``/proc/PID/mem`` of a same-user, dumpable process is opened with ``open``,
-which a filter cannot tell from any other ``open``; the profiled program could still rewrite
-perf's memory that way. Closing it needs perf under another user (see DESIGN.md).
+``/proc/PID/mem`` is opened with ``open``, which a filter cannot tell from any other
+``open``: that hole is closed by where perf runs, not here. perf stat now runs outside the
+sandbox, in perfscout's PID namespace, where the program cannot name it; the one process
+beside the program inside (the launcher, PID 1) makes itself non-dumpable, which makes the
+kernel refuse its ``/proc/PID/mem`` too (see ``Sandbox.run(profiler_channel=True)``). The
+filter still keeps the program from tracing the launcher or any process of its own run.
 """
 
 from __future__ import annotations

@@ -34,10 +34,12 @@ def perfscout(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[
 def workdir(tmp_path: Path) -> Path:
     d = tmp_path / "work"
     d.mkdir()
+    # ~0.15 s of hashing: well past cpu_busy_cores' 50 ms floor (200,000 rounds took 40-65 ms, and a
+    # run under 50 ms named no CPU finding at all: the test failed one time in three)
     (d / "busy.py").write_text(textwrap.dedent("""
         import hashlib
         h = hashlib.sha256()
-        for _ in range(200000):
+        for _ in range(600000):
             h.update(b"perfscout")
         print(h.hexdigest()[:8])
         """))

@@ -6,6 +6,13 @@ any depth of a bound folder (a nested repository's ``.git/config``, ``.env``, ``
 key files, the home directory's ``.ssh`` when the program runs from ``$HOME``), a host
 service's Unix socket or FIFO inside the working directory, memory with and without a
 writable cgroup, the disk under the run directory, and the profiler's own output.
+
+Round 3: the profiler's memory (/proc/<perf>/mem, every visible pid's mem, process_vm_writev,
+ptrace: perf now runs outside the sandbox, the launcher inside is PID 1 and non-dumpable),
+the launcher's report (no bwrap init holding its pipe), ncu's table (read from the report,
+never from the program's stdout; a `gpu` test with the real ncu) and secrets by content and
+by hard link. Walk cost: ``benchmarks/sandbox_overhead.py --walk`` (20,200 entries with their
+content read: 0.58-0.66 s on the 2-core dev VM at load ~3; 50,200: 1.2-2.6 s).
 """
 
 from __future__ import annotations
@@ -379,7 +386,8 @@ _FX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
 def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An `ncu` on PATH (no GPU here): profiling runs the program, then writes the fixture's
-    raw page as NAME.ncu-rep through the shell (following any link, as a tool would);
+    raw page as NAME.ncu-rep through the shell (following any link, as a tool would), or,
+    without -o, prints it on the stdout it shares with the program;
     --import prints the report (raw page) or the details fixture."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -392,10 +400,11 @@ def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         fi
         out=""
         while [ "$#" -gt 0 ]; do
-          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units) shift 2;;
+          case "$1" in -o) out=$2; shift 2;; -k|-c|-s|--set|--clock-control|--print-units|--page) shift 2;;
                        -f|--csv) shift;; *) break;; esac
         done
         "$@"
+        if [ -z "$out" ]; then cat {_FX / 'h200_transpose_raw.csv'}; exit 0; fi  # the page on stdout
         cat {_FX / 'h200_transpose_raw.csv'} > "$out.ncu-rep"
         """))
     ncu.chmod(0o755)
@@ -463,3 +472,263 @@ def test_a_too_large_working_directory_still_runs_the_script_the_command_names(
     res = run_sandboxed([PY, "bench.py"], run, readable=[work], cwd=work, timeout_s=30)
     assert res.status == "ok", (res.reason, res.stderr)
     assert f"bench ran in {work} ['bench.py']" in res.stdout, res.stdout
+
+
+# ---- round 3, item 1: the profiler's memory ---------------------------------------------------
+
+_PATCH_PROFILER = textwrap.dedent("""
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    me, pp = os.getpid(), os.getppid()
+    pids = sorted({pp, *(int(p) for p in os.listdir("/proc") if p.isdigit())} - {me, 0})
+    print("ppid", pp, "visible", pids)
+
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    for pid in pids:
+        try:
+            comm = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            comm = "?"
+        addr = None
+        try:  # a writable mapping of the target: read one byte and write the same byte back
+            for line in open(f"/proc/{pid}/maps"):
+                a, perms = line.split()[:2]
+                if perms.startswith("rw"):
+                    addr = int(a.split("-")[0], 16)
+                    break
+        except OSError as e:
+            print("maps denied", pid, comm, e.errno)
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+            try:
+                if addr is not None:
+                    b = os.pread(fd, 1, addr)
+                    print("MEM WRITTEN", pid, comm, os.pwrite(fd, b, addr))
+                else:
+                    print("MEM OPENED", pid, comm)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            print("mem denied", pid, comm, e.errno)
+        buf = ctypes.create_string_buffer(1)
+        local, remote = iovec(ctypes.addressof(buf), 1), iovec(addr or 0x1000, 1)
+        n = libc.syscall(311, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)  # process_vm_writev
+        print("VM WRITTEN" if n >= 0 else "vm_writev denied", pid, comm, ctypes.get_errno())
+        r = libc.ptrace(0x4206, pid, 0, 0)  # PTRACE_SEIZE
+        print("PTRACED" if r == 0 else "ptrace denied", pid, comm, ctypes.get_errno())
+        for fdpath in (os.listdir(f"/proc/{pid}/fd") if os.path.isdir(f"/proc/{pid}/fd") else []):
+            try:
+                w = os.open(f"/proc/{pid}/fd/{fdpath}", os.O_WRONLY | os.O_NONBLOCK)
+                os.close(w)
+                print("FD REOPENED", pid, comm, fdpath)
+            except OSError:
+                pass
+    # the work to be measured: a known loop
+    x = 0
+    for i in range(int(sys.argv[1])):
+        x += i
+    print("loop done", x)
+    """)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_profiled_program_cannot_reach_the_profilers_memory(tmp_path: Path) -> None:
+    """/proc/<perf>/mem, /proc/<every visible pid>/mem, process_vm_writev and ptrace against the
+    profiler all fail, and the counts perf reports are still the program's own work."""
+    from perfscout.state.perf_events import event_base
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    loops = 2_000_000
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=60))
+    prof, res = run_perf_stat(sb, [PY, "-c", _PATCH_PROFILER, str(loops)])
+    assert res.status == "ok", (res.status, res.reason, res.stderr[-600:])
+    out = res.stdout
+    assert f"loop done {loops * (loops - 1) // 2}" in out, out
+    for hit in ("MEM WRITTEN", "MEM OPENED", "VM WRITTEN", "PTRACED", "FD REOPENED"):
+        assert hit not in out, out
+    # no process of the run but the program itself is within its reach
+    assert "perf" not in out.split("visible", 1)[1].split("\n", 1)[0] or "denied" in out, out
+    # the counters are still measured, and are the program's: task-clock is about the CPU time
+    # the program's own parent saw it use; instructions (where the PMU counts) at least the loop's
+    by_base = {event_base(e): m.value for e, m in prof.events.items()}
+    assert "task-clock" in by_base, prof
+    task_s = by_base["task-clock"]
+    cpu_s = res.rusage["user_s"] + res.rusage["system_s"]
+    assert 0.5 * cpu_s - 0.02 <= task_s <= 1.5 * cpu_s + 0.05, (task_s, res.rusage)
+    if "instructions" in by_base:
+        assert by_base["instructions"] >= 10 * loops, by_base
+    assert any("outside" in n and "profiler" in n for n in res.confinement.notes), res.confinement.notes
+
+
+# ---- round 3, item 3: secrets by content and by hard link -------------------------------------
+
+# Built from pieces so that this file itself holds no secret-looking line (the project tree is
+# vetted too, and the walk would mask this test file in the sandbox).
+_DASH5 = "-" * 5
+_PEM = f"{_DASH5}BEGIN RSA PRIVATE KEY{_DASH5}\nMIIEowIBAAKCAQEA{TOKEN}\n{_DASH5}END RSA PRIVATE KEY{_DASH5}\n"
+_OPENSSH = f"{_DASH5}BEGIN OPENSSH PRIVATE KEY{_DASH5}\nb3BlbnNzaC1rZXktdjEAAAAA{TOKEN}\n"
+_AWS = "[default]\naws_access_key_id = AKIAABCDEFGHIJKLMNOP\n" + "aws_secret_" + f"access_key = wJalrXUtnFEMI/K7MDENG/{TOKEN}\n"
+_GCP = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "abc",
+                   "private" + "_key": f"MIIEvQIBADANBg{TOKEN}", "client_email": "x@p.iam.gserviceaccount.com"})
+_REMOTE = f'[remote "origin"]\n\turl = https://x-access-token:{TOKEN}@github.com/org/repo.git\n'
+
+#: (path under the project, content): none of the names says "secret"
+BY_CONTENT = [("notes/deploy_key_backup.txt", _OPENSSH), ("data/rsa.txt", _PEM),
+              ("config/settings.ini", _AWS), ("gcp/project.json", _GCP),
+              ("vendor/lib/old-git-config", _REMOTE), ("a/b/c/d/e/readme2", "intro\n" * 10 + _PEM)]
+#: prose about keys, and a key-like line past the first 4 KiB (the scan reads no further)
+NOT_SECRETS = [("docs/howto.md", "Put your private key in ~/.ssh; never paste a BEGIN PRIVATE KEY block.\n"),
+               ("src/aws.py", "import boto3  # reads aws_secret_access_key from the environment\n"),
+               ("src/urls.txt", "clone https://github.com/org/repo.git or git@github.com:org/repo.git\n")]
+
+
+def test_secrets_are_found_by_content_and_by_hard_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, work, run = tmp_path / "home" / "bob", tmp_path / "project", tmp_path / "run"
+    for rel, text in [(".ssh/id_ed25519", f"{TOKEN} ssh\n"), (".netrc", f"machine h login u password {TOKEN}\n"),
+                      (".aws/credentials", f"{TOKEN} aws\n"), (".git-credentials", f"https://u:{TOKEN}@h\n"),
+                      (".docker/config.json", f'{{"auths": {{"h": {{"auth": "{TOKEN}"}}}}}}\n')]:
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    for rel, text in BY_CONTENT + NOT_SECRETS:
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    # hard links of the home's secrets under innocent names
+    links = {"data/ssh_copy.dat": ".ssh/id_ed25519", "results/n.txt": ".netrc", "x/aws.cfg": ".aws/credentials",
+             "x/gc": ".git-credentials", "x/dock.json": ".docker/config.json"}
+    for rel, secret in links.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(home / secret, work / rel)
+    (work / "src" / "main.py").write_text("print('main')\n")
+    res = run_sandboxed([PY, "-c", _READ_ALL, str(work)], run, readable=[work], cwd=work, timeout_s=60)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert TOKEN not in res.stdout, [ln for ln in res.stdout.splitlines() if TOKEN in ln]
+    masked = set(res.confinement.masked)
+    for rel in [r for r, _ in BY_CONTENT] + list(links):
+        assert str(work / rel) in masked, (rel, sorted(masked))
+    for rel, text in NOT_SECRETS:  # what merely talks about keys stays readable
+        assert f"{work / rel}: {text[:40]}" in res.stdout, rel
+    assert "main.py: print('main')" in res.stdout
+    said = " ".join(res.confinement.notes)
+    assert "by content" in said and "hard link" in said, said
+
+
+def test_the_content_scan_reads_at_most_4_kib_a_file_and_its_budget_is_stated(tmp_path: Path) -> None:
+    from perfscout.tools.secret_mask import CONTENT_BYTES, vet_tree
+
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "late.txt").write_text("x" * (CONTENT_BYTES + 10) + _PEM)  # past the scanned head
+    (work / "early.txt").write_text("x" * 100 + _PEM)
+    v = vet_tree(work)
+    assert work / "early.txt" in v.files and work / "late.txt" not in v.files, v.files
+    assert v.bytes_read <= 2 * CONTENT_BYTES and v.scanned == 2, (v.bytes_read, v.scanned)
+    # a budget too small to scan everything: the folder counts as too large (not bound whole)
+    for i in range(30):
+        (work / f"f{i}.txt").write_text("plain\n")
+    small = vet_tree(work, max_entries=10)
+    assert small.too_large, small
+
+
+# ---- round 3, item 2: ncu's table never read from the program's stdout ------------------------
+
+#: A program that prints an ncu raw page of its own: one kernel, "forged_kernel", 4242 cycles.
+_FORGE_NCU = textwrap.dedent("""
+    head = '"ID","Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size","Device","CC","gpc__cycles_elapsed.max","gpu__time_duration.sum"'
+    units = '"","","","","","","","","","cycle","second"'
+    row = '"0","1","p","h","forged_kernel","(256, 1, 1)","(1, 1, 1)","0","9.0","4242","0.000004242"'
+    print("==PROF== Connected to process 1 (forged)")
+    print(head); print(units); print(row)
+    print("==PROF== Disconnected from process 1")
+    """)
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_a_forged_ncu_table_on_the_programs_stdout_gives_no_metrics(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, details: bool) -> None:
+    """Without and with the details page, the metrics come from ncu's report (the stand-in
+    writes the real H200 fixture), never from the stdout the program shares with ncu."""
+    from perfscout.tools.ncu import NcuOptions, run_ncu
+    from perfscout.tools.sandbox import Sandbox
+
+    _stand_in_ncu(tmp_path, monkeypatch)
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=60))
+    run = run_ncu(sb, [PY, "-c", _FORGE_NCU], NcuOptions(details=details, timeout_s=60))
+    assert "forged_kernel" in run.results[0].stdout  # the program did print its table
+    assert run.report is not None and not run.error, run.error
+    names = {k.name for k in run.report.kernels}
+    assert "forged_kernel" not in names and names, names
+    assert all(k.metrics.get("gpc__cycles_elapsed.max") is None
+               or k.metrics["gpc__cycles_elapsed.max"].value != 4242 for k in run.report.kernels)
+    assert run.ncu_rep and Path(run.ncu_rep).is_file()
+    assert not any("standard output" in n for n in run.notes), run.notes
+    assert bool(run.details_csv) == details
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="Nsight Compute (ncu) is not on PATH")
+def test_real_ncu_ignores_a_forged_table_on_stdout(tmp_path: Path) -> None:
+    """On the GPU machine: a CuPy kernel under the real ncu (details off, as `perfscout verify`
+    profiles), while the program also prints a forged raw page."""
+    pytest.importorskip("cupy")
+    from perfscout.tools.ncu import NcuOptions, run_ncu
+    from perfscout.tools.sandbox import Sandbox
+
+    code = _FORGE_NCU + "\nimport cupy as cp\nx = cp.arange(1 << 20, dtype=cp.float32)\nprint(float((x * 2).sum()))\n"
+    sb = Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=300))
+    run = run_ncu(sb, [PY, "-c", code], NcuOptions(details=False, launch_count=1, timeout_s=300))
+    assert run.report is not None and not run.error, (run.error, run.results[-1].stderr[-800:])
+    names = [k.name for k in run.report.kernels]
+    assert names and "forged_kernel" not in names, names
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_a_perf_without_control_is_named_not_blamed_on_the_sandbox(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """perf before --control / --delay -1 fails outside the sandbox: the outcome says so."""
+    from perfscout.tools.perf_stat import run_perf_stat
+    from perfscout.tools.sandbox import Sandbox
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "perf").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        for a in "$@"; do case "$a" in --control) echo "  Error: unknown option \\`control'" >&2; exit 129;; esac; done
+        exec {shutil.which('perf')} "$@"
+        """))
+    (bindir / "perf").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    prof, res = run_perf_stat(Sandbox(tmp_path / "run", limits=SandboxLimits(timeout_s=30)), [PY, "-c", "print(1)"])
+    assert res.status == "refused" and "outside the sandbox" in res.reason, res.reason
+    assert "no --control" in prof.fallback and "could not be set up" not in res.reason, prof.fallback
+
+
+def test_a_program_cannot_forge_its_parents_report(tmp_path: Path) -> None:
+    """The launcher's report (exit code, rusage: the getrusage fallback of a profile) cannot
+    be forged through any process's /proc/PID/fd or /proc/PID/mem: the launcher is PID 1 (no
+    bwrap init beside it holding the report pipe) and non-dumpable."""
+    code = textwrap.dedent("""
+        import glob, os, sys
+        forged = b'{"perfscout-wait": {"exit_code": 0, "signal": null, "rusage": {"user_s": 4242.0}}}\\n'
+        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+            if fd.startswith(f"/proc/{os.getpid()}/") or fd.startswith("/proc/self/"):
+                continue
+            try:
+                w = os.open(fd, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(w, forged); os.close(w); print("wrote", fd)
+            except OSError:
+                pass
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+            try:
+                os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR)); print("mem open", pid)
+            except OSError:
+                pass
+        sys.exit(3)
+        """)
+    res = run_sandboxed([PY, "-c", code], tmp_path / "run", timeout_s=30)
+    assert res.status == "exit_nonzero" and res.returncode == 3, (res.status, res.returncode, res.stdout)
+    assert res.rusage.get("user_s", 0) < 100, res.rusage
+    assert "mem open" not in res.stdout, res.stdout

@@ -74,16 +74,20 @@ def test_cli_verify_json_and_error_exit():
 
 
 def _stand_in_ncu(tmp_path, monkeypatch) -> None:
-    """Put a stand-in `ncu` on PATH that drops ncu's own options and runs the program."""
+    """Put a stand-in `ncu` on PATH that drops ncu's own options and runs the program; what the
+    program prints stands for what ncu records (-o NAME: NAME.ncu-rep), --import prints it."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     ncu = bindir / "ncu"
     ncu.write_text(textwrap.dedent("""\
         #!/bin/sh
+        if [ "$1" = "--import" ]; then cat "$2"; exit 0; fi
+        out=""
         while [ "$#" -gt 0 ]; do
-          case "$1" in -k|-c|--set|--page|--clock-control|--print-units) shift 2;; --csv) shift;; *) break;; esac
+          case "$1" in -o) out=$2; shift 2;; -k|-c|--set|--page|--clock-control|--print-units) shift 2;;
+                       -f|--csv) shift;; *) break;; esac
         done
-        exec "$@"
+        exec "$@" > "$out.ncu-rep"
         """))
     ncu.chmod(ncu.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
@@ -100,7 +104,7 @@ def test_live_mode_runs_ncu_through_the_sandbox(tmp_path, monkeypatch):
                     inputs=[RAW, script])
     assert r.finding == "low_occupancy_registers" and r.time_source == "ncu gpu__time_duration"
     assert r.verdict == "hit"
-    assert (tmp_path / "run" / "before" / "ncu_raw.csv").is_file()  # kept for audit
+    assert (tmp_path / "run" / "before" / "ncu_profile_raw.csv").is_file()  # kept for audit
 
 
 def test_cli_live_mode_resolves_relative_paths_in_the_current_directory(tmp_path, monkeypatch):

@@ -505,3 +505,37 @@ def test_any_argv_is_verbatim_or_refused_with_a_reason(tmp_path_factory, args) -
 
         assert json.loads((run / "got.json").read_text()) == args  # one element each, unchanged
     assert outside.read_text() == "intact"
+
+
+def test_perfscouts_own_package_holds_nothing_the_content_scan_masks() -> None:
+    """The content patterns are written in pieces: perfscout's own modules (bound into every
+    sandbox with the project tree) must never be masked as secrets."""
+    import perfscout
+    from perfscout.tools.secret_mask import vet_tree
+
+    v = vet_tree(Path(perfscout.__file__).parent)
+    assert not v.too_large and v.scanned > 50, v
+    assert not v.by_content and not v.by_link, (v.by_content, v.by_link)
+
+
+def test_content_scan_finds_keys_and_tokens_but_not_prose(tmp_path: Path) -> None:
+    from perfscout.tools.secret_mask import content_secret
+
+    d5 = "-" * 5
+    cases = {
+        "pem": (f"{d5}BEGIN EC PRIVATE KEY{d5}\nMHcCAQEE\n", "private key"),
+        "pgp": (f"{d5}BEGIN PGP PRIVATE KEY BLOCK{d5}\n", "private key"),
+        "pkcs8": (f"x\n{d5}BEGIN ENCRYPTED PRIVATE KEY{d5}\n", "private key"),
+        "aws": ("aws_secret_" + "access_key=abcdEFGHijklMNOPqrstUVWXyz0123456789ABCD\n", "AWS"),
+        "url": ("url = https://bob:" + "hunter22secret@git.example.org/x.git\n", "URL"),
+        "pg": ("DSN=postgresql://app:" + "s3cr3tpass@db:5432/app\n", "URL"),
+        "tok": ("token: ghp_" + "A" * 36 + "\n", "token"),
+        "public": (f"{d5}BEGIN PUBLIC KEY{d5}\nMFkw\n", ""),
+        "prose": ("set aws_secret_access_key in your env; see https://github.com/org/repo\n", ""),
+        "sshurl": ("git@github.com:org/repo.git and https://user@host/x\n", ""),
+    }
+    for name, (text, want) in cases.items():
+        (tmp_path / name).write_text(text)
+        why, n = content_secret(tmp_path / name)
+        assert (want in why) if want else why == "", (name, why)
+        assert n == len(text.encode())
