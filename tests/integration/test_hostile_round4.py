@@ -323,6 +323,44 @@ def test_a_private_key_under_an_ordinary_name(tmp_path: Path) -> None:
     assert TOKEN not in res.stdout, res.stdout
 
 
+_KEY_VARIANTS_HIDDEN = ["id_ed25519.bak", "id_ed25519~", "id_ed25519.old", "github_rsa", "id_ecdsa_sk", "server.p12",
+                        "keystore.jks", "secrets.yaml", ".htpasswd", "service-account.json", "kubeconfig",
+                        "terraform.tfstate", ".env.local.bak", ".s3cfg", ".boto", ".my.cnf"]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("hidden", [True, pytest.param(False, marks=pytest.mark.xfail(
+    strict=True, reason="secret_mask hides '.env.local.bak' and 'id_ed25519.bak' but not '.git-credentials.bak', "
+    "nor GitHub's usual 'deploy_key', nor AWS's downloaded 'credentials.csv': the program reads all three "
+    "(owner: tools/secret_mask.py)"))])
+def test_renamed_and_backed_up_key_files(hidden: bool, tmp_path: Path) -> None:
+    from perfscout.tools.sandbox import run_sandboxed
+
+    names = _KEY_VARIANTS_HIDDEN if hidden else [".git-credentials.bak", "deploy_key", "credentials.csv"]
+    work = tmp_path / "proj"
+    work.mkdir()
+    for n in names:
+        (work / n).write_text(f"{TOKEN} {n}")
+    res = run_sandboxed([PY, "-c", _DUMP, *[str(work / n) for n in names]], tmp_path / "run",
+                        readable=[work], cwd=work, timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    assert TOKEN not in res.stdout, [ln for ln in res.stdout.splitlines() if TOKEN in ln]
+
+
+@needs_bwrap
+def test_token_shaped_values_under_innocent_variable_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfscout.tools.sandbox import run_sandboxed
+
+    values = {"BUILD_NOTE": "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "X_AK": "AKIAIOSFODNN7EXAMPLE",
+              "CONN": "postgres://u:hunter2@db/x", "HOOK": "xoxb-123-456-abcdef"}
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    res = run_sandboxed([PY, "-c", "import os\nprint(dict(os.environ))"], tmp_path / "run", timeout_s=30)
+    assert res.status == "ok", (res.reason, res.stderr)
+    for v in values.values():
+        assert v not in res.stdout
+
+
 @needs_bwrap
 def test_a_link_inside_the_working_folder_to_the_users_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from perfscout.tools.sandbox import run_sandboxed
@@ -571,6 +609,32 @@ def test_a_shape_whose_product_overflows_int64_is_refused(shape: list[int], tmp_
     header["shape"] = shape
     code, said = _decode_outcome(pack(header, parts), tmp_path)
     assert code == 2, said
+    # the numcodecs adapter reads the same header: refused before any allocation too
+    from perfscout.codecs.numcodecs import SZ3
+    from perfscout.errors import CodecError
+
+    with pytest.raises((CodecError, ValueError)):
+        SZ3(mode="abs", bound=1e-2).decode(pack(header, parts))
+
+
+def test_decode_into_a_buffer_of_the_wrong_size_or_type() -> None:
+    from perfscout.codecs.numcodecs import SZ3, ZFP
+    from perfscout.errors import CodecError
+
+    for cls, codec in ((SZ3, "sz3"), (ZFP, "zfp")):
+        good = _small_container(codec)
+        adapter = cls(mode="abs", bound=1e-2)
+        for out in (np.empty(3, np.float32), np.empty(64, np.int8), np.empty(10**4, np.float64),
+                    np.empty((8, 8), np.float32)[:, ::2]):
+            try:
+                back = adapter.decode(good, out=out)
+            except (CodecError, ValueError, TypeError):
+                continue
+            back = np.asarray(back)  # accepted: then it holds exactly the 64 values, within the bound
+            assert back.size == 64 and back.dtype == np.float32, (codec, out.shape, out.dtype)
+        ok = np.empty((8, 8), np.float32)
+        adapter.decode(good, out=ok)
+        assert verify_bound(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), ok, abs_bound=1e-2).bound_ok
 
 
 def test_a_container_nested_in_a_container_is_refused(tmp_path: Path) -> None:
