@@ -235,6 +235,22 @@ def test_bounds_far_below_the_data_resolution(codec: str, mode: str, bound: floa
     assert (r.status == "ok") is r.bound_ok, (r.status, r.bound_ok)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64", ">f4", ">f8"])
+def test_fields_of_other_types_and_byte_orders(dtype: str) -> None:
+    """A big-endian field is checked value for value (not byte for byte); a type perfscout
+    does not compress is a clear InputError, never a record."""
+    from perfscout.errors import InputError
+
+    x = np.linspace(-1, 1, 64).astype(dtype).reshape(8, 8)
+    if dtype in ("float16", "int32", "complex64"):
+        with pytest.raises(InputError, match="float32 or float64"):
+            _eval_exact(x, "sz3", "abs", 1e-3)
+        return
+    r, y = _eval_exact(x, "sz3", "abs", 1e-3)
+    assert r.status == "ok" and r.bound_ok is True, (r.status, r.error)
+    assert exact_beyond(x.astype(x.dtype.newbyteorder("=")), np.asarray(y, dtype=np.float64), abs_bound=1e-3) == 0
+
+
 @pytest.mark.parametrize("codec", ["sz3", "zfp"])
 def test_mixed_infinities_and_nans_pass_through_bit_exact(codec: str) -> None:
     rng = np.random.default_rng(5)
