@@ -323,8 +323,14 @@ def test_the_hub_cli_token_in_the_home_directory(tmp_path: Path, monkeypatch: py
     assert TOKEN not in res.stdout, res.stdout
 
 
+def _scans_content() -> bool:
+    from perfscout.tools import secret_mask
+
+    return hasattr(secret_mask, "content_secret")
+
+
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="secret_mask masks by file name only: a private key saved under an "
+@pytest.mark.xfail(not _scans_content(), strict=True, reason="secret_mask masks by file name only: a private key saved under an "
                    "ordinary name (keys/backup_2023.txt) is readable by the program (owner: tools/secret_mask.py)")
 def test_a_private_key_under_an_ordinary_name(tmp_path: Path) -> None:
     from perfscout.tools.sandbox import run_sandboxed
