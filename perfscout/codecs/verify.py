@@ -195,7 +195,8 @@ def beyond_in_chunk(out: BoundScan, i0: int, xc: np.ndarray, yc: np.ndarray, x: 
         return
     out.n_beyond += nb
     cand = np.flatnonzero(beyond)
-    sub_allowed = allowed[cand] if pw_rel_bound is not None else float(abs_bound)
+    # an allowance that overflowed to inf would make the slack inf (every excess "rounding")
+    sub_allowed = np.minimum(allowed[cand], np.finfo(np.float64).max) if pw_rel_bound is not None else float(abs_bound)
     slack = rounding_slack(xc[cand], yc[cand], sub_allowed)
     out.n_violations += int(np.count_nonzero(excess[cand] > slack))
 
@@ -271,8 +272,8 @@ def exact_excess(x: np.ndarray, y: np.ndarray, *, abs_bound: float | None = None
         beyond = (s > p) | ((s == p) & (r > q))
         excess = (s - p) + (r - q)
     if pw_rel_bound is not None:
-        unsafe = np.flatnonzero(np.isfinite(s) & np.isfinite(x) & (
-            (np.abs(x) >= _SPLIT_MAX) | (abs(float(pw_rel_bound)) >= _SPLIT_MAX) | ((p < _PRODUCT_MIN) & (p != 0))))
+        unsafe = np.flatnonzero(np.isfinite(x) & np.isfinite(y) & (
+            ~np.isfinite(s) | (np.abs(x) >= _SPLIT_MAX) | (abs(float(pw_rel_bound)) >= _SPLIT_MAX) | ((p < _PRODUCT_MIN) & (p != 0))))
         for i in unsafe.tolist():  # rare: magnitudes near float64's ends, decided in rationals
             d = abs(Fraction(float(x[i])) - Fraction(float(y[i]))) - Fraction(float(pw_rel_bound)) * abs(Fraction(float(x[i])))
             beyond[i], excess[i] = d > 0, float(d)
@@ -289,10 +290,13 @@ def excess_over_bound(x: np.ndarray, y: np.ndarray, err: np.ndarray, abs_bound: 
     is monotonic: a positive one is beyond, a negative one is not, whatever the exact
     values. Only a tie (0, with a non-zero error) can hide either; ties are decided
     exactly (:func:`exact_excess`)."""
-    allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
+        allowed = pw_rel_bound * np.abs(x) if pw_rel_bound is not None else np.float64(abs_bound)
         excess = err - allowed
-    ties = np.flatnonzero(excess == 0)
+        # Finite values whose error and allowance both overflowed (|x| near float64's
+        # largest, pw_rel > 1): inf - inf is NaN, which would count as within the bound.
+        overflowed = np.isnan(excess) & np.isfinite(x) & np.isfinite(y)
+    ties = np.flatnonzero((excess == 0) | overflowed)
     if ties.size:
         ties = ties[err[ties] > 0]
         excess[ties] = exact_excess(x[ties], y[ties], abs_bound=abs_bound, pw_rel_bound=pw_rel_bound)

@@ -349,7 +349,7 @@ def create_app(ctx: Context | None = None, *, token: str | None = None, read_onl
         slot = str(form.get("slot") or "")
         try:
             value = json.loads(str(form.get("value") or ""))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nested thousands deep: json raises RecursionError
             raise InputError(f"the new value of {slot} is not valid JSON: {exc}") from exc
         new = await run_in_threadpool(viewer.jobs.fork, run_id, str(form.get("checkpoint_id") or ""), slot, value,
                                str(form.get("new_thread") or ""))
