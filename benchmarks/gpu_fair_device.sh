@@ -44,6 +44,11 @@ do_build() {
   echo "timer build exit $?" | tee -a "$LOG"
 }
 export PYTHONPATH=/tmp/site:$PWD
+# tests start the CLI in a cleaned environment (no PYTHONPATH): a .pth file in the image's own
+# site-packages lets those processes see the carried wheels and this tree too
+SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '/tmp/site\n%s\n' "$PWD" > "$SP/zz_perfscout_device.pth" 2>/dev/null \
+  || echo "cannot write $SP: tests that start the CLI will not import the carried wheels"
 
 do_bench() {
   step "benchmark"

@@ -49,6 +49,11 @@ if ls $D/whl/*.whl >/dev/null 2>&1; then  # only what the image lacks, into a fo
     >>"$LOG" 2>&1 || { echo "wheel install failed" | tee -a "$LOG"; exit 1; }
 fi
 export PYTHONPATH=/tmp/site:$REPO
+# tests start the CLI in a cleaned environment (no PYTHONPATH): a .pth file in the image's own
+# site-packages lets those processes see the carried wheels and this tree too
+SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '/tmp/site\n%s\n' "$REPO" > "$SP/zz_perfscout_device.pth" 2>/dev/null \
+  || echo "cannot write $SP: tests that start the CLI will not import the carried wheels"
 python3 -c "import pydantic, pytest" >>"$LOG" 2>&1 || { echo "pydantic/pytest missing: carry their wheels in $D/whl" | tee -a "$LOG"; exit 1; }
 if ! command -v perf >/dev/null && ls $D/deb/linux-perf*.deb >/dev/null 2>&1; then  # perf, when carried
   mkdir -p /tmp/perf && for f in $D/deb/linux-perf*.deb; do dpkg -x "$f" /tmp/perf; done

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import platform
 import statistics
 import sys
@@ -45,7 +46,9 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version(),
             "bwrap": probe.description if probe.usable else probe.reason,
             "euid": os.geteuid(), "loadavg_at_start": list(os.getloadavg()),
-            "note": "shared 2-core VM under other engineers' load; no GPU"}
+            # what the machine is, as read (this runs on the 2-core dev VM and on the GPU machine)
+            "note": (f"{os.cpu_count()} logical CPUs, load {os.getloadavg()[0]:.2f} at start; "
+                     + ("a GPU is present (nvidia-smi found)" if shutil.which("nvidia-smi") else "no GPU"))}
 
 
 def project_case(pairs: int) -> dict:
