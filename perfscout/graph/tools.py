@@ -201,6 +201,10 @@ def evaluate_codec(
         msg = refused["message"] if refused.get("kind") == "perfscout" else f"{refused['type']}: {refused['message']}"
         return f"failed: {msg}", _artifact("error", error=msg, transient=bool(refused.get("transient")))
     row = out["record"]
+    # the store keys the record by its configuration; the run's observations, notes and claims
+    # by the agent's task (as before): the record says the latter, the store's key rides beside
+    out["store_task_key"] = row["task_key"]
+    row["task_key"] = info["task_key"] or row["task_key"]
     summary = (f"{codec} on {row['dataset']} ({device}) {mode} {bound:g}: status={row['status']} "
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))

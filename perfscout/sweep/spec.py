@@ -665,6 +665,9 @@ class SweepTask(BaseModel):
     memory_limit_mb: int
     plugins: list[str] = Field(default_factory=list)
     base_dir: str = ""
+    #: the codec's run-time registration in the process that made the task (register_codec):
+    #: a task process that does not inherit its memory (a forked task server) replays it
+    registered: dict[str, str] = Field(default_factory=dict)
 
     @property
     def threads(self) -> int:
@@ -909,7 +912,11 @@ def make_task(data: DataRef, codec: CodecSpec, device: str, mode: str, bound: fl
               base_dir: str = "", experiments: list[str] | None = None) -> SweepTask:
     """The task of one configuration, keyed by :func:`make_task_key` (a sweep's expansion and
     the agent's evaluate_codec both build their tasks here)."""
+    from perfscout.codecs.registry import registered_codecs
+
+    registered = {k: v for k, v in registered_codecs().items() if k == codec.id}
     return SweepTask(
+        registered=registered,
         task_key=make_task_key(data, codec, device, mode, bound, repeats, nonfinite),
         experiments=list(experiments or ["main"]), data=data, codec=codec.id, options=codec.options,
         device=device, mode=mode, bound=float(bound), repeats=repeats, nonfinite=nonfinite, timeout_s=timeout_s,

@@ -67,6 +67,11 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
     meta = json.loads(task_path.with_name("run.json").read_text()) if task_path.with_name("run.json").is_file() else {}
     limit_memory(task.memory_limit_mb, task.device.split(":")[0], base_bytes=base_bytes)
     import_plugins(task.plugins, task.base_dir)
+    if task.registered:  # registered at run time in the process that made the task
+        from perfscout.codecs.registry import register_codec
+
+        for codec_id, import_path in task.registered.items():
+            register_codec(codec_id, import_path)
 
     from perfscout.errors import CodecUnavailable, InputError, PerfscoutError
     from perfscout.state.records import CompressionResult
