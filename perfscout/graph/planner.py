@@ -233,7 +233,11 @@ def plan_from_spec(spec: dict[str, Any]) -> Plan:
         notes += [f"{s.codec} on {s.device}" + (f" ({s.mode})" if s.mode != "*" else "") + f": {s.reason}; not run"
                   for s in skipped]
         seen: set[str] = set()
-        for point in points:
+        lossless = sorted({p.codec.id for p in points if p.mode not in REQUEST_MODES})
+        if lossless:
+            notes.append(f"lossless points not run ({', '.join(lossless)}): the agent measures error-bounded "
+                         "modes; `perfscout sweep FILE` runs them")
+        for point in (p for p in points if p.mode in REQUEST_MODES):
             args = _evaluate_args(point, model)
             ident = repr(sorted(args.items()))
             if ident in seen:  # a point shared by two experiments is measured once

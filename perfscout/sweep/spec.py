@@ -894,9 +894,10 @@ def grid_points(spec: SweepSpec) -> tuple[list[GridPoint], list[Skipped]]:
                         for bound in mode_bounds:
                             if len(points) >= 4 * MAX_TASKS:  # before duplicates are merged
                                 _too_many()
-                            points.append(GridPoint(experiment=grid["name"], dataset=ds, codec=codec,
-                                                    device=device, mode=mode, bound=float(bound),
-                                                    repeats=grid["repeats"]))
+                            # validated already (an agent's dataset may lack a shape it asks for later)
+                            points.append(GridPoint.model_construct(
+                                experiment=grid["name"], dataset=ds, codec=codec, device=device, mode=mode,
+                                bound=float(bound), repeats=grid["repeats"]))
     # Dedupe identical skip notes (same codec/device/mode across datasets).
     uniq = list({(s.experiment, s.codec, s.device, s.mode): s for s in skipped}.values())
     return points, uniq

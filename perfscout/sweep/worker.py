@@ -98,7 +98,8 @@ def run_task(task_path: Path, result_path: Path, *, base_bytes: int = 0,
         evaluation["notes"] = list(ev.notes)
         if "search" in ev.extra:  # the record has no column for a psnr/ratio search's trials
             write_json_atomic(search_path(result_path), ev.extra["search"])
-        record.device = task.device  # keep "cuda:1": CUDA_VISIBLE_DEVICES made it "cuda" in here
+        if record.device == task.device.split(":")[0]:  # a codec that fell back to the CPU says "cpu"
+            record.device = task.device  # keep "cuda:1": CUDA_VISIBLE_DEVICES made it "cuda" in here
         if "MemoryError" in record.error and task.device == "cpu":
             record.error += f" (the task's address space is limited to {task.memory_limit_mb} MiB)"
     except MemoryError:
