@@ -517,8 +517,9 @@ def _spec_paths(doc: Any, depth: int = 0) -> list[str]:
         return []
     if isinstance(doc, dict):
         found = [v for k, v in doc.items() if k in ("path", "out") and isinstance(v, str)]
-        listed = doc.get("datasets")
-        found += [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []  # named by path
+        for key in ("datasets", "dataset", "fallback_dataset"):  # a dataset may be named by its path alone
+            listed = doc.get(key)
+            found += [v for v in (listed if isinstance(listed, list) else [listed]) if isinstance(v, str)]
         return found + [p for v in doc.values() for p in _spec_paths(v, depth + 1)]
     if isinstance(doc, list):
         return [p for v in doc[:1000] for p in _spec_paths(v, depth + 1)]

@@ -315,7 +315,10 @@ class SweepRunner:
         replaced = store.stored_attempt(record.task_key) if record.task_key in self._rerun else None
         if replaced is not None and replaced[1]:
             _retag(work, replaced[1])
-        store.put_result(record, attempt_id, replace=record.task_key in self._rerun)  # committed before we go on
+        if record.task_key in self._rerun:
+            store.put_result(record, attempt_id, replace=True)  # committed before we go on
+        else:
+            store.put_result(record, attempt_id)
         promote(work, tag)
         extra = work / f"{EVALUATION}.{tag}.json"  # the worker's timing and notes (not a result column)
         if extra.is_file():
