@@ -293,7 +293,8 @@ def run_evaluation(task: Any, run_dir: str, *, run_id: str = "", call_id: str = 
         answered = False
     if not answered:
         # the task server stays up between the run's calls: the imports are paid once per run
-        run_tasks([task], out, run_id=run_id, name="agent", kind="agent", rerun=rerun, keep_server=True)
+        run_tasks([task], out, run_id=run_id, name="agent", kind="agent", rerun=rerun, keep_server=True,
+                  export=False)
     with ResultStore(out / STORE_NAME) as store:
         row = store.result(key)
         stored = store.stored_attempt(key)

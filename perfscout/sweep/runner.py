@@ -158,6 +158,8 @@ class SweepRunner:
         #: leave the task server running for the next session on this run directory (the
         #: agent's evaluations, one call each: the heavy imports are paid once, not per call)
         self.keep_server = keep_server
+        #: write results.parquet/csv after the session (run_tasks may leave them to `perfscout report`)
+        self.export = True
         self.out = out
         self.cores = max(1, cores or spec.cores or os.cpu_count() or 1)
         self.jobs = max(1, jobs or spec.jobs or self.cores)
@@ -240,8 +242,14 @@ class SweepRunner:
         if self._server is None:
             try:
                 (self.out / "raw").mkdir(parents=True, exist_ok=True)
-                self._server = ForkServer(child_env(task, 1), log_path=self.out / "raw" / "forkserver.log",
-                                          exited=self._wake)
+                env, log = child_env(task, 1), self.out / "raw" / "forkserver.log"
+                if self.keep_server:
+                    # started from a thread that lives as long as this process: the server dies
+                    # with the thread that forked it (PR_SET_PDEATHSIG), and a tool call's thread
+                    # (LangGraph's ToolNode) ends with the call
+                    self._server = _server_thread().submit(ForkServer, env, log_path=log, exited=self._wake).result()
+                else:
+                    self._server = ForkServer(env, log_path=log, exited=self._wake)
             except (ForkServerError, OSError) as exc:
                 # every task still runs, each in a fresh interpreter; the session says so
                 self._server_failed = str(exc)
@@ -457,7 +465,8 @@ class SweepRunner:
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
-        store.export(self.out)
+        if self.export:
+            store.export(self.out)
         return outcome
 
     def _export_quietly(self, store: ResultStore) -> None:
@@ -554,6 +563,19 @@ def _keep_server(out: Path, server: ForkServer) -> None:
         _keep_server.registered = True  # type: ignore[attr-defined]
 
 
+_SERVER_THREAD: Any = None
+
+
+def _server_thread() -> Any:
+    """The one long-lived thread kept task servers are started from (see ``_task_server``)."""
+    global _SERVER_THREAD
+    if _SERVER_THREAD is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _SERVER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfscout-task-server")
+    return _SERVER_THREAD
+
+
 def _take_kept_server(out: Path) -> ForkServer | None:
     server = _KEPT.pop(str(out.resolve()), None)
     if server is not None and not server.alive:
@@ -586,7 +608,7 @@ def _retag(work: Path, tag: str) -> None:
 def run_tasks(tasks: list[SweepTask], out: str | Path, *, run_id: str = "", name: str = "tasks",
               kind: str = "sweep", rerun: set[str] | frozenset[str] = frozenset(), jobs: int | None = 1,
               cores: int | None = None, task_start: str | None = None, progress: bool = False,
-              wait: bool = True, keep_server: bool = False) -> SweepOutcome:
+              wait: bool = True, keep_server: bool = False, export: bool = True) -> SweepOutcome:
     """Run a given list of tasks into ``out``'s store: the entry a sweep (:func:`run_sweep`)
     and the agent's ``evaluate_codec`` share.
 
@@ -599,12 +621,15 @@ def run_tasks(tasks: list[SweepTask], out: str | Path, *, run_id: str = "", name
     the stored one; the earlier attempt's files keep their tag). ``kind`` is stored in the
     store's meta on first use (``agent`` for an agent run directory); ``wait``: queue behind
     another writer of ``out`` (default) instead of refusing; ``keep_server``: leave the CPU
-    task server running for the next call on ``out`` (:func:`close_kept_servers` stops it).
+    task server running for the next call on ``out`` (:func:`close_kept_servers` stops it);
+    ``export``: refresh results.parquet/csv after the session (the agent, one task a call,
+    leaves them out: the store is the record).
     """
     from perfscout.sweep.spec import SweepSpec as _Spec
 
     runner = SweepRunner(_Spec(name=name), Path(out), jobs=jobs, progress=progress, spec_text=None, resume=True,
                          wait=wait, cores=cores, task_start=task_start, keep_server=keep_server)
+    runner.export = export
     return runner.run_given(list(tasks), run_id=run_id, kind=kind, rerun=frozenset(rerun))
 
 
