@@ -32,9 +32,8 @@ from perfscout.errors import InputError
 from perfscout.graph.checkpoint import DURABILITY, open_checkpointer, refuse_reused_thread
 from perfscout.graph.context import Context, context_from
 from perfscout.graph.graph import compile_graph
-from perfscout.graph.planner import is_sweep_spec
 from perfscout.state.records import CompressionResult
-from perfscout.sweep.spec import rebase_file_refs
+from perfscout.sweep.spec import load_spec, rebase_file_refs
 
 _NO_ANSWER = object()
 
@@ -117,11 +116,12 @@ def load_request(request_or_spec: str | dict[str, Any] | Path) -> str | dict[str
             raise InputError(f"spec {request_or_spec} is not valid YAML: {exc}") from exc
         if not isinstance(doc, dict):
             raise InputError(f"spec {request_or_spec} must be a YAML mapping")
-        if is_sweep_spec(doc):
-            # the mapping forgets the file's folder, and a sweep spec's relative paths are
-            # relative to it (as for `perfscout sweep FILE`), not to the working directory
-            return rebase_file_refs(doc, request_or_spec.resolve().parent)
-        return doc
+        # the one schema of `perfscout sweep FILE` (agent keys allowed), so that an error
+        # names its line here as there; nothing is imported or read yet
+        load_spec(request_or_spec, for_agent=True)
+        # the mapping forgets the file's folder, and a spec's relative dataset paths are
+        # relative to it (as for `perfscout sweep FILE`), not to the working directory
+        return rebase_file_refs(doc, request_or_spec.resolve().parent)
     if isinstance(request_or_spec, (str, dict)):
         return request_or_spec
     raise InputError(f"a request is an intent string, a spec mapping or a Path, "

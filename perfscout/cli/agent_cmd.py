@@ -283,7 +283,8 @@ def describe_request(request: Any) -> str:
     if request.get("goal"):
         return str(request["goal"])
     parts = []
-    for key in ("datasets", "data", "codecs", "mode", "bounds", "devices", "sweep", "profile", "diagnose"):
+    for key in ("datasets", "dataset", "data", "codecs", "mode", "modes", "bounds", "bound", "devices", "sweep",
+                "profile", "diagnose"):
         value = request.get(key)
         if value not in (None, "", [], {}):
             shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

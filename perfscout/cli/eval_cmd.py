@@ -82,6 +82,26 @@ def load_input(data: Path | None, synthetic: str | None, dataset: str | None,
     return ds.open(ref)
 
 
+def display_name(data: Path | None, synthetic: str | None, dataset: str | None, shape: str | None,
+                 dtype: str | None, endian: str, var: str | None, field: Any) -> str:
+    """The record's ``dataset``: the display name a sweep and the agent give the same data
+    (:func:`perfscout.datasets.describe`'s label: the file name, ``file.nc:var``,
+    ``KIND:SHAPE``, the registry name)."""
+    import perfscout.datasets as ds
+
+    if synthetic:
+        ref = ds.synthetic_ref(synthetic)
+    elif dataset:
+        return dataset
+    else:
+        assert data is not None
+        ref = ds.file_ref(data, shape=shape, dtype=dtype, endian=endian, var=var)
+    try:
+        return ds.describe(ref).label
+    except PerfscoutError:  # read already; only its name is wanted
+        return getattr(field, "name", "") or str(data or synthetic)
+
+
 def _shapes_the_size_allows(data: Path, shape: str | None, dtype: str | None) -> str:
     """What the file's byte count allows, as the agent proposes it when it asks for the shape
     (the same guesser: graph.understand.assess), e.g. "; its 2985984 bytes fit
@@ -178,6 +198,7 @@ def eval_command(
         ev = evaluate_full(
             field, codec, mode, bound, device=device, repeats=repeats, nonfinite=nonfinite,
             options=parse_options(option), keep_reconstruction=False,
+            dataset=display_name(data, synthetic, dataset, shape, dtype, endian, var, field),
         )
     except PerfscoutError as exc:
         fail(escape(str(exc)))

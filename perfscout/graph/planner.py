@@ -2,10 +2,12 @@
 
 No network, no model: the same request always gives the same plan. It understands
 
-* a spec (a dict as YAML loads it): ``datasets``, ``codecs``, ``mode``, ``bounds``,
-  ``devices``, ``repeats``, ``fallback_dataset``, explicit ``tasks`` (tool + args) and
-  ``sweep`` (a sweep spec file, or ``{spec, out, jobs}``, or a list of them);
-* a sweep spec itself (:mod:`perfscout.sweep.spec`), recognised by its shape;
+* a spec (a dict as YAML loads it), validated by the sweep's schema
+  (:class:`perfscout.sweep.spec.SweepSpec`): its grid (``datasets``, ``codecs``, ``devices``,
+  ``modes``, ``bounds``, ``repeats``, ``experiments``; the aliases ``dataset``, ``mode``,
+  ``bound``) becomes evaluate_codec tasks, plus the agent's own keys ``goal``, ``intent``,
+  ``fallback_dataset``, explicit ``tasks`` (tool + args) and ``sweep`` (a sweep spec file, or
+  ``{spec, out, jobs}``, or a list of them); a sweep spec with ``plugins:`` is one run_sweep task;
 * an :class:`~perfscout.state.intent.Intent` (what a request in words asked for).
 
 Natural-language requests are read by :mod:`perfscout.graph.understand` into an
@@ -84,101 +86,8 @@ def _key(i: int, *parts: str) -> str:
     return f"t{i:02d}-{slug}"[:64]
 
 
-def _resolve_codecs(codecs: Any, devices: list[str], notes: list[str]) -> list[tuple[str, str]]:
-    """(codec, device) pairs. ``"cpu"``/``"all"`` select every usable codec of a device."""
-    infos = {i["id"]: i for i in codec_infos()}
-    if isinstance(codecs, str):
-        codecs = [codecs]
-    pairs: list[tuple[str, str]] = []
-    for entry in codecs or ["cpu"]:
-        if not isinstance(entry, str):
-            raise PlanningError(f"a codec is named by its id (e.g. sz3), got {entry!r}")
-        if entry in ("cpu", "all", "every", "installed"):
-            wanted = devices if entry != "cpu" else ["cpu"]
-            chosen = [c for c, i in infos.items() if i["available"] and i["device"] in wanted]
-            skipped = [f"{c} ({i['reason'] or 'not usable'})" for c, i in infos.items()
-                       if not i["available"] and i["device"] in wanted]
-            notes.append(f"'{entry}' codecs installed here: {', '.join(chosen) or 'none'}"
-                         + (f"; not usable: {', '.join(skipped)}" if skipped else ""))
-            pairs += [(c, infos[c]["device"]) for c in chosen]
-            continue
-        info = infos.get(entry)
-        for dev in devices:
-            if info is not None and info["device"] and info["device"] != dev:
-                notes.append(f"{entry} runs on {info['device']} only: no {dev} task for it")
-                continue
-            pairs.append((entry, dev))
-        if info is not None and info["device"] not in devices:
-            notes.append(f"{entry} needs device {info['device']}, which was not asked for")
-    if "cuda" in devices and not any(d == "cuda" for _, d in pairs):
-        gpu = [c for c, i in infos.items() if i["device"] == "cuda" or c.endswith("-gpu")]
-        if gpu:
-            notes.append(f"GPU side of the comparison uses {gpu[0]}, the GPU codec")
-            pairs.append((gpu[0], "cuda"))
-        else:
-            notes.append("no GPU codec is known to this installation: no cuda task")
-    seen: set[tuple[str, str]] = set()
-    return [p for p in pairs if not (p in seen or seen.add(p))]
-
-
-def _dataset_arg(entry: Any) -> dict[str, Any]:
-    if isinstance(entry, dict):
-        if "path" not in entry and "name" not in entry:
-            raise PlanningError(f"a dataset entry needs 'name' or 'path': {entry!r}")
-        out = {"dataset": str(entry.get("path") or entry.get("name"))}
-        if entry.get("shape") is not None:
-            shape = entry["shape"]
-            out["shape"] = ",".join(str(s) for s in shape) if isinstance(shape, list) else str(shape)
-        if entry.get("dtype"):
-            out["dtype"] = str(entry["dtype"])
-        return out
-    return {"dataset": str(entry)}
-
-
-#: Keys of an agent spec (what :func:`plan_from_spec` expands).
-AGENT_SPEC_KEYS = frozenset({"goal", "datasets", "dataset", "fallback_dataset", "codecs", "mode",
-                             "bounds", "bound", "devices", "repeats", "tasks", "intent", "sweep"})
-#: Agent-spec keys a sweep spec never has: their presence means "agent spec".
-_AGENT_ONLY_KEYS = frozenset({"goal", "dataset", "fallback_dataset", "mode", "bound", "tasks",
-                              "intent", "sweep"})
-_SWEEP_ARG_KEYS = frozenset({"spec", "out", "jobs"})
-
-
-def is_sweep_spec(spec: dict[str, Any]) -> bool:
-    """Whether a mapping is a sweep spec rather than an agent spec, judged by its shape.
-
-    The two share ``datasets, codecs, devices, bounds, repeats``; a sweep spec is one with
-    no agent-only key and either a key only sweep specs have (``name``, ``modes``,
-    ``experiments``, ``timeout_s``...), per-mode ``bounds``, or a ``synthetic:`` dataset entry.
-    """
-    from perfscout.sweep.spec import SweepSpec
-
-    keys = set(spec)
-    if keys & _AGENT_ONLY_KEYS or not keys <= set(SweepSpec.model_fields):
-        return False
-    if keys - AGENT_SPEC_KEYS:
-        return True
-    datasets = spec.get("datasets")
-    return isinstance(spec.get("bounds"), dict) or (isinstance(datasets, list) and any(
-        isinstance(d, dict) and "synthetic" in d for d in datasets))
-
-
-def _number(kind: type, value: Any, what: str) -> Any:
-    """``kind(value)``, or a PlanningError naming the field (a spec is user input)."""
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise PlanningError(f"{what} must be a number, got {value!r}") from None
-
-
-def _sweep_args(entry: Any) -> dict[str, Any]:
-    """run_sweep arguments from a ``sweep:`` entry: a path, or ``{spec, out, jobs}``."""
-    if isinstance(entry, str) and entry.strip():
-        return {"spec": entry.strip()}
-    if isinstance(entry, dict) and isinstance(entry.get("spec"), str) and set(entry) <= _SWEEP_ARG_KEYS:
-        return {k: (_number(int, v, "jobs") if k == "jobs" else str(v)) for k, v in entry.items() if v is not None}
-    raise PlanningError("a 'sweep' entry is the path of a sweep spec (YAML) or a mapping "
-                        f"with 'spec' and optional 'out', 'jobs': got {entry!r}")
+#: Sweep spec settings the agent's evaluations leave to ``perfscout sweep`` (noted, not used).
+_SWEEP_ONLY_KEYS = ("jobs", "cores", "max_memory_mb", "task_start", "output", "report")
 
 
 def _sweep_task(i: int, args: dict[str, Any], label: str) -> Task:
@@ -187,82 +96,178 @@ def _sweep_task(i: int, args: dict[str, Any], label: str) -> Task:
 
 
 def plan_from_sweep_spec(spec: dict[str, Any]) -> Plan:
-    """A sweep spec given as the request: one run_sweep task that carries it."""
+    """A sweep spec whose ``plugins:`` register codecs, given as the request: one run_sweep
+    task carries it (the tool imports the plug-ins only with ``--allow-plugins``)."""
     from perfscout.sweep.spec import SpecError, load_spec
 
     try:
-        # checked for shape here; whether its plug-ins may run is run_sweep's decision
+        # checked here without importing its plug-ins; whether they may run is run_sweep's decision
         model = load_spec({k: v for k, v in spec.items() if k != "plugins"})
     except SpecError as exc:
-        raise PlanningError(f"the request looks like a sweep spec but is not a valid one: {exc}") from exc
+        raise PlanningError(f"the request is a sweep spec with plug-ins but not a valid one: {exc}") from exc
     goal = f"sweep {model.name}" + (f": {model.description}" if model.description else "")
     return Plan(goal=goal, tasks=[_sweep_task(1, {"spec_doc": dict(spec)}, model.name)],
-                planner="deterministic", notes=["the request is a sweep spec: one run_sweep task runs it"])
+                planner="deterministic", notes=["the spec names plug-ins (code that registers codecs): one "
+                                                "run_sweep task runs it as a sweep"])
+
+
+def _evaluate_args(point: Any, model: Any) -> dict[str, Any]:
+    """evaluate_codec's arguments for one grid point of a spec (:class:`perfscout.sweep.spec.GridPoint`)."""
+    ds = point.dataset
+    given = ds.model_fields_set
+    if ds.synthetic:
+        dataset = f"synthetic:{ds.synthetic}" + (f":{ds.dtype}" if "dtype" in given else "") \
+            + (f":seed={ds.seed}" if ds.seed else "")
+    else:
+        dataset = str(ds.path or ds.name)
+    args: dict[str, Any] = {"dataset": dataset}
+    if ds.path and ds.shape:
+        args["shape"] = ",".join(map(str, ds.shape))
+    if ds.path and ("dtype" in given or (ds.shape and not ds.var)):  # a raw file's dtype defaults to f32, as in a sweep
+        args["dtype"] = ds.dtype
+    if ds.var:
+        args["var"] = ds.var
+    if ds.endian == ">":
+        args["endian"] = ">"
+    if ds.fill_masked is not None:
+        args["masked"] = float(ds.fill_masked)
+    if ds.label:
+        args["label"] = ds.label
+    if point.device not in ("cpu", "cuda"):
+        raise PlanningError(f"device {point.device!r}: the agent measures on 'cpu' or 'cuda' (the default GPU); "
+                            f"a grid over {point.device} runs with `perfscout sweep`")
+    if point.mode not in REQUEST_MODES:
+        raise PlanningError(f"mode must be one of {', '.join(REQUEST_MODES)}, got {point.mode!r}")
+    args.update(codec=point.codec.id, mode=point.mode, bound=point.bound, device=point.device,
+                repeats=point.repeats)
+    if point.codec.options:
+        args["options"] = dict(point.codec.options)
+    for key in ("nonfinite", "timeout_s", "memory_limit_mb"):
+        if key in model.model_fields_set:
+            args[key] = getattr(model, key)
+    return args
+
+
+def _with_fallback(model: Any, notes: list[str]) -> Any:
+    """The spec with each named dataset that is absent here replaced by ``fallback_dataset``."""
+    fallback = model.fallback_dataset
+    if fallback is None:
+        return model
+    shown = f"synthetic:{fallback.synthetic}" if fallback.synthetic else (fallback.path or fallback.name)
+
+    def checked(entries: list[Any] | None) -> list[Any] | None:
+        if entries is None:
+            return None
+        out = []
+        for entry in entries:
+            ok, why = dataset_available(entry.name) if entry.name else (True, "")
+            if ok:
+                out.append(entry)
+                if entry.name:
+                    notes.append(f"dataset {entry.name} found: using the real field (the synthetic "
+                                 f"fallback {shown} was not needed)")
+            else:
+                notes.append(f"dataset {entry.name} is not available here ({why}); "
+                             f"using the synthetic fallback {shown} instead")
+                out.append(fallback)
+        return out
+
+    exps = [e.model_copy(update={"datasets": checked(e.datasets)}) for e in model.experiments or []]
+    return model.model_copy(update={"datasets": checked(model.datasets), "experiments": exps or model.experiments})
+
+
+def _group_notes(model: Any, notes: list[str]) -> None:
+    """What a codec group word (``cpu``, ``all``) selected here, and what it left out and why."""
+    from perfscout.sweep.spec import CODEC_GROUPS, resolve_grid
+
+    infos = codec_infos()
+    for exp in model.experiments or [None]:
+        grid = resolve_grid(model, exp)
+        named = (exp.codecs if exp is not None and exp.codecs is not None else model.codecs) or []
+        for entry in named:
+            word = entry if isinstance(entry, str) else entry.id
+            if word not in CODEC_GROUPS:
+                continue
+            kinds = CODEC_GROUPS[word] or tuple(dict.fromkeys(d.split(":")[0] for d in grid["devices"]))
+            chosen = [i["id"] for i in infos if i["available"] and i["device"] in kinds]
+            unusable = [f"{i['id']} ({i['reason'] or 'not usable'})" for i in infos
+                        if not i["available"] and i["device"] in kinds]
+            note = (f"'{word}' codecs installed here: {', '.join(chosen) or 'none'}"
+                    + (f"; not usable: {', '.join(unusable)}" if unusable else ""))
+            if note not in notes:
+                notes.append(note)
 
 
 def plan_from_spec(spec: dict[str, Any]) -> Plan:
-    """Expand a spec into tasks: datasets x (codec, device) x bounds, explicit tasks, sweeps."""
+    """Expand a spec into tasks: its grid (:func:`perfscout.sweep.spec.grid_points`, the
+    expansion a sweep uses) as evaluate_codec tasks, explicit tasks, sweeps.
+
+    The spec is validated by the sweep's schema (:func:`perfscout.sweep.spec.load_spec` with
+    ``for_agent``), so a key means what it means in ``perfscout sweep FILE``."""
+    from perfscout.sweep.spec import SpecError, grid_points, has_grid, load_spec
+
     if not isinstance(spec, dict):
         raise PlanningError(f"a spec must be a mapping, got {type(spec).__name__}")
-    if is_sweep_spec(spec):
+    if spec.get("plugins") and not set(spec) & {"goal", "intent", "fallback_dataset", "tasks", "sweep"}:
         return plan_from_sweep_spec(spec)
-    unknown = set(spec) - AGENT_SPEC_KEYS
-    if unknown:
-        raise PlanningError(f"unknown spec keys: {', '.join(sorted(unknown))}")
-    if "intent" in spec and len(spec) <= 2:
-        plan = plan_request(str(spec["intent"]))
-        plan.goal = str(spec.get("goal") or plan.goal)
+    try:
+        model = load_spec(spec, for_agent=True)
+    except SpecError as exc:
+        raise PlanningError(str(exc)) from exc
+    if model.plugins:
+        raise PlanningError("plugins: a spec that imports code runs as a sweep (one run_sweep task, with "
+                            "--allow-plugins); leave out goal, intent, fallback_dataset, tasks and sweep")
+    if model.intent is not None:
+        if set(spec) - {"intent", "goal"}:
+            raise PlanningError("'intent' is a request in words: give it alone (with an optional 'goal')")
+        plan = plan_request(model.intent)
+        plan.goal = str(model.goal or plan.goal)
         return plan
     notes: list[str] = []
-    datasets = spec.get("datasets", spec.get("dataset", []))
-    datasets = datasets if isinstance(datasets, list) else [datasets]
-    fallback = spec.get("fallback_dataset")
-    if fallback:
-        checked = []
-        for entry in datasets:
-            name = entry if isinstance(entry, str) else None
-            ok, why = dataset_available(name) if name else (True, "")
-            if ok:
-                checked.append(entry)
-                if name:
-                    notes.append(f"dataset {name} found: using the real field (the synthetic "
-                                 f"fallback {fallback} was not needed)")
-            else:
-                notes.append(f"dataset {name} is not available here ({why}); "
-                             f"using the synthetic fallback {fallback} instead")
-                checked.append(fallback)
-        datasets = checked
-    mode = str(spec.get("mode", "rel"))
-    if mode not in REQUEST_MODES:
-        raise PlanningError(f"mode must be one of {', '.join(REQUEST_MODES)}, got {mode!r}")
-    bounds = spec.get("bounds", spec.get("bound", []))
-    bounds = [_number(float, b, "a bound") for b in (bounds if isinstance(bounds, list) else [bounds])]
-    devices = spec.get("devices") or ["cpu"]
-    devices = [_device(d) for d in (devices if isinstance(devices, list) else [devices])]
-    repeats = _number(int, spec.get("repeats", 3), "repeats")
     tasks: list[Task] = []
-    if datasets or spec.get("codecs"):
-        if not datasets or not bounds:
-            raise PlanningError("a spec that evaluates codecs needs 'datasets' and 'bounds'")
-        pairs = _resolve_codecs(spec.get("codecs", "cpu"), devices, notes)
-        for ds_entry, (codec, dev), b in product(datasets, pairs, bounds):
-            args = {**_dataset_arg(ds_entry), "codec": codec, "mode": mode, "bound": b,
-                    "device": dev, "repeats": repeats}
-            tasks.append(Task(key=_key(len(tasks) + 1, codec, dev, mode, _fmt_bound(b)),
+    if has_grid(model):
+        model = _with_fallback(model, notes)
+        _group_notes(model, notes)
+        try:
+            points, skipped = grid_points(model)
+        except SpecError as exc:
+            raise PlanningError(str(exc)) from exc
+        notes += [f"{s.codec} on {s.device}" + (f" ({s.mode})" if s.mode != "*" else "") + f": {s.reason}; not run"
+                  for s in skipped]
+        seen: set[str] = set()
+        lossless = sorted({p.codec.id for p in points if p.mode not in REQUEST_MODES})
+        if lossless:
+            notes.append(f"lossless points not run ({', '.join(lossless)}): the agent measures error-bounded "
+                         "modes; `perfscout sweep FILE` runs them")
+        for point in (p for p in points if p.mode in REQUEST_MODES):
+            args = _evaluate_args(point, model)
+            ident = repr(sorted(args.items()))
+            if ident in seen:  # a point shared by two experiments is measured once
+                continue
+            seen.add(ident)
+            tasks.append(Task(key=_key(len(tasks) + 1, point.codec.id, point.device, point.mode,
+                                       _fmt_bound(point.bound)),
                               tool=EVALUATE.name, args=args,
-                              purpose=f"{codec} on {args['dataset']} ({dev}) at {mode} {b:g}"))
-    for extra in spec.get("tasks") or []:
-        if not isinstance(extra, dict) or "tool" not in extra or not isinstance(extra.get("args") or {}, dict):
-            raise PlanningError(f"an explicit task needs 'tool' (and 'args', a mapping): {extra!r}")
-        tasks.append(Task(key=_key(len(tasks) + 1, str(extra["tool"])), tool=str(extra["tool"]),
-                          args=dict(extra.get("args") or {}), purpose=str(extra.get("purpose", ""))))
-    sweeps = spec.get("sweep")
-    for entry in (sweeps if isinstance(sweeps, list) else [sweeps] if sweeps is not None else []):
-        args = _sweep_args(entry)
+                              purpose=f"{point.codec.id} on {args.get('label') or args['dataset']} ({point.device}) "
+                                      f"at {point.mode} {point.bound:g}"))
+        unused = [k for k in _SWEEP_ONLY_KEYS if k in model.model_fields_set]
+        if unused:
+            notes.append(f"not used by the agent: {', '.join(unused)} (its evaluations run one at a time in "
+                         "the agent's run directory; `perfscout sweep FILE` uses them)")
+    for extra in model.tasks or []:
+        tasks.append(Task(key=_key(len(tasks) + 1, extra.tool), tool=extra.tool, args=dict(extra.args),
+                          purpose=extra.purpose))
+    sweeps = model.sweep if isinstance(model.sweep, list) else [model.sweep] if model.sweep is not None else []
+    for entry in sweeps:
+        args = {"spec": entry} if isinstance(entry, str) else entry.model_dump(exclude_none=True)
+        if not str(args["spec"]).strip():
+            raise PlanningError("a 'sweep' entry is the path of a sweep spec (YAML) or a mapping with 'spec' "
+                                "and optional 'out', 'jobs'")
         tasks.append(_sweep_task(len(tasks) + 1, args, Path(args["spec"]).stem))
     if not tasks:
         raise PlanningError("the spec asks for nothing: give datasets, codecs and bounds, tasks, or sweep")
-    return Plan(goal=str(spec.get("goal", "")), tasks=tasks, planner="deterministic", notes=notes)
+    goal = model.goal or model.description or ("" if "name" not in model.model_fields_set else f"sweep {model.name}")
+    return Plan(goal=str(goal), tasks=tasks, planner="deterministic", notes=notes)
 
 
 # ---- intents ---------------------------------------------------------------------

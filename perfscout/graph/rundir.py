@@ -5,7 +5,10 @@ Layout under ``$PERFSCOUT_HOME/runs/<run_id>/``::
     request.json   platform.json   plan.json
     calls.log      one line per tool call started / finished (the side-effect ledger)
     raw/<call_id>.json        the tool's raw reply
-    results/<seq>-<call_id>.json   the parsed Observation (the results store)
+    results/<seq>-<call_id>.json   the parsed Observation (the conversation's store)
+    results.sqlite, raw/<task_key>/, results.parquet/csv   the sweep engine's store of every
+                   evaluate_codec task (perfscout.sweep.runner.run_tasks; ``perfscout report
+                   runs/<id>`` reports it into store-report/)
     report.md   report.html   results.json   claims.json (the Answer's claims)
     plots/<dataset>__<kind>.png   the figures report.html inlines (two or more records)
 

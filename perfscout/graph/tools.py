@@ -157,21 +157,34 @@ def evaluate_codec(
     nonfinite: Annotated[Literal["refuse", "passthrough"], Field(
         description="NaN/Inf in the data: 'refuse' (default) or 'passthrough' (kept losslessly "
                     "beside the stream; the finite values are compressed and checked).")] = "refuse",
+    options: Annotated[dict[str, Any] | None, Field(
+        description="Codec options, as a sweep spec's {id, options} gives them (e.g. {threads: 2}).")] = None,
+    label: Annotated[str | None, Field(description="Display name of the dataset in the record "
+                                       "(default: the file name, the registry name or KIND:SHAPE).")] = None,
+    timeout_s: Annotated[float | None, Field(gt=0, description="Wall-clock limit of the evaluation "
+                                             "(default grows with the field).")] = None,
+    memory_limit_mb: Annotated[int | None, Field(ge=64, description="Memory the evaluation may use "
+                                                 "(default grows with the field).")] = None,
     runtime: ToolRuntime[Any, Any] = None,  # injected by ToolNode; not in the schema
 ) -> tuple[str, Artifact]:
     """Compress and decompress one dataset with one error-bounded codec, verify the bound
     element by element, and measure ratio, error metrics and throughput (medians over
     `repeats` after a warm-up)."""
+    state = (runtime.state if runtime is not None else None) or {}
     try:
         data, missing = resolve_data(dataset, shape, dtype, var=var, endian=endian, masked=masked,
-                                     named_paths=_request_named((runtime.state if runtime is not None else None) or {}))
+                                     named_paths=_request_named(state))
         if missing is not None:
             return f"needs input: {missing['error']}", missing
-        evaluate_full = importlib.import_module("perfscout.tools.evaluate").evaluate_full
         info = _run_info(runtime)
-        options = {"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else None
-        ev = evaluate_full(data, codec, mode, bound, device=device, repeats=repeats, dataset=dataset,
-                           nonfinite="passthrough" if masked == "nan" else nonfinite, options=options, keep_reconstruction=False, **info)
+        task = agent_task(data, dataset, codec, mode, bound, device=device, repeats=repeats, shape=shape,
+                          dtype=dtype, var=var, endian=endian, masked=masked,
+                          nonfinite="passthrough" if masked == "nan" else nonfinite,
+                          options={**(options or {}), **({"chunk_bytes": int(chunk_mb) << 20} if chunk_mb else {})},
+                          label=label, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+                          experiment=info["task_key"] or "agent")
+        call_id = (runtime.tool_call_id if runtime is not None else "") or ""
+        out = run_evaluation(task, str(state.get("run_dir") or ""), run_id=info["run_id"], call_id=call_id)
     except (CodecUnavailable, InputError) as exc:
         if (asked := _missing_policy(exc)) is not None:
             return f"needs input: {asked['error']}", asked
@@ -180,15 +193,155 @@ def evaluate_codec(
         return f"failed: {exc}", _artifact("error", error=str(exc))
     except Exception as exc:  # a tool reports failures; reflect decides what they mean
         return _failure(exc)
-    row = ev.result.row()
-    timing = {name: _timing(getattr(ev, f"{name}_timing", None)) for name in ("compress", "decompress")}
-    summary = (f"{codec} on {dataset} ({device}) {mode} {bound:g}: status={row['status']} "
+    refused = out.pop("refused", None)
+    if refused:  # the evaluation raised in its child: the same reply as when it raised here
+        if (asked := _policy_question(refused)) is not None:
+            return f"needs input: {asked['error']}", asked
+        if refused.get("kind") == "input":
+            return f"refused: {refused['message']}", _artifact("refused", error=refused["message"])
+        msg = refused["message"] if refused.get("kind") == "perfscout" else f"{refused['type']}: {refused['message']}"
+        return f"failed: {msg}", _artifact("error", error=msg, transient=bool(refused.get("transient")))
+    row = out["record"]
+    # the store keys the record by its configuration; the run's observations, notes and claims
+    # by the agent's task (as before): the record says the latter, the store's key rides beside
+    out["store_task_key"] = row["task_key"]
+    row["task_key"] = info["task_key"] or row["task_key"]
+    summary = (f"{codec} on {row['dataset']} ({device}) {mode} {bound:g}: status={row['status']} "
                f"ratio={row['ratio']} bound_ok={row['bound_ok']}"
                + (f" error={row['error'][:300]}" if row.get("error") else ""))
-    out = {"record": row, "timing": timing, "notes": list(ev.notes), "field": field_facts(data)}
-    if "search" in ev.extra:  # a psnr/ratio search: its window, trials and closest (SearchOutcome.summary)
-        out["search"] = ev.extra["search"]
+    out["field"] = field_facts(data)
     return summary, _artifact("result", data=out)
+
+
+def agent_task(data: Any, dataset: str, codec: str, mode: str, bound: float, *, device: str, repeats: int,
+               shape: str | None, dtype: str | None, var: str | None, endian: str | None,
+               masked: str | float | None, nonfinite: str, options: dict[str, Any], label: str | None,
+               timeout_s: float | None, memory_limit_mb: int | None, experiment: str) -> Any:
+    """The sweep task of one evaluate_codec call, built as a sweep builds its tasks: the
+    dataset as a spec entry (:class:`perfscout.sweep.spec.DatasetSpec`), resolved, sized and
+    identified by :func:`perfscout.sweep.spec.resolve_data`, keyed by ``make_task_key``.
+    ``data`` is the field :func:`resolve_data` opened (a unique prefix of a name resolved)."""
+    from perfscout.sweep import spec as S
+    from perfscout.tools.isolate import _default_timeout_s, default_memory_limit_mb
+
+    entry: dict[str, Any]
+    if dataset.startswith("synthetic:"):
+        entry = S.dataset_from_string(dataset)
+    elif not var and not _datasets().looks_like_file(dataset) and not _is_file(dataset):
+        entry = {"name": getattr(data, "name", None) or dataset}  # the registry name a prefix chose
+    else:
+        path = Path(dataset).expanduser().resolve()
+        entry = {"path": str(path)}
+        kind = _datasets().file_ref(path, var=var).source  # as resolve_data read it: raw, npy or variable
+        if kind == "variable":
+            entry["var"] = var or getattr(data, "meta", {}).get("var") or ""
+        if kind == "raw" and shape and is_shape(shape):
+            entry["shape"] = shape
+        if dtype and kind != "npy":  # a .npy file carries its own (a dtype given by mistake is moot)
+            entry["dtype"] = dtype
+        if endian == ">":
+            entry["endian"] = ">"
+        if masked is not None and masked != "nan":
+            entry["fill_masked"] = float(masked)
+    if label:
+        entry["label"] = label
+    try:
+        ds_spec = S.DatasetSpec.model_validate(entry, context={"agent": True})
+        ref = S.resolve_data(ds_spec, os.getcwd()).check_size()
+    except ValueError as exc:  # a pydantic error or a SpecError: the data as given is refused
+        raise InputError(str(exc)) from None
+    nbytes = ref.nbytes
+    return S.make_task(ref, S.CodecSpec(id=codec, options=options), device, mode, bound, repeats,
+                       nonfinite=nonfinite, timeout_s=timeout_s or _default_timeout_s(nbytes),
+                       memory_limit_mb=memory_limit_mb or default_memory_limit_mb(nbytes),
+                       experiments=[experiment])
+
+
+#: The store meta key under which an agent call remembers the attempt that answered it.
+_CALL_META = "agent_call:"
+
+
+def run_evaluation(task: Any, run_dir: str, *, run_id: str = "", call_id: str = "") -> dict[str, Any]:
+    """Run one agent evaluation through the sweep engine into ``run_dir`` (the agent's run
+    directory: its ``results.sqlite`` and ``raw/<task_key>/``), and return the observation's
+    data: record, timing, notes, search (and ``refused`` when the evaluation raised).
+
+    The same call again (a resumed run re-running the call it was in when it stopped) returns
+    the stored attempt instead of measuring twice; another call of a configuration already
+    stored (a retry) is a new attempt whose record replaces the stored one. Without a run
+    directory (a tool called on its own) a temporary one is used and removed."""
+    import json
+    import tempfile
+
+    from perfscout.sweep.runner import EVALUATION, run_tasks
+    from perfscout.tools.results_store import STORE_NAME, ResultStore
+
+    if not run_dir:
+        with tempfile.TemporaryDirectory(prefix="perfscout-eval-") as tmp:
+            return run_evaluation(task, tmp, run_id=run_id, call_id=call_id)
+    out = Path(run_dir)
+    key = task.task_key
+    rerun: set[str] = set()
+    if (out / STORE_NAME).is_file():
+        with ResultStore(out / STORE_NAME) as store:
+            seen = json.loads(store.get_meta(_CALL_META + call_id, "{}") or "{}") if call_id else {}
+            stored = store.stored_attempt(key)
+            answered = bool(seen) and seen.get("task_key") == key and stored is not None \
+                and seen.get("attempt") == stored[0]
+            if key in store.finished_keys() and not answered:
+                rerun = {key}
+    else:
+        answered = False
+    if not answered:
+        # the task server stays up between the run's calls: the imports are paid once per run
+        run_tasks([task], out, run_id=run_id, name="agent", kind="agent", rerun=rerun, keep_server=True,
+                  export=False)
+    with ResultStore(out / STORE_NAME) as store:
+        row = store.result(key)
+        stored = store.stored_attempt(key)
+        if call_id and stored is not None:
+            store.set_meta(_CALL_META + call_id, json.dumps({"task_key": key, "attempt": stored[0]}))
+    if row is None:
+        raise PerfscoutError(f"the evaluation of {task.codec} on {task.data.label} left no record in {out / STORE_NAME}")
+    work = out / "raw" / key
+    record_file = work / "result.json"
+    if record_file.is_file():  # the child's own record: its values exactly (NaN stays NaN)
+        from perfscout.state.records import CompressionResult
+
+        record = CompressionResult.model_validate_json(record_file.read_text(encoding="utf-8"))
+        if record.task_key == key and record.status == row["status"]:
+            row = record.row()
+    extra = _read_json(work / f"{EVALUATION}.json") or {}
+    timing = extra.get("timing") or {"compress": None, "decompress": None}
+    data: dict[str, Any] = {"record": row, "timing": timing, "notes": list(extra.get("notes") or [])}
+    if row["status"] in ("codec_crashed", "codec_timeout"):  # no result of its own: said from outside
+        data["notes"].append(f"{row['status']}: the evaluation ran in a child process, which did not survive; "
+                             "this process did")
+    search = _read_json(work / "search.json")
+    if search is not None:
+        data["search"] = search
+    if extra.get("refused"):
+        data["refused"] = extra["refused"]
+    return data
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _policy_question(refused: dict[str, Any]) -> Artifact | None:
+    """The question for an evaluation its child refused for want of a NaN/Inf or masked-points
+    policy (:func:`_missing_policy`, from the counts the child wrote)."""
+    kind = {"MaskedValuesError": "masked", "NonfiniteInputError": "nonfinite"}.get(str(refused.get("type")))
+    if kind is None or not isinstance(refused.get("count"), int):
+        return None
+    return _policy_ask(kind, str(refused.get("message", "")), int(refused["count"]),
+                       int(refused.get("total") or 0))
 
 
 def _missing_policy(exc: Exception) -> Artifact | None:
@@ -199,20 +352,26 @@ def _missing_policy(exc: Exception) -> Artifact | None:
     cf = importlib.import_module("perfscout.datasets.cf")
     bounds = importlib.import_module("perfscout.tools.bounds")
     if isinstance(exc, cf.MaskedValuesError):
-        kept = exc.total - exc.count
-        return _ask(str(exc), {"masked": (
-            f"'nan' to evaluate only the {kept} unmasked values (the mask of {exc.count} points kept "
-            f"losslessly beside the stream), or a number to fill the {exc.count} masked points with "
-            "(they are then compressed and checked like data)",
-            f"有 {exc.count} 个被掩码的点（缺测/填充值）：回答 nan 只评估其余 {kept} 个有效值（掩码无损地存在"
-            f"压缩流旁边），或给一个数值把这 {exc.count} 个点填上（之后它们和数据一样被压缩和检查）")})
+        return _policy_ask("masked", str(exc), exc.count, exc.total)
     if isinstance(exc, bounds.NonfiniteInputError):
-        return _ask(str(exc), {"nonfinite": (
-            f"'passthrough' to keep the {exc.count} NaN/Inf value(s) losslessly beside the stream and "
-            "compress and check the finite ones",
-            f"数据里有 {exc.count} 个 NaN/Inf：回答 passthrough（或“保留”）把它们无损地存在压缩流旁边，"
-            "只压缩和检查有限值")})
+        return _policy_ask("nonfinite", str(exc), exc.count, 0)
     return None
+
+
+def _policy_ask(kind: str, error: str, count: int, total: int) -> Artifact:
+    if kind == "masked":
+        kept = total - count
+        return _ask(error, {"masked": (
+            f"'nan' to evaluate only the {kept} unmasked values (the mask of {count} points kept "
+            f"losslessly beside the stream), or a number to fill the {count} masked points with "
+            "(they are then compressed and checked like data)",
+            f"有 {count} 个被掩码的点（缺测/填充值）：回答 nan 只评估其余 {kept} 个有效值（掩码无损地存在"
+            f"压缩流旁边），或给一个数值把这 {count} 个点填上（之后它们和数据一样被压缩和检查）")})
+    return _ask(error, {"nonfinite": (
+        f"'passthrough' to keep the {count} NaN/Inf value(s) losslessly beside the stream and "
+        "compress and check the finite ones",
+        f"数据里有 {count} 个 NaN/Inf：回答 passthrough（或“保留”）把它们无损地存在压缩流旁边，"
+        "只压缩和检查有限值")})
 
 
 def field_facts(data: Any) -> dict[str, Any]:
@@ -235,14 +394,6 @@ def field_facts(data: Any) -> dict[str, Any]:
                    scale_factor=meta.get("scale_factor"), add_offset=meta.get("add_offset"),
                    stored_itemsize=int(np.dtype(str(stored)).itemsize))
     return out
-
-
-def _timing(stats: Any) -> dict[str, Any] | None:
-    """The spread of the timed repeats (None when the codec timed itself)."""
-    if stats is None:
-        return None
-    return {"cv": float(stats.cv), "noisy": bool(stats.noisy), "too_small": bool(stats.too_small),
-            "repeats": int(stats.repeats), "samples_s": [float(x) for x in stats.samples_s]}
 
 
 @tool(response_format="content_and_artifact")
@@ -368,8 +519,9 @@ def _spec_paths(doc: Any, depth: int = 0) -> list[str]:
         return []
     if isinstance(doc, dict):
         found = [v for k, v in doc.items() if k in ("path", "out") and isinstance(v, str)]
-        listed = doc.get("datasets")
-        found += [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []  # named by path
+        for key in ("datasets", "dataset", "fallback_dataset"):  # a dataset may be named by its path alone
+            listed = doc.get(key)
+            found += [v for v in (listed if isinstance(listed, list) else [listed]) if isinstance(v, str)]
         return found + [p for v in doc.values() for p in _spec_paths(v, depth + 1)]
     if isinstance(doc, list):
         return [p for v in doc[:1000] for p in _spec_paths(v, depth + 1)]

@@ -127,6 +127,9 @@ def check_store(run_dir: str | Path) -> None:
     run_dir = Path(run_dir)
     path = run_dir / STORE_NAME
     if not path.is_file():
+        if (run_dir / "request.json").is_file():
+            raise StoreError(f"{run_dir} is an agent run that evaluated no codec (no {STORE_NAME}): there is no "
+                             f"store to report on; the agent's answer is {run_dir / 'report.md'}")
         raise StoreError(f"{run_dir} is not a sweep run directory (no {STORE_NAME})")
     on_disk = _stored_task_results(run_dir)
     planned = {str(t.get("task_key")) for t in _resolved(run_dir).get("tasks") or [] if isinstance(t, dict)}
@@ -262,17 +265,61 @@ def _searches(run_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: Where the sweep report of an agent run directory goes: its report.md/report.html are the
+#: agent's answer, which the store's report must not overwrite.
+AGENT_STORE_REPORT = "store-report"
+
+
+def is_agent_run_dir(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` is an agent run (``runs/<id>/``: its store written by evaluate_codec)."""
+    run_dir = Path(run_dir)
+    if (run_dir / "request.json").is_file():
+        return True
+    try:
+        with ResultStore(run_dir / STORE_NAME) as store:
+            return store.get_meta("kind") == "agent"
+    except StoreError:
+        return False
+
+
+def _report_dir(run_dir: Path) -> Path:
+    """The folder a store's report is written to: the run directory itself for a sweep, its
+    ``store-report/`` for an agent run (with the run's platform snapshot and request beside
+    it, which the report shows)."""
+    if not is_agent_run_dir(run_dir):
+        return run_dir
+    out = run_dir / AGENT_STORE_REPORT
+    out.mkdir(exist_ok=True)
+    from perfscout.io import write_atomic
+
+    if (run_dir / "platform.json").is_file():
+        write_atomic(out / "platform.json", (run_dir / "platform.json").read_text(encoding="utf-8"))
+    try:
+        request = json.loads((run_dir / "request.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        request = None
+    request = request.get("request", request) if isinstance(request, dict) and "request" in request else request
+    if request is not None:
+        import yaml
+
+        text = yaml.safe_dump(request, sort_keys=False, allow_unicode=True) if isinstance(request, dict) \
+            else f"# the agent's request, in words\nintent: {json.dumps(request, ensure_ascii=False)}\n"
+        write_atomic(out / "spec.yaml", text)
+    return out
+
+
 def report(run_dir: str | Path, *, rebuild: bool = False) -> Path:
     """Write ``report.md`` and a self-contained ``report.html`` into the run directory; return the HTML path.
 
     ``rebuild=True`` first rebuilds a damaged store from the task results on disk
-    (:func:`rebuild_store`)."""
+    (:func:`rebuild_store`). An agent run directory (``runs/<id>/``) keeps its own report
+    (the agent's answer): the store's report goes into its ``store-report/`` folder."""
     from perfscout.analysis.report import render
 
     if rebuild:
         rebuild_store(run_dir)
     data = read_sweep_data(run_dir)
     log.info("report of %s: %d of %d task(s) stored", run_dir, len(data.results), data.n_tasks)
-    html = render.write_sweep_report(run_dir, data)
+    html = render.write_sweep_report(_report_dir(Path(run_dir)), data)
     log.info("wrote %s and %s", html, html.with_name("report.md"))
     return html

@@ -153,8 +153,13 @@ class SweepRunner:
 
     def __init__(self, spec: SweepSpec, out: Path, *, jobs: int | None, progress: bool, spec_text: str | None,
                  resume: bool, wait: bool = False, dask: DaskOptions | None = None, cores: int | None = None,
-                 task_start: str | None = None) -> None:
+                 task_start: str | None = None, keep_server: bool = False) -> None:
         self.spec = spec
+        #: leave the task server running for the next session on this run directory (the
+        #: agent's evaluations, one call each: the heavy imports are paid once, not per call)
+        self.keep_server = keep_server
+        #: write results.parquet/csv after the session (run_tasks may leave them to `perfscout report`)
+        self.export = True
         self.out = out
         self.cores = max(1, cores or spec.cores or os.cpu_count() or 1)
         self.jobs = max(1, jobs or spec.jobs or self.cores)
@@ -180,6 +185,8 @@ class SweepRunner:
         self._stop = False
         self.run_id = ""
         self.platform_id = ""
+        #: task keys this session runs again although they have a result (run_tasks' rerun)
+        self._rerun: set[str] = set()
 
     # -- scheduling (local executor) ----------------------------------------------
     def _can_start(self, task: SweepTask, running: list[Any]) -> bool:
@@ -228,11 +235,21 @@ class SweepRunner:
         if self._server is not None and not self._server.alive:
             self._server.close()
             self._server = None
+        if self._server is None and self.keep_server:
+            self._server = _take_kept_server(self.out)
+            if self._server is not None:
+                self._server.exited = self._wake  # its tasks now wake this session's loop
         if self._server is None:
             try:
                 (self.out / "raw").mkdir(parents=True, exist_ok=True)
-                self._server = ForkServer(child_env(task, 1), log_path=self.out / "raw" / "forkserver.log",
-                                          exited=self._wake)
+                env, log = child_env(task, 1), self.out / "raw" / "forkserver.log"
+                if self.keep_server:
+                    # started from a thread that lives as long as this process: the server dies
+                    # with the thread that forked it (PR_SET_PDEATHSIG), and a tool call's thread
+                    # (LangGraph's ToolNode) ends with the call
+                    self._server = _server_thread().submit(ForkServer, env, log_path=log, exited=self._wake).result()
+                else:
+                    self._server = ForkServer(env, log_path=log, exited=self._wake)
             except (ForkServerError, OSError) as exc:
                 # every task still runs, each in a fresh interpreter; the session says so
                 self._server_failed = str(exc)
@@ -297,9 +314,23 @@ class SweepRunner:
 
     def store_result(self, store: ResultStore, record: CompressionResult, attempt_id: int | None, tag: str,
                      outcome: SweepOutcome) -> None:
-        """The one place a result enters the store (then its attempt's files become canonical)."""
-        store.put_result(record, attempt_id)  # committed before we go on
-        promote(self.out / "raw" / record.task_key, tag)
+        """The one place a result enters the store (then its attempt's files become canonical).
+
+        A task run again (:func:`run_tasks` ``rerun``: the agent's retry of one configuration)
+        replaces its row: the earlier attempt stays in the attempt log, and its files go back
+        to their attempt's tag (``result.s1-a1.json``) rather than being overwritten."""
+        work = self.out / "raw" / record.task_key
+        replaced = store.stored_attempt(record.task_key) if record.task_key in self._rerun else None
+        if replaced is not None and replaced[1]:
+            _retag(work, replaced[1])
+        if record.task_key in self._rerun:
+            store.put_result(record, attempt_id, replace=True)  # committed before we go on
+        else:
+            store.put_result(record, attempt_id)
+        promote(work, tag)
+        extra = work / f"{EVALUATION}.{tag}.json"  # the worker's timing and notes (not a result column)
+        if extra.is_file():
+            os.replace(extra, work / f"{EVALUATION}.json")
         outcome.count(record.status)
 
     # -- main loop ---------------------------------------------------------------
@@ -340,6 +371,39 @@ class SweepRunner:
             f"no space left on the device holding {self.out} ({exc}); the sweep stopped. {kept}"
             f"free some space and continue with: perfscout sweep SPEC --out {self.out} --resume")
 
+    def run_given(self, tasks: list[SweepTask], *, run_id: str = "", kind: str = "sweep",
+                  rerun: set[str] | frozenset[str] = frozenset()) -> SweepOutcome:
+        """Run ``tasks`` (already expanded) into the run directory's store: the lower-level
+        entry below :meth:`run` (see :func:`run_tasks`)."""
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the run directory {self.out}: {exc}") from None
+        lock = RunDirLock(self.out, wait=self.wait, command=f"perfscout {kind} (pid {os.getpid()})",
+                          on_wait=lambda msg: self.console.print(f"[yellow]{msg}[/]"))
+        with lock:
+            store = None
+            try:
+                store = ResultStore(self.out / STORE_NAME)
+                self.scheduling = self.plan_cores(tasks)
+                self.run_id = store.get_meta("run_id") or run_id or f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
+                store.set_meta("run_id", self.run_id)
+                if store.get_meta("kind") is None:
+                    store.set_meta("kind", kind)
+                if store.get_meta("spec_name") is None:
+                    store.set_meta("spec_name", self.spec.name)
+                    store.set_meta("report_options", self.spec.report.model_dump_json())
+                self.platform_id = str(write_platform(self.out).get("platform_id", ""))
+                store.add_tasks(tasks)
+                return self._execute(store, tasks, set(rerun))
+            except (OSError, sqlite3.Error) as exc:
+                if not is_disk_full(exc):
+                    raise
+                raise self._storage_full(store, exc) from None
+            finally:
+                if store is not None:
+                    store.close()
+
     def _run(self, store: ResultStore, planned: tuple[list[SweepTask], list[Skipped]]) -> SweepOutcome:
         if store.task_count() and not self.resume:
             raise InputError(
@@ -364,16 +428,23 @@ class SweepRunner:
             "spec": self.spec.model_dump(mode="json"), "base_dir": self.spec.base_dir,
             "tasks": [t.model_dump(mode="json") for t in tasks], "skipped": [s.model_dump() for s in skipped],
         }, indent=1))
+        return self._execute(store, tasks, set())
+
+    def _execute(self, store: ResultStore, tasks: list[SweepTask], rerun: set[str]) -> SweepOutcome:
+        """One session over ``tasks``: those without a stored result (and those in ``rerun``)
+        run, locally or on Dask; every result is committed as it lands."""
+        self._rerun = rerun
         session = store.new_session()
         executor = "dask" if self.dask is not None else "local"
         store.set_meta(f"session_{session}", json.dumps({
             "jobs": self.jobs, "memory_budget_mb": self.memory_budget_mb, "executor": executor,
             "task_start": self.task_start, **self.scheduling,
             "started_at": datetime.now(timezone.utc).isoformat()}))
-        done = store.finished_keys()
-        pending = [t for t in tasks if t.task_key not in done]
-        outcome = SweepOutcome(run_dir=self.out, run_id=self.run_id, session=session, total=len(tasks),
-                               already_done=len(tasks) - len(pending), ran=0, executor=executor,
+        done = store.finished_keys() - rerun
+        pending = list({t.task_key: t for t in tasks if t.task_key not in done}.values())
+        total = len({t.task_key for t in tasks})
+        outcome = SweepOutcome(run_dir=self.out, run_id=self.run_id, session=session, total=total,
+                               already_done=total - len(pending), ran=0, executor=executor,
                                scheduling=dict(self.scheduling))
         old_term = None
         if threading.current_thread() is threading.main_thread():
@@ -394,7 +465,8 @@ class SweepRunner:
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
-        store.export(self.out)
+        if self.export:
+            store.export(self.out)
         return outcome
 
     def _export_quietly(self, store: ResultStore) -> None:
@@ -446,7 +518,10 @@ class SweepRunner:
             for child, _ in running:
                 child.close()
             if self._server is not None:
-                self._server.close()
+                if self.keep_server and self._server.alive and not running:
+                    _keep_server(self.out, self._server)
+                else:
+                    self._server.close()
                 self._server = None
             for worker in self._gpu_workers.values():
                 worker.close()
@@ -467,6 +542,95 @@ class SweepRunner:
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._stop = True
+
+
+#: The one task server left running between sessions (run_tasks keep_server): its run directory and itself.
+_KEPT: dict[str, ForkServer] = {}
+
+
+def _keep_server(out: Path, server: ForkServer) -> None:
+    """Keep ``server`` for the next session on ``out``; any other kept one is closed (one at a time)."""
+    key = str(out.resolve())
+    for other_key, other in list(_KEPT.items()):
+        if other is not server:
+            other.close()
+        del _KEPT[other_key]
+    _KEPT[key] = server
+    if not getattr(_keep_server, "registered", False):
+        import atexit
+
+        atexit.register(close_kept_servers)
+        _keep_server.registered = True  # type: ignore[attr-defined]
+
+
+_SERVER_THREAD: Any = None
+
+
+def _server_thread() -> Any:
+    """The one long-lived thread kept task servers are started from (see ``_task_server``)."""
+    global _SERVER_THREAD
+    if _SERVER_THREAD is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _SERVER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfscout-task-server")
+    return _SERVER_THREAD
+
+
+def _take_kept_server(out: Path) -> ForkServer | None:
+    server = _KEPT.pop(str(out.resolve()), None)
+    if server is not None and not server.alive:
+        server.close()
+        return None
+    return server
+
+
+def close_kept_servers() -> None:
+    """Stop the task server kept between sessions (at exit, or when an agent run ends)."""
+    for key in list(_KEPT):
+        _KEPT.pop(key).close()
+
+
+#: The worker's file beside a task's record: its timing spread (per-repeat samples, cv) and
+#: notes, which have no result column (``raw/<task_key>/evaluation.json``).
+EVALUATION = "evaluation"
+
+
+def _retag(work: Path, tag: str) -> None:
+    """Put a superseded attempt's canonical files back under its tag (before a new attempt's
+    files become canonical), so no record on disk is overwritten."""
+    for name in ("task.json", "result.json", "log.txt", "search.json", f"{EVALUATION}.json"):
+        path = work / name
+        if path.is_file():
+            stem, dot, ext = name.rpartition(".")
+            os.replace(path, work / f"{stem}.{tag}{dot}{ext}")
+
+
+def run_tasks(tasks: list[SweepTask], out: str | Path, *, run_id: str = "", name: str = "tasks",
+              kind: str = "sweep", rerun: set[str] | frozenset[str] = frozenset(), jobs: int | None = 1,
+              cores: int | None = None, task_start: str | None = None, progress: bool = False,
+              wait: bool = True, keep_server: bool = False, export: bool = True) -> SweepOutcome:
+    """Run a given list of tasks into ``out``'s store: the entry a sweep (:func:`run_sweep`)
+    and the agent's ``evaluate_codec`` share.
+
+    Each task runs in a contained child (forked from the session's task server, the device's
+    GPU worker, or spawned), its record committed to ``out/results.sqlite`` and its files
+    under ``out/raw/<task_key>/`` (task.json, result.json, log.txt, search.json,
+    evaluation.json), exactly as a sweep's. ``out`` may hold other files (an agent run
+    directory does): nothing else in it is touched. A task that already has a result is not
+    run again unless its key is in ``rerun`` (then it is a new attempt whose record replaces
+    the stored one; the earlier attempt's files keep their tag). ``kind`` is stored in the
+    store's meta on first use (``agent`` for an agent run directory); ``wait``: queue behind
+    another writer of ``out`` (default) instead of refusing; ``keep_server``: leave the CPU
+    task server running for the next call on ``out`` (:func:`close_kept_servers` stops it);
+    ``export``: refresh results.parquet/csv after the session (the agent, one task a call,
+    leaves them out: the store is the record).
+    """
+    from perfscout.sweep.spec import SweepSpec as _Spec
+
+    runner = SweepRunner(_Spec(name=name), Path(out), jobs=jobs, progress=progress, spec_text=None, resume=True,
+                         wait=wait, cores=cores, task_start=task_start, keep_server=keep_server)
+    runner.export = export
+    return runner.run_given(list(tasks), run_id=run_id, kind=kind, rerun=frozenset(rerun))
 
 
 def run_sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, resume: bool = False, jobs: int | None = None,

@@ -44,6 +44,23 @@ Reference (every key optional unless marked; see examples/sweep_*.yaml)::
         bounds: {rel: [1.0e-1, 1.0e-2, 1.0e-3]}
     report: {psnr_min: 60}       # goal "fastest with PSNR >= X"
 
+The same schema reads ``perfscout run --spec FILE`` (the agent): there a grid's tasks are
+the agent's evaluations, answered in words. Keys only the agent reads (a sweep refuses
+them, naming the line)::
+
+    goal: "why this run"         # the question, shown as the report's title
+    intent: "compare sz3 ..."    # a request in words instead of (or besides) a grid
+    fallback_dataset: synthetic:grf:512,512   # replaces a named dataset absent here
+    tasks: [{tool: list_codecs, args: {}}]    # explicit tool calls
+    sweep: examples/sweep_quick.yaml          # or {spec, out, jobs}, or a list: run_sweep tasks
+
+and the singular spellings ``dataset: X`` (= ``datasets: [X]``), ``bound: B`` (= ``bounds:
+[B]``) and ``mode: M`` (= ``modes: [M]``) are accepted by both. A dataset entry may be a
+string: ``synthetic:KIND:SHAPE``, a file path (``field.npy``, ``data/t.f32``) or a registry
+name; ``codecs`` may be a group word (``cpu``: every usable CPU codec; ``all``: every usable
+codec of the grid's devices); a device may be written ``gpu`` (= ``cuda``). For the agent
+a raw file may leave out ``shape``/``dtype``: it asks for them when the task runs.
+
 Grid points a codec cannot run (a mode it lacks, a device it does not run on) are not
 tasks; they are listed in the run's ``spec.resolved.json`` and in the report.
 """
@@ -62,7 +79,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from perfscout.analysis.timing import MAX_REPEATS
 from perfscout.codecs.base import ALL_MODES
@@ -84,6 +102,46 @@ class SpecError(InputError):
 # ----------------------------------------------------------------------------- models
 
 
+def dataset_from_string(text: str) -> dict[str, Any]:
+    """A dataset named by one string, as the agent and ``perfscout eval`` name it:
+    ``synthetic:KIND:SHAPE[:DTYPE][:seed=N]``, a file (a path, a data file's suffix, or a
+    file of the working directory), else a registry name."""
+    if text.startswith("synthetic:"):
+        from perfscout.datasets.synthetic import split_synthetic
+
+        try:
+            kind, shape, dtype, seed = split_synthetic(text.split(":", 1)[1])
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        out: dict[str, Any] = {"synthetic": f"{kind}:{shape}", "seed": seed}
+        explicit = any(part in DTYPES for part in text.split(":")[3:])  # else the field's default
+        return out | ({"dtype": dtype} if dtype and explicit else {})
+    if data_ref.looks_like_file(text) or _is_file(text):
+        return {"path": text}
+    return {"name": text}
+
+
+def dataset_from_string_quiet(text: str, base_dir: str | Path = "") -> dict[str, Any]:
+    """:func:`dataset_from_string`, judged from ``base_dir`` (a spec's folder), {} when malformed."""
+    try:
+        if not text.startswith("synthetic:") and base_dir and _is_file(str(Path(base_dir) / text)):
+            return {"path": text}
+        return dataset_from_string(text)
+    except ValueError:
+        return {}
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).expanduser().is_file()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+#: Codec group words: every usable codec of these devices (None: the grid's devices).
+CODEC_GROUPS: dict[str, tuple[str, ...] | None] = {"cpu": ("cpu",), "all": None, "every": None, "installed": None}
+
+
 class DatasetSpec(BaseModel):
     """One input field: a registry name, a raw file, or a synthetic generator."""
 
@@ -96,8 +154,16 @@ class DatasetSpec(BaseModel):
     synthetic: str | None = None  # "KIND:SHAPE", e.g. "grf:64,64,64"
     shape: list[int] | None = None  # for path (C order, slowest first)
     dtype: str = "f32"  # with var: only when given (else CF's unpacked type)
+    endian: Literal["<", ">"] = "<"  # for a raw path: byte order of its values
     seed: int = 0  # for synthetic
     label: str | None = None  # what the `dataset` column shows
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, v: Any) -> Any:
+        """``"synthetic:grf:64,64"``, a file path or a registry name, as one string (the
+        agent's spelling; :func:`dataset_from_string`)."""
+        return dataset_from_string(v) if isinstance(v, str) else v
 
     @field_validator("dtype")
     @classmethod
@@ -105,6 +171,17 @@ class DatasetSpec(BaseModel):
         if v not in DTYPES:
             raise ValueError(f"dtype must be one of f32, f64 (got {v!r})")
         return "f32" if DTYPES[v] == "float32" else "f64"
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _shape_text(cls, v: Any) -> Any:
+        """"12,16,10" or "12x16x10" (the CLI's spelling) as a list."""
+        if isinstance(v, str):
+            try:
+                return list(parse_shape(v))
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
     @field_validator("shape")
     @classmethod
@@ -114,7 +191,7 @@ class DatasetSpec(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _one_source(self) -> DatasetSpec:
+    def _one_source(self, info: ValidationInfo) -> DatasetSpec:
         sources = [s for s in ("name", "path", "synthetic") if getattr(self, s)]
         if len(sources) != 1:
             raise ValueError("a dataset needs exactly one of 'name', 'path' or 'synthetic'"
@@ -123,7 +200,8 @@ class DatasetSpec(BaseModel):
             raise ValueError("'var' and 'fill_masked' name a variable of the file at 'path'; give 'path'")
         if self.var and self.shape:
             raise ValueError("a 'var' has the shape its file says: drop 'shape'")
-        if self.path and not self.shape and not self.var and not self.path.endswith(".npy"):
+        agent = bool((info.context or {}).get("agent"))  # the agent asks for a raw file's shape
+        if self.path and not self.shape and not self.var and not self.path.endswith(".npy") and not agent:
             raise ValueError("a dataset given by 'path' needs its 'shape' (C order, slowest axis first), "
                              "or 'var' for a variable of a netCDF/HDF5/Zarr file (a .npy file has its own)")
         if self.synthetic and ":" not in self.synthetic:
@@ -141,6 +219,8 @@ class CodecSpec(BaseModel):
 
 
 def _check_device(d: str) -> str:
+    if d == "gpu":  # the agent's word for the default GPU
+        return "cuda"
     if d != "cpu" and d != "cuda" and not (d.startswith("cuda:") and d[5:].isdigit()):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (got {d!r})")
     return d
@@ -176,6 +256,12 @@ class GridFields(BaseModel):
     bounds: list[Bound] | dict[Mode, list[Bound]] | None = None
     repeats: int | None = Field(default=None, ge=1, le=MAX_REPEATS)
 
+    @field_validator("codecs", "devices", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, v: Any) -> Any:
+        """``codecs: cpu`` (a group word) or ``devices: cuda``: one item."""
+        return [v] if isinstance(v, str) else v
+
 
 class Experiment(GridFields):
     name: str
@@ -185,6 +271,35 @@ class ReportOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     psnr_min: float = 60.0  # goal "fastest with PSNR >= X"
+
+
+class AgentTask(BaseModel):
+    """An explicit tool call of an agent spec (``tasks: [{tool: list_codecs}]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    purpose: str = ""
+
+
+class SweepRefSpec(BaseModel):
+    """A sweep an agent spec runs: ``{spec: FILE, out: DIR, jobs: N}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    out: str | None = None
+    jobs: int | None = Field(default=None, ge=1, le=256)
+
+
+SweepRef = Annotated[str | SweepRefSpec, Field(union_mode="left_to_right")]
+
+#: Keys only the agent reads; the singular aliases and the plural they stand for.
+AGENT_KEYS = ("goal", "intent", "fallback_dataset", "tasks", "sweep")
+ALIASES = {"dataset": "datasets", "bound": "bounds", "mode": "modes"}
+#: Sweep settings the agent's evaluations do not use (they run one at a time, in the agent run).
+SWEEP_ONLY_KEYS = ("jobs", "cores", "max_memory_mb", "task_start", "output", "report")
 
 
 class SweepSpec(GridFields):
@@ -203,6 +318,12 @@ class SweepSpec(GridFields):
     output: str | None = None
     experiments: list[Experiment] | None = None
     report: ReportOptions = Field(default_factory=ReportOptions)
+    # -- read by the agent only (perfscout run --spec); a sweep refuses them (see refuse_agent_keys)
+    goal: str | None = None  # the question the run answers
+    intent: str | None = None  # a request in words
+    fallback_dataset: DatasetSpec | None = None  # replaces a named dataset that is absent here
+    tasks: list[AgentTask] | None = None  # explicit tool calls
+    sweep: SweepRef | list[SweepRef] | None = None  # sweep specs to run (run_sweep tasks)
     #: Directory the spec came from: relative dataset paths resolve against it.
     _base_dir: str = PrivateAttr(default="")
 
@@ -243,7 +364,7 @@ def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
 
 def _clean_loc(loc: tuple | list) -> tuple:
     """A pydantic location without union-branch tags ('list[...]', 'CodecSpec', 'str')."""
-    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("str", "CodecSpec"))))
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("str", "CodecSpec", "SweepRefSpec", "DatasetSpec"))))
 
 
 def _format_errors(exc: ValidationError, source: str, lines: dict[tuple, int]) -> str:
@@ -273,20 +394,24 @@ def _format_errors(exc: ValidationError, source: str, lines: dict[tuple, int]) -
     return "invalid sweep spec:\n  " + "\n  ".join(msgs)
 
 
-def load_spec(spec: str | Path | dict | SweepSpec, *, allow_plugins: bool = False) -> SweepSpec:
+def load_spec(spec: str | Path | dict | SweepSpec, *, allow_plugins: bool = False,
+              for_agent: bool = False) -> SweepSpec:
     """Read and validate a spec from a YAML file, a YAML string, a dict or a model.
 
     Errors raise :class:`SpecError` naming file and line of each problem. YAML is read with
     limits (size, depth, aliases: :mod:`.safe_yaml`). A spec whose ``plugins:`` would import
     code is refused unless ``allow_plugins`` is true (``--allow-plugins`` on the CLI): a
     spec is data that may come from anyone, a plug-in runs with the user's rights.
+    ``for_agent``: the spec is ``perfscout run --spec``'s: the agent's keys (``goal``,
+    ``tasks``, ...) are allowed, a raw file may leave its shape to be asked, and plug-ins are
+    neither imported nor refused here (the run_sweep tool decides, with ``--allow-plugins``).
     """
     if isinstance(spec, SweepSpec):
-        _check_plugins_allowed(spec.plugins, allow_plugins, "<spec>", {})
+        _check_plugins_allowed(spec.plugins, allow_plugins or for_agent, "<spec>", {})
         return spec
     if isinstance(spec, dict):
-        _check_plugins_allowed(spec.get("plugins"), allow_plugins, "<dict>", {})
-        return _validate(spec, "<dict>", {}, base_dir=os.getcwd())
+        _check_plugins_allowed(spec.get("plugins"), allow_plugins or for_agent, "<dict>", {})
+        return _validate(spec, "<dict>", {}, base_dir=os.getcwd(), for_agent=for_agent)
     text: str
     if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
         path = Path(spec)
@@ -305,8 +430,8 @@ def load_spec(spec: str | Path | dict | SweepSpec, *, allow_plugins: bool = Fals
     if not isinstance(data, dict):
         raise SpecError(f"{source}:1: a sweep spec is a YAML mapping (got {type(data).__name__})")
     lines = _node_lines(root) if root is not None else {}
-    _check_plugins_allowed(data.get("plugins"), allow_plugins, source, lines)
-    return _validate(data, source, lines, base_dir=base)
+    _check_plugins_allowed(data.get("plugins"), allow_plugins or for_agent, source, lines)
+    return _validate(data, source, lines, base_dir=base, for_agent=for_agent)
 
 
 class PluginsRefused(SpecError):
@@ -340,18 +465,23 @@ def rebase_file_refs(doc: dict[str, Any], base_dir: str | Path) -> dict[str, Any
             return value
         return str(base / value)
 
+    def entry(e: Any) -> Any:
+        if isinstance(e, dict) and "path" in e:
+            return {**e, "path": absolute(e["path"])}
+        if isinstance(e, str) and "path" in dataset_from_string_quiet(e, base):
+            return absolute(e)  # a file named by one string ("field.npy")
+        return e
+
     def datasets(entries: Any) -> Any:
-        if not isinstance(entries, list):
-            return entries
-        return [{**e, "path": absolute(e["path"])} if isinstance(e, dict) and "path" in e else e
-                for e in entries]
+        return [entry(e) for e in entries] if isinstance(entries, list) else entry(entries)
 
     out = dict(doc)
-    if "datasets" in out:
-        out["datasets"] = datasets(out["datasets"])
+    for key in ("datasets", "dataset", "fallback_dataset"):
+        if key in out:
+            out[key] = datasets(out[key])
     if isinstance(out.get("experiments"), list):
-        out["experiments"] = [{**e, "datasets": datasets(e["datasets"])}
-                              if isinstance(e, dict) and "datasets" in e else e for e in out["experiments"]]
+        out["experiments"] = [{**e, **{k: datasets(e[k]) for k in ("datasets", "dataset") if k in e}}
+                              if isinstance(e, dict) else e for e in out["experiments"]]
     if isinstance(out.get("plugins"), list):
         out["plugins"] = [absolute(p) if isinstance(p, str) and p.endswith(".py") else p
                           for p in out["plugins"]]
@@ -360,22 +490,80 @@ def rebase_file_refs(doc: dict[str, Any], base_dir: str | Path) -> dict[str, Any
     return out
 
 
-def _validate(data: dict, source: str, lines: dict, base_dir: str) -> SweepSpec:
+def _apply_aliases(data: dict, lines: dict, source: str) -> tuple[dict, dict]:
+    """``dataset``/``bound``/``mode`` as the plurals they stand for (one item becomes a list),
+    at the top level and in each experiment; their lines move with them."""
+    lines = dict(lines)
+    problems = []
+
+    def rename(doc: dict, prefix: tuple) -> dict:
+        doc = dict(doc)
+        for alias, plural in ALIASES.items():
+            if alias not in doc:
+                continue
+            if plural in doc:
+                line = lines.get(prefix + (alias,))
+                problems.append(f"{source}:{line or 1}: {'.'.join(map(str, prefix + (alias,)))}: give either "
+                                f"'{alias}' or '{plural}', not both")
+                continue
+            value = doc.pop(alias)
+            wrapped = not (isinstance(value, list) or (plural == "bounds" and isinstance(value, dict)))
+            doc[plural] = [value] if wrapped else value
+            for path, line in list(lines.items()):
+                if path[:len(prefix) + 1] == prefix + (alias,):
+                    rest = path[len(prefix) + 1:]
+                    lines[prefix + (plural,) + rest] = line
+                    if wrapped:  # the single value is item 0 of the list now
+                        lines[prefix + (plural, 0) + rest] = line
+        return doc
+
+    out = rename(data, ())
+    if isinstance(out.get("experiments"), list):
+        out["experiments"] = [rename(e, ("experiments", i)) if isinstance(e, dict) else e
+                              for i, e in enumerate(out["experiments"])]
+    if problems:
+        raise SpecError("invalid sweep spec:\n  " + "\n  ".join(problems))
+    return out, lines
+
+
+def _refuse_agent_keys(data: dict, source: str, lines: dict) -> None:
+    """A sweep does not read the agent's keys: saying so beats ignoring them."""
+    found = [k for k in AGENT_KEYS if k in data]
+    if found:
+        raise SpecError("invalid sweep spec:\n  " + "\n  ".join(
+            f"{source}:{lines.get((k,)) or 1}: {k}: read by `perfscout run --spec` (the agent) only; a sweep "
+            "runs the grid (datasets x codecs x devices x modes x bounds) and nothing else" for k in found))
+
+
+def _validate(data: dict, source: str, lines: dict, base_dir: str, for_agent: bool = False) -> SweepSpec:
+    data, lines = _apply_aliases(data, lines, source)
+    if not for_agent:
+        _refuse_agent_keys(data, source, lines)
     try:
-        spec = SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data, context={"agent": for_agent})
     except ValidationError as exc:
-        raise SpecError(_format_errors(exc, source, lines)) from None
+        text = _format_errors(exc, source, lines)
+        raise SpecError(text.replace("invalid sweep spec:", "invalid spec:", 1) if for_agent else text) from None
     spec._base_dir = base_dir
-    _check_semantics(spec, source, lines)
+    _check_semantics(spec, source, lines, for_agent=for_agent)
     return spec
 
 
-def _check_semantics(spec: SweepSpec, source: str, lines: dict) -> None:
+def has_grid(spec: SweepSpec) -> bool:
+    """Whether a spec spans a grid of evaluations (an agent spec may hold only tasks or sweeps)."""
+    return bool(spec.datasets or spec.codecs or spec.experiments) or not (spec.tasks or spec.sweep or spec.intent)
+
+
+def _check_semantics(spec: SweepSpec, source: str, lines: dict, for_agent: bool = False) -> None:
     """What pydantic cannot see: unknown codecs (after plug-ins), empty grids."""
+    if for_agent and spec.plugins:
+        return  # its codecs exist once its plug-ins are imported: the run_sweep tool checks them
+    if not has_grid(spec):
+        return
     import_plugins(spec.plugins, spec.base_dir)
     from perfscout.codecs.registry import codec_ids
 
-    known = codec_ids()
+    known = set(codec_ids()) | set(CODEC_GROUPS)
     problems = []
     grids = spec.experiments or [None]
     for gi, exp in enumerate(grids):
@@ -389,7 +577,8 @@ def _check_semantics(spec: SweepSpec, source: str, lines: dict) -> None:
         for ci, c in enumerate(grid["codecs"]):
             if c.id not in known:
                 line = _line_for(codecs_loc + (ci,), lines)
-                problems.append(f"{source}:{line or 1}: unknown codec {c.id!r}; known: {', '.join(known)}")
+                problems.append(f"{source}:{line or 1}: unknown codec {c.id!r}; known: {', '.join(codec_ids())} "
+                                f"(or a group: {', '.join(CODEC_GROUPS)})")
     if problems:
         raise SpecError("invalid sweep spec:\n  " + "\n  ".join(dict.fromkeys(problems)))
 
@@ -475,6 +664,9 @@ class SweepTask(BaseModel):
     memory_limit_mb: int
     plugins: list[str] = Field(default_factory=list)
     base_dir: str = ""
+    #: the codec's run-time registration in the process that made the task (register_codec):
+    #: a task process that does not inherit its memory (a forked task server) replays it
+    registered: dict[str, str] = Field(default_factory=dict)
 
     @property
     def threads(self) -> int:
@@ -505,18 +697,38 @@ def resolve_grid(spec: SweepSpec, exp: Experiment | None) -> dict[str, Any]:
             v = getattr(spec, field)
         return default if v is None else v
 
-    codecs = [CodecSpec(id=c) if isinstance(c, str) else c for c in pick("codecs", [])]
+    devices = pick("devices", ["cpu"])
+    codecs = expand_codec_groups([CodecSpec(id=c) if isinstance(c, str) else c for c in pick("codecs", [])],
+                                 devices)
     bounds = pick("bounds", [1e-3])
     modes = pick("modes", list(bounds) if isinstance(bounds, dict) else ["abs"])
     return {
         "name": exp.name if exp is not None else "main",
         "datasets": pick("datasets", []),
         "codecs": codecs,
-        "devices": pick("devices", ["cpu"]),
+        "devices": devices,
         "modes": modes,
         "bounds": bounds,
         "repeats": pick("repeats", 3),
     }
+
+
+def expand_codec_groups(codecs: list[CodecSpec], devices: list[str]) -> list[CodecSpec]:
+    """Group words (:data:`CODEC_GROUPS`) as the usable codecs they select, in registry order
+    (``cpu``: the CPU codecs; ``all``: those of the grid's devices); a codec named twice once."""
+    out: dict[str, CodecSpec] = {}
+    for c in codecs:
+        if c.id not in CODEC_GROUPS:
+            out.setdefault(c.model_dump_json(), c)
+            continue
+        from perfscout.codecs.registry import list_codecs
+
+        kinds = CODEC_GROUPS[c.id] or tuple(dict.fromkeys(d.split(":")[0] for d in devices))
+        for info in list_codecs():
+            if info.available and info.device in kinds:
+                chosen = CodecSpec(id=info.id, options=c.options)
+                out.setdefault(chosen.model_dump_json(), chosen)
+    return list(out.values())
 
 
 @lru_cache(maxsize=64)
@@ -560,13 +772,16 @@ def resolve_data(ds: DatasetSpec, base_dir: str) -> DataRef:
         path = _spec_path(ds, base_dir)
         if not path.is_file():
             raise SpecError(f"dataset file not found: {path}")
-        ref = datasets.file_ref(path.resolve(), shape=ds.shape, dtype=ds.dtype if ds.shape else None)
+        ref = datasets.file_ref(path.resolve(), shape=ds.shape, dtype=ds.dtype if ds.shape else None,
+                                endian=ds.endian)
         try:
             info = datasets.describe(ref)
         except InputError as exc:
             raise SpecError(f"dataset {exc}" if str(exc).startswith(str(path)) else f"dataset {path}: {exc}") from None
         shape, dtype = list(info.shape), info.dtype
         ident = {"source": "file", "sha256": file_identity(path), "shape": shape, "dtype": dtype}
+        if ds.endian == ">" and ref.source == "raw":  # other values; little-endian keys stay as they were
+            ident["endian"] = ">"
         return DataRef(ref=ref, label=ds.label or path.name, source="path", path=str(path.resolve()), shape=shape,
                        dtype=dtype, identity=ident)
     # Registry name: ask perfscout.datasets what it is.
@@ -637,22 +852,30 @@ def _codec_capabilities(codec_id: str) -> tuple[str, tuple[str, ...]] | None:
 MAX_TASKS = 100_000
 
 
-def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
-    """All tasks of a spec in a stable order (a task shared by two experiments runs once)."""
+class GridPoint(BaseModel):
+    """One point of a spec's grid before its data is resolved: what the agent plans as an
+    evaluate_codec task, and what :func:`expand` turns into a :class:`SweepTask`."""
+
+    experiment: str
+    dataset: DatasetSpec
+    codec: CodecSpec
+    device: str
+    mode: str
+    bound: float
+    repeats: int
+
+
+def grid_points(spec: SweepSpec) -> tuple[list[GridPoint], list[Skipped]]:
+    """Every grid point of a spec in a stable order (datasets x codecs x devices x modes x
+    bounds, experiment by experiment), without reading any data; the points a codec cannot
+    run (a mode it lacks, a device it does not run on) are skipped and listed."""
     import_plugins(spec.plugins, spec.base_dir)
-    tasks: dict[str, SweepTask] = {}
+    points: list[GridPoint] = []
     skipped: list[Skipped] = []
-    data_cache: dict[str, DataRef] = {}
     for exp in spec.experiments or [None]:
         grid = resolve_grid(spec, exp)
-        refs = []
-        for ds in grid["datasets"]:
-            k = ds.model_dump_json()
-            if k not in data_cache:
-                data_cache[k] = resolve_data(ds, spec.base_dir).check_size()
-            refs.append(data_cache[k])
         bounds = grid["bounds"]
-        for data in refs:
+        for ds in grid["datasets"]:
             for codec in grid["codecs"]:
                 caps = _codec_capabilities(codec.id)
                 for device in grid["devices"]:
@@ -668,22 +891,55 @@ def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
                             continue
                         mode_bounds = bounds.get(mode, []) if isinstance(bounds, dict) else bounds
                         for bound in mode_bounds:
-                            key = make_task_key(data, codec, device, mode, bound, grid["repeats"], spec.nonfinite)
-                            if key in tasks:
-                                if grid["name"] not in tasks[key].experiments:
-                                    tasks[key].experiments.append(grid["name"])
-                                continue
-                            if len(tasks) >= MAX_TASKS:
-                                raise SpecError(f"the spec expands to more than {MAX_TASKS} tasks (datasets x codecs "
-                                                "x devices x modes x bounds); split it into several sweeps (each "
-                                                "its own --out) or narrow its grid")
-                            tasks[key] = SweepTask(
-                                task_key=key, experiments=[grid["name"]], data=data, codec=codec.id,
-                                options=codec.options, device=device, mode=mode, bound=float(bound),
-                                repeats=grid["repeats"], nonfinite=spec.nonfinite, timeout_s=spec.timeout_s,
-                                memory_limit_mb=spec.memory_limit_mb, plugins=spec.plugins,
-                                base_dir=spec.base_dir,
-                            )
+                            if len(points) >= 4 * MAX_TASKS:  # before duplicates are merged
+                                _too_many()
+                            # validated already (an agent's dataset may lack a shape it asks for later)
+                            points.append(GridPoint.model_construct(
+                                experiment=grid["name"], dataset=ds, codec=codec, device=device, mode=mode,
+                                bound=float(bound), repeats=grid["repeats"]))
     # Dedupe identical skip notes (same codec/device/mode across datasets).
     uniq = list({(s.experiment, s.codec, s.device, s.mode): s for s in skipped}.values())
-    return list(tasks.values()), uniq
+    return points, uniq
+
+
+def _too_many() -> None:
+    raise SpecError(f"the spec expands to more than {MAX_TASKS} tasks (datasets x codecs x devices x modes x "
+                    "bounds); split it into several sweeps (each its own --out) or narrow its grid")
+
+
+def make_task(data: DataRef, codec: CodecSpec, device: str, mode: str, bound: float, repeats: int, *,
+              nonfinite: str, timeout_s: float, memory_limit_mb: int, plugins: list[str] | None = None,
+              base_dir: str = "", experiments: list[str] | None = None) -> SweepTask:
+    """The task of one configuration, keyed by :func:`make_task_key` (a sweep's expansion and
+    the agent's evaluate_codec both build their tasks here)."""
+    from perfscout.codecs.registry import registered_codecs
+
+    registered = {k: v for k, v in registered_codecs().items() if k == codec.id}
+    return SweepTask(
+        registered=registered,
+        task_key=make_task_key(data, codec, device, mode, bound, repeats, nonfinite),
+        experiments=list(experiments or ["main"]), data=data, codec=codec.id, options=codec.options,
+        device=device, mode=mode, bound=float(bound), repeats=repeats, nonfinite=nonfinite, timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb, plugins=list(plugins or []), base_dir=base_dir)
+
+
+def expand(spec: SweepSpec) -> tuple[list[SweepTask], list[Skipped]]:
+    """All tasks of a spec in a stable order (a task shared by two experiments runs once)."""
+    points, skipped = grid_points(spec)
+    tasks: dict[str, SweepTask] = {}
+    data_cache: dict[str, DataRef] = {}
+    for p in points:
+        k = p.dataset.model_dump_json()
+        if k not in data_cache:
+            data_cache[k] = resolve_data(p.dataset, spec.base_dir).check_size()
+        task = make_task(data_cache[k], p.codec, p.device, p.mode, p.bound, p.repeats, nonfinite=spec.nonfinite,
+                         timeout_s=spec.timeout_s, memory_limit_mb=spec.memory_limit_mb, plugins=spec.plugins,
+                         base_dir=spec.base_dir, experiments=[p.experiment])
+        if task.task_key in tasks:
+            if p.experiment not in tasks[task.task_key].experiments:
+                tasks[task.task_key].experiments.append(p.experiment)
+            continue
+        if len(tasks) >= MAX_TASKS:
+            _too_many()
+        tasks[task.task_key] = task
+    return list(tasks.values()), skipped

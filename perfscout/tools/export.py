@@ -91,7 +91,9 @@ def make_setting(codec: str, mode: str, bound: float, *, dtype: str = "f32", val
 def stored_records(run_dir: str | Path) -> tuple[list[dict[str, Any]], str]:
     """Result rows of a sweep or agent run directory, and what kind of directory it is."""
     run_dir = Path(run_dir)
-    if (run_dir / "results.sqlite").is_file():
+    # an agent run holds the sweep engine's store too (each evaluate_codec task): its answer's
+    # records (results.json, each task's final attempt) are what it found
+    if (run_dir / "results.sqlite").is_file() and not (run_dir / "results.json").is_file():
         from perfscout.tools.results_store import open_results
 
         df = open_results(run_dir)

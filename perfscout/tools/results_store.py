@@ -173,14 +173,18 @@ class ResultStore:
         return pd.read_sql_query("SELECT * FROM attempts ORDER BY id", self.conn)
 
     # -- results -----------------------------------------------------------------
-    def put_result(self, record: CompressionResult, attempt_id: int | None = None) -> None:
-        """Store one result and close its attempt, atomically (one transaction)."""
+    def put_result(self, record: CompressionResult, attempt_id: int | None = None, *, replace: bool = False) -> None:
+        """Store one result and close its attempt, atomically (one transaction). ``replace``:
+        the task is run again (an agent's retry): its new record takes the old one's place,
+        the attempt log keeps both attempts."""
         row = record.row()
         if row["bound_ok"] is not None:
             row["bound_ok"] = int(row["bound_ok"])
         names = ", ".join(f'"{c}"' for c in RESULT_COLUMNS)
         marks = ", ".join("?" for _ in RESULT_COLUMNS)
         with self._tx():
+            if replace:
+                self.conn.execute("DELETE FROM results WHERE task_key=?", (record.task_key,))
             try:
                 self.conn.execute(f"INSERT INTO results ({names}) VALUES ({marks})", [row[c] for c in RESULT_COLUMNS])
             except sqlite3.IntegrityError:
@@ -189,6 +193,25 @@ class ResultStore:
                 self.conn.execute(
                     "UPDATE attempts SET finished_at=?, outcome=? WHERE id=?", (_now(), record.status, attempt_id)
                 )
+
+    def stored_attempt(self, task_key: str) -> tuple[int, str] | None:
+        """(id, tag) of the attempt whose record the store holds for ``task_key`` (the latest
+        one that finished with the stored status), or None when it has no result."""
+        row = self.conn.execute(
+            "SELECT a.id, COALESCE(a.tag, '') FROM attempts a JOIN results r ON r.task_key = a.task_key "
+            "WHERE a.task_key=? AND a.outcome = r.status ORDER BY a.id DESC LIMIT 1", (task_key,)).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
+    def result(self, task_key: str) -> dict[str, Any] | None:
+        """The stored record of one task as a plain row (``bound_ok`` a bool), or None."""
+        cur = self.conn.execute("SELECT * FROM results WHERE task_key=?", (task_key,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        out = dict(zip([d[0] for d in cur.description], row))
+        out = {c: out.get(c) for c in RESULT_COLUMNS}
+        out["bound_ok"] = None if out["bound_ok"] is None else bool(out["bound_ok"])
+        return out
 
     def finished_keys(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT task_key FROM results")}

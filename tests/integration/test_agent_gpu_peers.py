@@ -55,7 +55,7 @@ def test_the_agent_says_which_gpu_codecs_it_could_not_run_and_what_ran_instead(t
     szp = records[0]
     assert szp["status"] == "gpu_unavailable" and szp["bound_ok"] is True and szp["ratio"] > 1
     assert szp["shape"] == "512,512" and szp["mode"] == "rel" and szp["bound"] == 1e-3
-    assert (f"szp-gpu had no GPU here, so it ran on its CPU reference: at REL 1e-3 on ../shared/data/vorticity.512_512, "
+    assert (f"szp-gpu had no GPU here, so it ran on its CPU reference: at REL 1e-3 on vorticity.512_512, "
             f"ratio {szp['ratio']:.4g}, max abs error {szp['max_abs_err']:.3g} (bound held)") in answer
     assert "CuPy cannot be imported" in answer or "no usable CUDA device" in answer or "no CUDA device" in answer
     assert "did not finish" not in answer  # it finished, on the CPU

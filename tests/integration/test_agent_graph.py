@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -186,15 +187,16 @@ class OnceTimingOutCodec(Codec):
     family = "test"
     device = "cpu"
     native_modes = ("abs",)
-    counter: Path | None = None
-
     @classmethod
     def version(cls) -> str:
         return "1"
 
     def compress(self, array: np.ndarray) -> Compressed:
-        calls = int(self.counter.read_text()) if self.counter.exists() else 0
-        self.counter.write_text(str(calls + 1))
+        # the evaluation runs in a task process of the sweep engine, which imports this
+        # module afresh: the counter is named by the environment it inherits
+        counter = Path(os.environ["PERFSCOUT_TEST_FLAKY_CALLS"])
+        calls = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(calls + 1))
         if calls == 0:
             raise TimeoutError("device busy")
         return Compressed(data=array.tobytes(), shape=array.shape, dtype=array.dtype.name,
@@ -208,7 +210,7 @@ def test_transient_codec_failure_is_retried(perfscout_home, tmp_path, monkeypatc
     from perfscout.codecs import registry
 
     registry.register_codec("flaky", f"{__name__}:OnceTimingOutCodec")
-    monkeypatch.setattr(OnceTimingOutCodec, "counter", tmp_path / "calls")
+    monkeypatch.setenv("PERFSCOUT_TEST_FLAKY_CALLS", str(tmp_path / "calls"))
     out = agent.run({"datasets": ["synthetic:grf:8,8"], "codecs": ["flaky"], "mode": "abs",
                      "bounds": [1e-3], "repeats": 1}, thread_id="flaky", context=_ctx(perfscout_home))
     assert out.status == "done"

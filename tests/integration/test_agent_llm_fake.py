@@ -110,7 +110,7 @@ def test_explicit_words_win_over_a_contradicting_model(perfscout_home):
     out = agent.run(REQUEST, thread_id="llm-contra", context=_ctx(perfscout_home, model))
     recs = _records(out)
     assert set(recs) == {"sz3", "zfp"} and {(r["mode"], r["bound"]) for r in recs.values()} == {("abs", 1e-2)}
-    assert {r["dataset"] for r in recs.values()} == {"synthetic:grf:16,16"}
+    assert {r["dataset"] for r in recs.values()} == {"grf:16x16"}  # the request's field, not the model's
 
 
 def test_a_file_outside_the_allowed_folders_is_not_read_and_the_data_is_asked_for(perfscout_home, tmp_path,

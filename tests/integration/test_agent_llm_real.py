@@ -68,7 +68,7 @@ def test_real_small_model_plans_or_falls_back_and_the_report_says_which(smollm_u
     recs = doc["records"]
     # correct either way: exactly what was asked, every bound verified
     assert {(r["codec"], r["mode"], r["bound"], r["dataset"]) for r in recs} == {
-        ("sz3", "abs", 1e-2, "synthetic:grf:32,32"), ("zfp", "abs", 1e-2, "synthetic:grf:32,32")}
+        ("sz3", "abs", 1e-2, "grf:32x32"), ("zfp", "abs", 1e-2, "grf:32x32")}
     assert all(r["bound_ok"] is True and r["max_abs_err"] <= 1e-2 for r in recs)
     report = out.report
     if out.planner == "llm":

@@ -129,10 +129,14 @@ def test_a_sweep_spec_file_finds_its_data_next_to_it_not_in_the_cwd(workdir: Pat
                                      "codecs: [sz3]\nmodes: [abs]\nbounds: [1.0e-2]\n")
     out = agent.run(folder / "raw.yaml", thread_id="sw5", context=_ctx(perfscout_home))  # cwd: workdir
     assert out.status == "done"
-    (sweep_dir,) = (Path(out.run_dir) / "sweeps").iterdir()
-    with ResultStore(sweep_dir / "results.sqlite") as store:
+    # the grid ran as the agent's evaluations, each a task of the sweep engine stored in the
+    # agent's run directory (no sweep of its own)
+    assert not (Path(out.run_dir) / "sweeps").exists()
+    with ResultStore(Path(out.run_dir) / "results.sqlite") as store:
         df = store.results()
+        assert store.get_meta("kind") == "agent"
     assert list(df.status) == ["ok"] and list(df.dataset) == ["field.f32"]
+    assert [r.dataset for r in out.records] == ["field.f32"]
 
 
 def test_a_spec_outside_the_working_directory_is_refused_and_reported(workdir: Path, perfscout_home: Path,

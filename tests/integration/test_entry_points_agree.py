@@ -2,11 +2,14 @@
 
 The same datasets (a .npy file, a raw float32 file with its shape, a synthetic field, a real
 field of the shared data) and the same (codec, mode, bound) points run through
-``perfscout eval --json``, a sweep (``perfscout.sweep.api.sweep``) and the agent
-(``perfscout.agent.run`` with the deterministic planner); their records must agree field by
-field on everything but timings. All three read their data through
-``perfscout.datasets.open``; before it, the agent asked a .npy file for a shape and then
-refused it as a raw file of the wrong size, while ``eval`` read it.
+``perfscout eval --json``, a sweep (``perfscout.sweep.api.sweep``), the agent
+(``perfscout.agent.run`` with the deterministic planner) and ``perfscout run --spec`` (the CLI,
+given the sweep's own spec as a YAML file); their records must agree field by field on
+everything but timings, the dataset's display name included; the agent's are compared both as
+it answers (results.json) and as its run directory stores them (results.sqlite, the sweep
+engine's store). All read their data through ``perfscout.datasets.open``; before it, the
+agent asked a .npy file for a shape and then refused it as a raw file of the wrong size,
+while ``eval`` read it.
 """
 
 from __future__ import annotations
@@ -18,19 +21,21 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from perfscout import agent
 from perfscout.cli import app
 from perfscout.graph.context import Context
 from perfscout.sweep.api import sweep
+from perfscout.tools.results_store import open_results
 from tests.conftest import SHARED_DATA
 
 CONFIGS = [("sz3", "abs", 1e-3), ("zfp", "rel", 1e-3)]
 #: Every field of a record that must not depend on the entry point (timings, run ids,
-#: platform ids, task keys and the display name of the dataset may).
-COMPARED = ("shape", "dtype", "nbytes", "codec", "mode", "bound", "abs_bound", "ratio", "max_abs_err", "psnr",
-            "bound_ok", "status")
+#: platform ids and task keys may).
+COMPARED = ("dataset", "shape", "dtype", "nbytes", "codec", "mode", "bound", "abs_bound", "ratio", "max_abs_err",
+            "psnr", "bound_ok", "status")
 REAL_FIELD = "vorticity.512_512"
 
 
@@ -65,15 +70,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _cases(files: dict[str, Path]) -> list[dict[str, Any]]:
     """Each dataset as every entry point names it: eval's options, a sweep entry, an agent entry,
-    and the words its display name must contain."""
+    and the display name every record of it must carry."""
     cases = [
         {"id": "npy", "eval": ["--data", str(files["npy"])], "sweep": {"path": str(files["npy"])},
-         "agent": str(files["npy"]), "named": "field"},
+         "agent": str(files["npy"]), "named": "field.npy"},
         {"id": "raw", "eval": ["--data", str(files["raw"]), "--shape", "12,16,10", "--dtype", "f32"],
          "sweep": {"path": str(files["raw"]), "shape": [12, 16, 10], "dtype": "f32"},
          "agent": {"path": str(files["raw"]), "shape": [12, 16, 10], "dtype": "f32"}, "named": "field.raw"},
         {"id": "synthetic", "eval": ["--synthetic", "grf:24,24"], "sweep": {"synthetic": "grf:24,24"},
-         "agent": "synthetic:grf:24,24", "named": "grf"},
+         "agent": "synthetic:grf:24,24", "named": "grf:24x24"},
     ]
     if (SHARED_DATA / REAL_FIELD).is_file():
         cases.append({"id": "real", "eval": ["--dataset", REAL_FIELD], "sweep": {"name": REAL_FIELD},
@@ -81,10 +86,41 @@ def _cases(files: dict[str, Path]) -> list[dict[str, Any]]:
     return cases
 
 
+def _spec(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one spec a sweep and ``perfscout run --spec`` both run: every dataset, each
+    (codec, mode, bound) an experiment."""
+    grids = [{"name": f"{codec}-{mode}", "codecs": [codec], "modes": [mode], "bounds": [bound]}
+             for codec, mode, bound in CONFIGS]
+    return {"name": "agree", "repeats": 1, "jobs": 1, "datasets": [c["sweep"] for c in cases], "experiments": grids}
+
+
 @pytest.fixture(scope="module")
 def swept(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple, dict[str, Any]]:
     """One sweep over every dataset and configuration (one run: its task server starts once)."""
     return _sweep_records(_cases(files), tmp_path_factory.mktemp("sweep") / "run")
+
+
+@pytest.fixture(scope="module")
+def run_spec(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``perfscout run --spec FILE --json`` on the sweep's spec written as YAML: the grid runs
+    as the agent's evaluations; its answer's records and its store's rows."""
+    folder = tmp_path_factory.mktemp("runspec")
+    spec = folder / "agree.yaml"
+    spec.write_text(yaml.safe_dump(_spec(_cases(files)), sort_keys=False))
+    res = CliRunner().invoke(app, ["run", "--spec", str(spec), "--planner", "deterministic", "--json"],
+                             env={"PERFSCOUT_HOME": str(folder / "home")})
+    assert res.exit_code == 0, res.output
+    run_dir = Path(json.loads(res.stdout)["run_dir"])
+    answered = json.loads((run_dir / "results.json").read_text())["records"]
+    return {"answered": answered, "stored": open_results(run_dir).to_dict("records")}
+
+
+def _by_config(records: list[dict[str, Any]], named: str) -> dict[tuple, list[dict[str, Any]]]:
+    out: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["dataset"] == named:
+            out.setdefault((r["codec"], r["mode"], float(r["bound"])), []).append(r)
+    return out
 
 
 def _eval_records(case: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
@@ -98,11 +134,7 @@ def _eval_records(case: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
 
 
 def _sweep_records(cases: list[dict[str, Any]], out: Path) -> dict[tuple, dict[str, Any]]:
-    grids = [{"name": f"{codec}-{mode}", "codecs": [codec], "modes": [mode], "bounds": [bound]}
-             for codec, mode, bound in CONFIGS]
-    datasets = [{**c["sweep"], "label": c["id"]} for c in cases]
-    df = sweep({"name": "agree", "repeats": 1, "jobs": 1, "datasets": datasets, "experiments": grids},
-               out=out, progress=False)
+    df = sweep(_spec(cases), out=out, progress=False)
     return {(r["dataset"], r["codec"], r["mode"], float(r["bound"])): r for r in df.to_dict("records")}
 
 
@@ -122,24 +154,29 @@ def _agent_records(case: dict[str, Any], home: Path) -> dict[tuple, dict[str, An
 
 @pytest.mark.parametrize("case_id", ["npy", "raw", "synthetic", "real"])
 def test_eval_sweep_and_agent_give_the_same_records(case_id: str, files: dict[str, Path], swept: dict,
-                                                   perfscout_home: Path) -> None:
+                                                   run_spec: dict, perfscout_home: Path) -> None:
     case = next((c for c in _cases(files) if c["id"] == case_id), None)
     if case is None:
         pytest.skip(f"real field {REAL_FIELD} not found under {SHARED_DATA} (set PERFSCOUT_SHARED_DATA)")
     evals, agents = _eval_records(case), _agent_records(case, perfscout_home)
+    answered, stored = _by_config(run_spec["answered"], case["named"]), _by_config(run_spec["stored"], case["named"])
     differences = []
     for config in CONFIGS:
-        by_entry = {"eval": evals[config], "sweep": swept[(case["id"], *config)], "run": agents[config]}
-        for entry, rec in by_entry.items():  # every door names the same data (display names differ)
-            if entry != "sweep":  # the sweep's is the label its spec gave
-                assert case["named"] in str(rec["dataset"]), (entry, rec["dataset"])
-            assert rec["status"] == "ok" and rec["bound_ok"] is True, (config, entry, rec)
-        reference = _plain(by_entry["eval"])
+        # the answer gives each task's final attempt; the store each configuration it measured
+        assert len(answered.get(config, [])) == 1 and stored.get(config), (config, answered, stored)
+        by_entry = {"eval": [evals[config]], "sweep": [swept[(case["named"], *config)]], "run": [agents[config]],
+                    "run --spec": answered[config], "run --spec store": stored[config]}
+        for entry, recs in by_entry.items():
+            for rec in recs:
+                assert rec["status"] == "ok" and rec["bound_ok"] is True, (config, entry, rec)
+        reference = _plain(by_entry["eval"][0])
+        assert reference["dataset"] == case["named"]  # every door names the data alike
         assert None not in reference.values(), reference  # a missing column would compare equal
-        for entry in ("sweep", "run"):
-            other = _plain(by_entry[entry])
-            differences += [f"{config}: {key}: eval {reference[key]!r} != {entry} {other[key]!r}"
-                            for key in COMPARED if not _same(reference[key], other[key])]
+        for entry, recs in by_entry.items():
+            for rec in recs:
+                other = _plain(rec)
+                differences += [f"{config}: {key}: eval {reference[key]!r} != {entry} {other[key]!r}"
+                                for key in COMPARED if not _same(reference[key], other[key])]
     assert not differences, "\n".join(differences)
 
 

@@ -82,10 +82,13 @@ def test_the_raw_file_example_asks_for_the_shape_first_as_its_comment_says(perfs
                                                                           builtin_codecs_only: None) -> None:
     # builtin_codecs_only: "codecs: cpu" is every installed CPU codec, and a test module that
     # imports tests.fakes at collection (test_isolate) registers fake-crash for the whole run
-    spec = ROOT / "examples" / "agent_raw_file.yaml"
-    comment = [line[1:].strip() for line in spec.read_text().splitlines() if line.startswith("#")]
+    example = ROOT / "examples" / "agent_raw_file.yaml"
+    comment = [line[1:].strip() for line in example.read_text().splitlines() if line.startswith("#")]
     make = next(line for line in comment if line.startswith("python3 -c"))
-    # the comment's own command makes the file, in the folder the run starts from
+    # as the comment says: the spec copied to the data's folder (here the working directory),
+    # the comment's own command making the file beside it
+    spec = Path("agent_raw_file.yaml")
+    spec.write_text(example.read_text())
     subprocess.run([sys.executable, *shlex.split(make)[1:]], check=True, timeout=120)
     assert Path("my_field.raw").is_file()
     ctx = Context(home=str(perfscout_home), noise_threshold=1e9)

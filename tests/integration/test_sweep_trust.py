@@ -96,7 +96,7 @@ def test_a_second_sweep_on_a_busy_out_refuses_and_the_first_loses_nothing(tmp_pa
     assert len(attempts) == 16 and set(attempts["session"]) == {1}  # the second sweep started nothing
     for key in df["task_key"]:  # each task's stored attempt owns the canonical files
         names = sorted(p.name for p in (out / "raw" / key).iterdir())
-        assert names == ["log.txt", "result.json", "run.json", "task.json"], names
+        assert names == ["evaluation.json", "log.txt", "result.json", "run.json", "task.json"], names
 
 
 def test_wait_queues_behind_the_running_sweep(tmp_path: Path) -> None:
@@ -128,8 +128,8 @@ def test_attempt_files_are_named_by_their_owner(tmp_path: Path) -> None:
     ra, rb = a.outcome("r", "p"), b.outcome("r", "p")
     assert ra.status == rb.status == "ok" and ra.task_key == rb.task_key == task.task_key
     assert {p.name for p in tmp_path.iterdir()} == {
-        "run.json", "task.s1-a1.json", "result.s1-a1.json", "log.s1-a1.txt",
-        "task.s2-a2.json", "result.s2-a2.json", "log.s2-a2.txt"}
+        "run.json", "task.s1-a1.json", "result.s1-a1.json", "log.s1-a1.txt", "evaluation.s1-a1.json",
+        "task.s2-a2.json", "result.s2-a2.json", "log.s2-a2.txt", "evaluation.s2-a2.json"}
 
 
 # ----------------------------------------------------------------------------- hostile specs

@@ -166,7 +166,7 @@ def test_the_timeline_shows_every_node_call_rule_and_the_answer(home: Path, app_
     assert "evaluate_codec" in page.text and ">synthetic:grf:32,32<" in page.text  # the call's arguments, a record
     assert re.search(r'class="badge k-result">result</span> <span class="dur">[\d.]+ m?s<', page.text)  # outcome, duration
     assert 'id="task-t01-sz3-cpu-abs-1e-3"' in page.text
-    assert "At ABS 1e-3 on synthetic:grf:32,32, sz3 reaches ratio" in page.text  # report.md's Answer line
+    assert "At ABS 1e-3 on grf:32x32, sz3 reaches ratio" in page.text  # report.md's Answer line (the record's name)
     # the run wrote its claims (graph/claims_*): each is shown, linked to the record it rests on
     claims = json.loads((home / "runs" / "done1" / "claims.json").read_text(encoding="utf-8"))["claims"]
     assert claims and all(f'id="claim-{c["id"]}"' in page.text for c in claims)

@@ -28,5 +28,28 @@ def test_spec_paths_that_are_not_spec_files_are_refused(tmp_path: Path) -> None:
 
 def test_a_spec_file_is_read(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text("question: compare\ncodecs: [sz3]\nmode: rel\nbounds: [1.0e-3]\ndata: [vorticity.512_512]\n")
-    assert load_request(spec)["codecs"] == ["sz3"]
+    spec.write_text("goal: compare\ncodecs: [sz3]\nmode: rel\nbounds: [1.0e-3]\ndataset: field.npy\n")
+    doc = load_request(spec)
+    # relative to the spec's folder, as `perfscout sweep FILE` reads it
+    assert doc["codecs"] == ["sz3"] and doc["dataset"] == str(tmp_path / "field.npy")
+
+
+def test_a_spec_file_is_validated_by_the_sweep_schema_with_line_numbers(tmp_path: Path) -> None:
+    """`run --spec` and `sweep` read one schema: a bad key or value names its line in both."""
+    from perfscout.sweep.spec import SpecError, load_spec
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("goal: compare\ncodecs: [sz3]\nmode: relative\nbounds: [1.0e-3]\ndata: [vorticity.512_512]\n")
+    with pytest.raises(SpecError) as exc:
+        load_request(spec)
+    assert f"{spec}:3: modes.0: unknown mode 'relative'" in str(exc.value)
+    assert f"{spec}:5: data: Extra inputs are not permitted" in str(exc.value)
+    # the same file as a sweep: the same errors, and the agent's own key refused by its line
+    with pytest.raises(SpecError) as sweep_exc:
+        load_spec(spec)
+    assert f"{spec}:1: goal: read by `perfscout run --spec`" in str(sweep_exc.value)
+    spec.write_text("codecs: [sz3]\nmode: relative\nbounds: [1.0e-3]\ndatasets: [vorticity.512_512]\n")
+    with pytest.raises(SpecError, match=rf"{spec}:2: modes.0: unknown mode 'relative'"):
+        load_spec(spec)
+    with pytest.raises(SpecError, match=rf"{spec}:2: modes.0: unknown mode 'relative'"):
+        load_request(spec)

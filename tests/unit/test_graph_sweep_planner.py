@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perfscout.graph.llm import LLMPlan, _task_schemas, validate_plan
-from perfscout.graph.planner import PlanningError, is_sweep_spec, plan_request, requested_sweep
+from perfscout.graph.planner import PlanningError, plan_request, requested_sweep
 
 SWEEP_SPEC = {"name": "tiny", "datasets": [{"synthetic": "grf:16,16"}], "codecs": ["sz3", "zfp"],
               "modes": ["abs"], "bounds": [1e-2, 1e-3], "repeats": 1}
@@ -53,29 +53,35 @@ def test_spec_sweep_key_forms_and_mixing_with_evaluations():
         ("run_sweep", {"spec": "a.yaml", "out": "runs/a", "jobs": 2}),
         ("run_sweep", {"spec": "b.yml"})]
     assert len({t.key for t in plan.tasks}) == 3 and plan.goal == "both"
-    for bad in ({"sweep": 3}, {"sweep": {"out": "x"}}, {"sweep": {"spec": "a.yaml", "resume": False}}):
-        with pytest.raises(PlanningError, match="'sweep' entry"):
+    for bad, why in (({"sweep": 3}, r"sweep: Input should be a valid string"),
+                     ({"sweep": {"out": "x"}}, r"sweep\.spec: Field required"),
+                     ({"sweep": {"spec": "a.yaml", "resume": False}}, r"sweep\.resume: Extra inputs")):
+        with pytest.raises(PlanningError, match=why):
             plan_request(bad)
 
 
-def test_a_sweep_spec_is_recognised_by_its_shape_and_carried_whole():
+def test_a_sweep_spec_given_to_the_agent_runs_its_grid_as_evaluations():
+    """No guessing by shape: a spec's grid is the agent's evaluate tasks, each point once."""
     plan = plan_request(SWEEP_SPEC)
-    assert _calls(plan) == [("run_sweep", {"spec_doc": SWEEP_SPEC})]
-    assert plan.goal == "sweep tiny" and "sweep spec" in plan.notes[0]
-    # shared keys only, but per-mode bounds or a synthetic dataset entry say "sweep spec"
-    assert is_sweep_spec({"datasets": [{"synthetic": "grf:8,8"}], "codecs": ["sz3"], "bounds": [1e-2]})
-    assert is_sweep_spec({"datasets": [{"name": "x"}], "codecs": ["sz3"], "bounds": {"rel": [1e-2]}})
-    # an agent spec stays an agent spec
-    assert not is_sweep_spec({"datasets": ["synthetic:grf:8,8"], "codecs": ["sz3"], "bounds": [1e-2]})
-    assert not is_sweep_spec({**SWEEP_SPEC, "goal": "x"})
-    assert not is_sweep_spec({"sweep": "a.yaml"})
+    assert [(t.tool, t.args["codec"], t.args["bound"]) for t in plan.tasks] == [
+        ("evaluate_codec", c, b) for c in ("sz3", "zfp") for b in (1e-2, 1e-3)]
+    assert {t.args["dataset"] for t in plan.tasks} == {"synthetic:grf:16,16"}
+    assert plan.goal == "sweep tiny"
+    # experiments and per-mode bounds expand as a sweep expands them; a shared point runs once
+    plan = plan_request({"datasets": [{"synthetic": "grf:8,8"}], "codecs": ["sz3"], "bounds": {"rel": [1e-2]},
+                         "experiments": [{"name": "a"}, {"name": "b", "codecs": ["sz3", "zfp"]}]})
+    assert [(t.args["codec"], t.args["mode"]) for t in plan.tasks] == [("sz3", "rel"), ("zfp", "rel")]
+    # the settings only a sweep uses are named, not silently dropped
+    plan = plan_request({**SWEEP_SPEC, "jobs": 4})
+    assert any("not used by the agent: jobs" in n for n in plan.notes)
 
 
-def test_an_invalid_sweep_spec_is_a_planning_error_naming_the_problem():
-    with pytest.raises(PlanningError, match="unknown codec 'nope'"):
-        plan_request({**SWEEP_SPEC, "codecs": ["nope"]})
-    with pytest.raises(PlanningError, match="bounds must be finite and > 0"):
-        plan_request({**SWEEP_SPEC, "bounds": [-1.0]})
+def test_a_sweep_spec_with_plugins_is_one_run_sweep_task():
+    spec = {**SWEEP_SPEC, "plugins": ["my_codecs"]}
+    plan = plan_request(spec)
+    assert _calls(plan) == [("run_sweep", {"spec_doc": spec})] and "plug-ins" in plan.notes[0]
+    with pytest.raises(PlanningError, match="runs as a sweep"):
+        plan_request({**spec, "goal": "x"})
 
 
 def test_llm_plan_schema_offers_run_sweep_typed():

@@ -207,3 +207,32 @@ def test_notebook_is_valid_and_runs_the_quick_spec() -> None:
     text = "\n".join(code)
     assert "sweep_quick.yaml" in text and "sweep(SPEC" in text and "report(RUN_DIR)" in text
     assert all(c["cell_type"] != "code" or c["outputs"] == [] for c in nb["cells"])  # stored without outputs
+
+
+def test_one_schema_for_sweep_and_agent_specs(tmp_path: Path) -> None:
+    """The agent's spellings mean the same in a sweep: string datasets, singular aliases,
+    codec groups, ``gpu``; the agent's own keys are refused by a sweep, naming the line."""
+    from perfscout.codecs.registry import list_codecs
+
+    np.save(tmp_path / "f.npy", np.zeros((4, 4), np.float32))
+    text = "dataset: f.npy\ncodecs: cpu\nmode: rel\nbound: 1.0e-2\nrepeats: 1\n"
+    tasks, _ = expand(load_spec(write(tmp_path, text)))
+    cpu = [i.id for i in list_codecs() if i.available and i.device == "cpu"]
+    assert sorted({t.codec for t in tasks}) == sorted(cpu) and {(t.mode, t.bound) for t in tasks} == {("rel", 1e-2)}
+    assert {t.data.label for t in tasks} == {"f.npy"} and tasks[0].data.path == str((tmp_path / "f.npy").resolve())
+    spec = load_spec({"datasets": ["synthetic:grf:8,8:f64:seed=3", "vorticity.512_512"], "codecs": ["sz3"],
+                      "devices": "gpu"})
+    assert spec.devices == ["cuda"]
+    assert spec.datasets[0].synthetic == "grf:8,8" and spec.datasets[0].seed == 3 and spec.datasets[0].dtype == "f64"
+    assert spec.datasets[1].name == "vorticity.512_512"
+    path = write(tmp_path, "goal: why\ncodecs: [sz3]\ndatasets: [{path: x.raw}]\n", "agent.yaml")
+    with pytest.raises(SpecError) as exc:
+        load_spec(path)
+    assert f"{path}:1: goal: read by `perfscout run --spec`" in str(exc.value)
+    with pytest.raises(SpecError, match=rf"{path}:3: datasets.0: a dataset given by 'path' needs its 'shape'"):
+        load_spec(write(tmp_path, "codecs: [sz3]\ndatasets:\n  - {path: x.raw}\n", "agent.yaml"))
+    path = write(tmp_path, "goal: why\ncodecs: [sz3]\ndatasets: [{path: x.raw}]\n", "agent.yaml")
+    agent = load_spec(path, for_agent=True)  # the agent asks for a raw file's shape when it runs
+    assert agent.goal == "why" and agent.datasets[0].path == "x.raw" and agent.datasets[0].shape is None
+    with pytest.raises(SpecError, match=r"agent.yaml:2: unknown codec 'zpf'"):
+        load_spec(write(tmp_path, "goal: why\ncodecs: [zpf]\ndataset: f.npy\n", "agent.yaml"), for_agent=True)
