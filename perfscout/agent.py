@@ -84,6 +84,33 @@ class RunInfo:
 
 
 
+#: How deep a JSON answer may nest (an answer's slots are flat; a list of shapes is two deep).
+ANSWER_MAX_DEPTH = 16
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text, brackets inside strings not counted (one
+    linear pass, before any parser recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_answer(text: str, what: str = "the answer") -> Any:
     """An answer to a waiting question as the graph takes it: words ("vorticity.512_512",
     "rel 1e-3", "yes", "cancel") or a JSON object. The CLI's ``--answer`` and the viewer's
@@ -91,9 +118,14 @@ def parse_answer(text: str, what: str = "the answer") -> Any:
     same way everywhere (``what`` names the field in the message)."""
     stripped = text.strip()
     if stripped.startswith("{"):
+        # an answer is a small object of slots ({"shape": "512,512", "dtype": "f32"}): a value
+        # nested deeper than this is no answer, and json.loads would recurse until it fails
+        if _nesting_depth(stripped) > ANSWER_MAX_DEPTH:
+            raise InputError(f"{what} is JSON nested more than {ANSWER_MAX_DEPTH} deep; an answer is a "
+                             "small object of slots such as {\"shape\": \"512,512\", \"dtype\": \"f32\"}")
         try:
             return json.loads(stripped)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InputError(f"{what} looks like JSON but is not valid JSON: {exc}") from exc
     if not stripped:
         raise InputError(f"{what} is empty: answer the question in words, or 'cancel'")

@@ -51,6 +51,16 @@ def _finish(events: Any, as_json: bool, interactive: bool) -> None:
     doc = {"thread_id": outcome.thread_id, "status": outcome.status, "planner": outcome.planner,
            "report_path": outcome.report_path, "html_path": outcome.html_path, "run_dir": outcome.run_dir,
            "plan_error": outcome.plan_error, "refusal": outcome.refusal, "question": outcome.question}
+    if outcome.status == "done" and outcome.run_dir and not Path(outcome.run_dir).is_dir():
+        # the checkpoint says done, but the run directory it names is gone or is no folder:
+        # its report and results are not there, and "done; report: …" would name a lost file
+        doc["status"] = "run_dir_missing"
+        if as_json:
+            emit_json(doc)
+        what = "is not a folder" if Path(outcome.run_dir).exists() else "is gone"
+        fail(escape(f"thread {outcome.thread_id} finished, but its run directory {outcome.run_dir} {what}: its "
+                    "report and results are not on disk (nothing was written there); run the request again "
+                    "with another --thread-id to measure it again"), code=1)
     if as_json:
         emit_json(doc)
     if outcome.refusal:

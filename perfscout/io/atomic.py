@@ -83,6 +83,18 @@ def atomic_path(path: str | Path, *, mkdir: bool = False) -> Iterator[Path]:
         raise
 
 
+def move_into_place(src: str | Path, dst: str | Path) -> Path:
+    """Rename a finished file (written whole before, e.g. by :func:`write_atomic` or a child
+    that has exited) onto its final name: one rename on one file system, never a write, so a
+    reader sees the old file or the new one. ``src`` must be a regular file, not a link a
+    program could have planted in its place."""
+    src, dst = Path(src), Path(dst)
+    if src.is_symlink() or not src.is_file():
+        raise FileNotFoundError(f"{src} is not a regular file: nothing is moved onto {dst}")
+    os.replace(src, dst)
+    return dst
+
+
 def write_json_atomic(path: str | Path, doc: Any, *, fsync: bool = False, mkdir: bool = False,
                       indent: int = 2) -> Path:
     """``doc`` as JSON (non-JSON values through ``str``), written with :func:`write_atomic`."""

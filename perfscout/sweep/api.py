@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from perfscout.io import move_into_place
 from perfscout.sweep.runner import SweepInterrupted, run_sweep
 from perfscout.sweep.spec import SweepSpec, load_spec
 from perfscout.tools.results_store import STORE_NAME, ResultStore, StoreError, open_results
@@ -194,6 +194,14 @@ def rebuild_store(run_dir: str | Path) -> Path:
             records = [CompressionResult.model_validate_json(p.read_text(encoding="utf-8")) for p in on_disk.values()]
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot rebuild {run_dir / STORE_NAME}: a task file on disk is unreadable: {exc}") from None
+        # a result is its folder's: one whose task_key names another task was moved or forged,
+        # and rebuilding from it would store a measurement under the wrong configuration
+        strays = [f"raw/{key}/result.json holds task {r.task_key!r}" for key, r in zip(on_disk, records)
+                  if r.task_key != key]
+        if strays:
+            raise StoreError(f"cannot rebuild {run_dir / STORE_NAME}: " + "; ".join(strays[:5])
+                             + (f" (and {len(strays) - 5} more)" if len(strays) > 5 else "")
+                             + "; nothing was rebuilt: move each back to its own folder or remove it")
         tmp = run_dir / f".{STORE_NAME}.rebuild"
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
             leftover.unlink(missing_ok=True)
@@ -221,8 +229,8 @@ def rebuild_store(run_dir: str | Path) -> Path:
         for suffix in ("", "-wal", "-shm"):
             src = Path(f"{target}{suffix}")
             if src.exists():
-                os.replace(src, Path(f"{aside}{suffix}"))
-        os.replace(tmp, target)
+                move_into_place(src, Path(f"{aside}{suffix}"))
+        move_into_place(tmp, target)
         log.info("rebuilt %s from %d task result(s); the damaged store is %s", target, len(records), aside)
         return aside
 

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from perfscout.io import move_into_place
 from perfscout.io import write_atomic
 from perfscout.state.records import CompressionResult
 from perfscout.tools.process_limits import resident_mb
@@ -258,4 +259,4 @@ def promote(work_dir: Path, tag: str) -> None:
     for path in attempt_paths(work_dir, tag).values():
         final = work_dir / (path.name.replace(f".{tag}", ""))
         if path.is_file():
-            os.replace(path, final)
+            move_into_place(path, final)

@@ -48,6 +48,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from perfscout.io import move_into_place
 from perfscout.errors import InputError, PerfscoutError
 from perfscout.state.records import CompressionResult
 from perfscout.io import write_atomic
@@ -330,7 +331,7 @@ class SweepRunner:
         promote(work, tag)
         extra = work / f"{EVALUATION}.{tag}.json"  # the worker's timing and notes (not a result column)
         if extra.is_file():
-            os.replace(extra, work / f"{EVALUATION}.json")
+            move_into_place(extra, work / f"{EVALUATION}.json")
         outcome.count(record.status)
 
     # -- main loop ---------------------------------------------------------------
@@ -602,7 +603,7 @@ def _retag(work: Path, tag: str) -> None:
         path = work / name
         if path.is_file():
             stem, dot, ext = name.rpartition(".")
-            os.replace(path, work / f"{stem}.{tag}{dot}{ext}")
+            move_into_place(path, work / f"{stem}.{tag}{dot}{ext}")
 
 
 def run_tasks(tasks: list[SweepTask], out: str | Path, *, run_id: str = "", name: str = "tasks",

@@ -15,15 +15,19 @@ compares runs), and a tool must not import the layer above it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterable
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from perfscout.io import atomic_path
 from perfscout.errors import InputError
 from perfscout.state.records import RESULT_COLUMNS, CompressionResult
 
@@ -51,11 +55,36 @@ class StoreError(InputError):
     """The results store cannot be opened or does not belong to this kind of run."""
 
 
+def _check_is_a_store(path: Path) -> None:
+    """Refuse, before SQLite opens it, a path that is not a results store perfscout made: a
+    link (opening it would write perfscout's tables into whatever it names: a user's own
+    database), a directory or device, or an SQLite file of another program (opening it for
+    writing would switch it to WAL and add tables). A missing or empty file is a new store."""
+    if path.is_symlink():
+        raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); a results store is a regular "
+                         "file perfscout made: nothing was opened through the link")
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StoreError(f"{path} is not a regular file; a results store is an SQLite file perfscout made")
+    if path.stat().st_size == 0:
+        return
+    try:  # read only, through a URI: a file that is not ours is not touched
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot open results store {path}: {exc}") from None
+    if "meta" not in tables or "results" not in tables:
+        raise StoreError(f"{path} is an SQLite file of another program (tables: {', '.join(sorted(tables)) or 'none'}), "
+                         "not a perfscout results store: nothing was written to it")
+
+
 class ResultStore:
     """Results of one run directory. Use as a context manager or call :meth:`close`."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        _check_is_a_store(self.path)
         if read_only:  # nothing created or migrated, not a byte written (a damaged store stays as it was)
             try:
                 self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
@@ -236,18 +265,14 @@ class ResultStore:
         out = Path(out_dir)
         df = self.results()
         paths = {"parquet": out / "results.parquet", "csv": out / "results.csv"}
-        tmp = {k: p.with_suffix(p.suffix + ".tmp") for k, p in paths.items()}
-        try:
-            df.to_parquet(tmp["parquet"], index=False)
+        # each file written whole beside its name, then renamed (a reader never sees half a
+        # file; a full disk leaves no partial one; two exports at once do not share a temp name)
+        with atomic_path(paths["parquet"]) as tmp:
+            df.to_parquet(tmp, index=False)
+        with atomic_path(paths["csv"]) as tmp:
             # RFC 4180's CRLF rows: the writer then quotes a cell holding a CR too (with "\n"
             # rows a bare CR in a name went out unquoted and split the row in two)
-            csv_safe(df).to_csv(tmp["csv"], index=False, lineterminator="\r\n")
-        except BaseException:  # a full disk: no half-written export left behind
-            for partial in tmp.values():
-                partial.unlink(missing_ok=True)
-            raise
-        for k, p in paths.items():
-            tmp[k].replace(p)  # atomic: a reader never sees half a file
+            csv_safe(df).to_csv(tmp, index=False, lineterminator="\r\n")
         return paths
 
     def close(self) -> None:
@@ -268,8 +293,13 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 def csv_cell(value: Any) -> Any:
     """A text cell that a spreadsheet would run as a formula, prefixed with ``'`` (shown as
-    text, not evaluated); a cell that is just a number ("-42", "1e-3") is left alone."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+    text, not evaluated); a cell that is just a number ("-42", "1e-3") is left alone. The
+    first character is judged in its compatibility form (NFKC): a full-width ＝ or ＋ is
+    taken as a formula start by spreadsheets in CJK locales."""
+    if not isinstance(value, str) or not value:
+        return value
+    first = unicodedata.normalize("NFKC", value[0])[:1]
+    if first in _FORMULA_START and not _PLAIN_NUMBER.fullmatch(value):
         return "'" + value
     return value
 

@@ -771,13 +771,7 @@ def _store_commands(run: Path, spec: Path) -> list[list[str]]:
             ["sweep", str(spec), "--out", str(run), "--resume", "--no-progress"]]
 
 
-@pytest.mark.parametrize("kind", ["directory", pytest.param("symlink", marks=pytest.mark.xfail(
-    strict=True, reason="results.sqlite as a link to the user's own SQLite file: `sweep --resume` follows it, "
-    "re-runs the task and writes perfscout's tables (meta, results, tasks, attempts) into that file, exit 0 "
-    "(owner: tools/results_store.py / sweep/runner.py)")), pytest.param("other-schema", marks=pytest.mark.xfail(
-    strict=True, reason="a results.sqlite of another schema: `export` (and `sweep --resume`) open it read-write "
-    "and switch it to WAL (header bytes 18-19 go 1 -> 2) before finding it is not theirs; export then prints the raw "
-    "SQL 'cannot join using column task_key' instead of naming the store (owner: tools/results_store.py)"))])
+@pytest.mark.parametrize("kind", ["directory", "symlink", "other-schema"])
 def test_a_store_that_is_not_a_store(kind: str, sweep_run: dict[str, Path], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSCOUT_HOME", str(sweep_run["home"]))
@@ -812,9 +806,6 @@ def test_a_store_that_is_not_a_store(kind: str, sweep_run: dict[str, Path], tmp_
         assert store.read_bytes() == before, "a store of another schema was written to"
 
 
-@pytest.mark.xfail(strict=True, reason="raw/<key>/result.json whose task_key is not its folder's: "
-                   "`report --rebuild` dies with 'unexpected KeyError' (sweep/api.py rebuild_store indexes "
-                   "on_disk by the record's task_key; owner: sweep/api.py)")
 def test_a_task_result_forged_with_another_task_key(sweep_run: dict[str, Path], tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFSCOUT_HOME", str(sweep_run["home"]))
@@ -991,9 +982,6 @@ def test_an_agent_run_directory_that_lost_its_files(agent_home: Path, tmp_path: 
     _clean(runner.invoke(app, ["export", str(run_dir)]), (0, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="a finished agent run whose run directory was replaced by a file: "
-                   "`perfscout resume r4` exits 0 saying 'thread r4: done; report: .../runs/r4/report.md', a report "
-                   "that cannot exist (owner: cli/agent_cmd.py)")
 def test_an_agent_run_directory_replaced_by_a_file(agent_home: Path, tmp_path: Path) -> None:
     import yaml
 
@@ -1016,9 +1004,7 @@ def test_an_agent_run_directory_replaced_by_a_file(agent_home: Path, tmp_path: P
     '{"shape": "100000,100000,100000", "dtype": "f32"}', '{"shape": "-8,-8", "dtype": "f32"}',
     '{"shape": "8,8", "dtype": "object"}', '{"shape": "8,8", "dtype": "f32", "path": "/etc/shadow"}',
     '{"shape": "8,8", "dtype": "f32", "codec": "zfp; rm -rf ~"}',
-    pytest.param('{"shape": ' + '[' * 5000 + ']' * 5000 + '}', marks=pytest.mark.xfail(
-        strict=True, reason="`resume --answer` with JSON nested 5,000 deep: 'unexpected RecursionError' (agent.py "
-        "parse_answer catches ValueError from json.loads, not RecursionError; owner: agent.py)")),
+    '{"shape": ' + '[' * 5000 + ']' * 5000 + '}',
 ])
 def test_a_hostile_answer_to_the_agents_question(answer: str, agent_home: Path, tmp_path: Path) -> None:
     raw = tmp_path / "f.raw"
@@ -1130,9 +1116,6 @@ def test_results_csv_of_hostile_names(hostile_run: Path) -> None:
     assert "'\tTAB" in cells and "'\rCR" in cells
 
 
-@pytest.mark.xfail(strict=True, reason="results.csv prefixes ASCII = + - @ TAB CR with ' but not their full-width "
-                   "forms: a dataset labelled '＝HYPERLINK(1)' reaches the cell as is (Excel in CJK locales "
-                   "takes ＝ as a formula start; owner: tools/results_store.py export)")
 def test_results_csv_full_width_formula_starts(hostile_run: Path) -> None:
     for cell in _csv_cells(hostile_run):
         assert cell[0] not in "＝＋－＠", repr(cell[:40])

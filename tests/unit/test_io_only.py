@@ -38,16 +38,7 @@ YAML_LOADING = frozenset({
 RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
 
 #: (file, enclosing function, call) -> why it is still there. Shrink it.
-ALLOWED: dict[tuple[str, str, str], str] = {
-    ("perfscout/sweep/api.py", "rebuild_store", "os.replace"):
-        "moves the damaged store (and its -wal/-shm) aside and the rebuilt SQLite into place; the "
-        "rebuilt one can be written inside io.atomic_path (sweep/api.py is another helper's file)",
-    ("perfscout/sweep/child.py", "promote", "os.replace"):
-        "renames an attempt's finished, committed files to their canonical names: a move, not a write",
-    ("perfscout/tools/results_store.py", "export", ".replace"):
-        "a copy of the atomic write with a fixed '.tmp' name (two exports at once share it); "
-        "to be written inside io.atomic_path (results_store.py is another helper's file)",
-}
+ALLOWED: dict[tuple[str, str, str], str] = {}
 
 
 def _calls(path: Path) -> list[tuple[str, str, int]]:
