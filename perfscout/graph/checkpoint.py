@@ -6,6 +6,12 @@ empty -> ``$PERFSCOUT_HOME/checkpoints.sqlite``; ``sqlite:///PATH`` -> that file
 are invoked with ``durability="sync"``: each step's checkpoint is on disk before the
 next step starts, so a tool call that finished is never repeated after a crash.
 
+The SQLite store is opened only as a regular file: a symbolic link in its place (or in
+its journal's, WAL's, shared memory's), a directory or a FIFO is refused with an error naming
+it (:func:`_not_a_store_file`; a link would have SQLite lay langgraph's tables into the file
+it points at), a missing store is created without following a link, and the check is made
+again once SQLite has the file open.
+
 A SQLite store that cannot be read, or that is empty while run directories exist under
 ``$PERFSCOUT_HOME/runs``, is **damaged** (:class:`CheckpointStoreDamaged`): it is never
 opened for writing (the SQLite saver would lay fresh tables over it and forget every
@@ -17,7 +23,9 @@ answer and its report be replaced.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,12 +73,64 @@ def _damaged(ctx: Context, why: str) -> CheckpointStoreDamaged:
         f"(mv {path} {path}.damaged) to start a fresh store", path, dirs)
 
 
+#: What SQLite keeps beside a database: its journal, write-ahead log and shared memory. A link
+#: planted as one of them would take the store's writes elsewhere just as a linked store does.
+_SIDECARS = ("-journal", "-wal", "-shm")
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def _not_a_store_file(ctx: Context, path: Path) -> CheckpointStoreDamaged | None:
+    """CheckpointStoreDamaged when the store (or one of its :data:`_SIDECARS`) exists as
+    anything but a regular file (``lstat``: a link is not followed). A symbolic link is
+    refused wherever it points: SQLite would follow it and lay langgraph's tables into the
+    file it names (another program's database, say) -- nothing a store of ours may touch."""
+    for p in (path, *(Path(f"{path}{x}") for x in _SIDECARS)):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return _refused(ctx, p, f"it cannot be looked at: {exc.strerror or exc}")
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(p)
+            except OSError:
+                target = "?"
+            return _refused(ctx, p, f"it is a symbolic link (to {target}); perfscout never opens a store "
+                            "through a link, which would write its tables into the file it points at")
+        if not stat.S_ISREG(st.st_mode):
+            return _refused(ctx, p, f"it is {_kind(st.st_mode)}, not a regular file")
+    return None
+
+
+def _refused(ctx: Context, p: Path, why: str) -> CheckpointStoreDamaged:
+    path = describe(ctx)
+    dirs = run_dirs_on_disk(ctx)
+    main = str(p) == path
+    which = "the checkpoint store" if main else f"the checkpoint store {path}'s SQLite file"
+    then = ("to start a fresh store, or set PERFSCOUT_CHECKPOINT_URL=sqlite:///PATH to a regular file" if main
+            else "and the store is used as it is (SQLite makes that file anew)")
+    seen = (f"; the run directories under {ctx.runs_dir} are intact: {', '.join(d.name for d in dirs[:8])}"
+            f"{' ...' if len(dirs) > 8 else ''}" if dirs else "")
+    return CheckpointStoreDamaged(
+        f"{which} {p} cannot be used: {why}. Nothing was written to it, nor to anything it leads to; move it "
+        f"aside (mv {p} {p}.aside) {then}{seen}", path, dirs)
+
+
 def _check_sqlite_store(ctx: Context, path: Path) -> None:
-    """CheckpointStoreDamaged for a store that is not a readable SQLite database, or is
-    empty while run directories exist (reading only)."""
+    """CheckpointStoreDamaged for a store that is not a regular file (a link, a directory:
+    :func:`_not_a_store_file`), is not a readable SQLite database, or is empty while run
+    directories exist (reading only)."""
+    refused = _not_a_store_file(ctx, path)
+    if refused is not None:
+        raise refused
     if not path.exists():
         return
-    if path.is_file() and path.stat().st_size == 0:
+    if path.stat().st_size == 0:
         if run_dirs_on_disk(ctx):
             raise _damaged(ctx, "it is empty (0 bytes) while run directories exist")
         return
@@ -88,6 +148,22 @@ def _check_sqlite_store(ctx: Context, path: Path) -> None:
     if "checkpoints" not in tables and run_dirs_on_disk(ctx):
         # the saver would create a fresh table and every run on disk would be unknown to it
         raise _damaged(ctx, "it holds no checkpoints table while run directories exist")
+
+
+def _create_no_follow(ctx: Context, path: Path) -> None:
+    """Create a missing store as an empty regular file (an empty file is an empty SQLite
+    database), refusing to follow a link: ``sqlite3.connect`` would create the file a link
+    planted since the check names. Readable by its owner only: checkpoints hold requests."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        refused = _not_a_store_file(ctx, path)  # there already (or a link put there since the check)
+        if refused is not None:
+            raise refused from None
+        return
+    except OSError as exc:
+        raise _refused(ctx, path, f"it cannot be created: {exc.strerror or exc}") from None
+    os.close(fd)
 
 
 def _truncated(path: Path) -> str:
@@ -261,9 +337,14 @@ def open_checkpointer(ctx: Context) -> Iterator[BaseCheckpointSaver]:
     path = _sqlite_path(ctx)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_sqlite_store(ctx, path)
+    _create_no_follow(ctx, path)
     # check_same_thread=False: ToolNode and the runner use worker threads; SqliteSaver locks.
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
+        # the file SQLite opened is still the regular file checked (not a link planted since)
+        refused = _not_a_store_file(ctx, path)
+        if refused is not None:
+            raise refused
         saver = SqliteSaver(conn)
         try:
             saver.setup()

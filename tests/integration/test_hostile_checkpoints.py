@@ -93,3 +93,30 @@ def test_a_thread_id_reused_for_another_request_is_refused(one_run, tmp_path: Pa
     # ... and a new thread id runs
     new = runner.invoke(app, ["run", "--spec", str(other), "--thread-id", "t3"])
     assert new.exit_code == 0, _said(new)
+
+
+def test_a_checkpoint_store_linked_to_another_sqlite_file_is_refused_by_runs_resume_and_run(
+        one_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """`runs`, `resume` and `run` name the link and exit 1; the file it points at (a real
+    SQLite database of the user's) keeps every byte, and the run on disk is still named."""
+    import sqlite3
+
+    store = one_run["home"] / "checkpoints.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    victim = tmp_path / "mine.sqlite"
+    with sqlite3.connect(victim) as db:
+        db.execute("CREATE TABLE mine (x)")
+        db.execute("INSERT INTO mine VALUES (1)")
+    store.symlink_to(victim)
+    before = victim.read_bytes()
+    for argv in (["runs"], ["runs", "--json"], ["resume", "t1"],
+                 ["run", "--spec", str(one_run["spec"]), "--thread-id", "t2"]):
+        result = runner.invoke(app, argv)
+        said = _said(result)
+        assert result.exit_code == 1, (argv, said)
+        assert "symbolic link" in said and str(store) in said and "Traceback" not in said, (argv, said)
+        assert "no runs yet" not in said, said
+    assert victim.read_bytes() == before, "wrote through a planted link"
+    assert not Path(f"{victim}-wal").exists()
+    assert one_run["report"].is_file()
