@@ -44,6 +44,12 @@ do_build() {
   echo "timer build exit $?" | tee -a "$LOG"
 }
 export PYTHONPATH=/tmp/site:$PWD
+# the GPU tests profile under ncu inside the OS sandbox: bubblewrap from the carried .deb
+# (.device/sandbox/deb, as benchmarks/sandbox_device.sh uses it) when the image has none
+if ! command -v bwrap >/dev/null && ls .device/sandbox/deb/bubblewrap*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/bw && for f in .device/sandbox/deb/*.deb; do dpkg -x "$f" /tmp/bw; done
+  export PERFSCOUT_BWRAP=/tmp/bw/usr/bin/bwrap
+fi
 # tests start the CLI in a cleaned environment (no PYTHONPATH): a .pth file in the image's own
 # site-packages lets those processes see the carried wheels and this tree too
 SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -66,7 +66,7 @@ echo "perf: $(command -v perf || echo none) $(perf --version 2>/dev/null)" | tee
 { "$PERFSCOUT_BWRAP" --version; python3 -c "from perfscout.tools.bwrap import probe_bwrap; print(probe_bwrap())"; } 2>&1 | tee -a "$LOG"
 
 step "escape corpus + sandbox unit tests"
-timeout 55 python3 -m pytest -q -p no:cacheprovider tests/integration/test_sandbox_escapes.py \
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/integration/test_sandbox_escapes.py \
   tests/unit/test_sandbox.py > "$O/sandbox_escapes_$T.log" 2>&1
 echo "pytest exit $?; $(tail -1 "$O/sandbox_escapes_$T.log")" | tee -a "$LOG"
 
