@@ -127,7 +127,10 @@ def check_named_path(path: str, what: str, roots: list[Path], *, absolute_is_the
         if any(p.is_relative_to(t) for t in SYSTEM_TREES) and not any(p.is_relative_to(t) for t in _NOT_SYSTEM):
             raise InputError(f"{what} {path!r} resolves to {p}, outside the allowed folders (a system folder: never data)")
         parts = p.parts[1:]
-        if any(is_secret_dir(part, part) for part in parts[:-1]) or (parts and is_secret_file(parts[-1])):
+        # each folder judged with its path (~/.config/gh is secret, a folder named gh elsewhere
+        # is not), the file with its own (~/.config/hub is the hub CLI's token)
+        if any(is_secret_dir(part, Path(*p.parts[:i + 2])) for i, part in enumerate(parts[:-1])) or (
+                parts and is_secret_file(parts[-1], p)):
             raise InputError(f"{what} {path!r} resolves to {p}, outside the allowed folders (it names "
                              "secrets: credentials, keys, history)")
         if any(p == r or p.is_relative_to(r) for r in roots):

@@ -78,3 +78,16 @@ def test_the_agent_refuses_such_requests_before_asking_anything(here: Path, tmp_
         intent = understand_request(text)
         assert "outside" in paths_refusal(intent), (text, intent.data, intent.sweep_out)
     assert paths_refusal(understand_request("evaluate sz3 at abs 1e-3 on field.f32")) == ""
+
+
+@pytest.mark.parametrize("tail", [".config/hub", ".config/gh/hosts.yml", ".m2/settings.xml", ".git-credentials.bak"])
+def test_a_tool_token_file_named_absolute_is_refused_by_its_path(here: Path, tail: str) -> None:
+    """Token stores known by their path's tail (hub's ~/.config/hub, gh's hosts.yml) are secrets
+    in a request too, not only inside the sandbox; a folder called gh elsewhere is not."""
+    home = Path(os.path.expanduser("~"))
+    with pytest.raises(InputError, match="names secrets"):
+        check_named_path(str(home / tail), "data file", allowed_roots(), absolute_is_theirs=True)
+    elsewhere = here / "gh" / "field.raw"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"\0" * 16)
+    assert check_named_path(str(elsewhere), "data file", allowed_roots(), absolute_is_theirs=True) == elsewhere.resolve()
