@@ -346,13 +346,18 @@ class SweepRunner:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # read-only place, a file in the way: a bad --out, not a crash
             raise InputError(f"cannot create the run directory {self.out}: {exc}") from None
-        lock = RunDirLock(self.out, wait=self.wait, command=f"perfscout sweep (pid {os.getpid()})",
+        return self._in_store("sweep", lambda store: self._run(store, planned))
+
+    def _in_store(self, kind: str, body: Any) -> SweepOutcome:
+        """``body(store)`` with the run directory locked (one writer) and its store open; a
+        full disk becomes :class:`SweepStorageFull` naming what was kept."""
+        lock = RunDirLock(self.out, wait=self.wait, command=f"perfscout {kind} (pid {os.getpid()})",
                           on_wait=lambda msg: self.console.print(f"[yellow]{msg}[/]"))
         with lock:
             store = None
             try:
                 store = ResultStore(self.out / STORE_NAME)
-                return self._run(store, planned)
+                return body(store)
             except (OSError, sqlite3.Error) as exc:
                 if not is_disk_full(exc):
                     raise
@@ -380,30 +385,21 @@ class SweepRunner:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"cannot create the run directory {self.out}: {exc}") from None
-        lock = RunDirLock(self.out, wait=self.wait, command=f"perfscout {kind} (pid {os.getpid()})",
-                          on_wait=lambda msg: self.console.print(f"[yellow]{msg}[/]"))
-        with lock:
-            store = None
-            try:
-                store = ResultStore(self.out / STORE_NAME)
-                self.scheduling = self.plan_cores(tasks)
-                self.run_id = store.get_meta("run_id") or run_id or f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
-                store.set_meta("run_id", self.run_id)
-                if store.get_meta("kind") is None:
-                    store.set_meta("kind", kind)
-                if store.get_meta("spec_name") is None:
-                    store.set_meta("spec_name", self.spec.name)
-                    store.set_meta("report_options", self.spec.report.model_dump_json())
-                self.platform_id = str(write_platform(self.out).get("platform_id", ""))
-                store.add_tasks(tasks)
-                return self._execute(store, tasks, set(rerun))
-            except (OSError, sqlite3.Error) as exc:
-                if not is_disk_full(exc):
-                    raise
-                raise self._storage_full(store, exc) from None
-            finally:
-                if store is not None:
-                    store.close()
+
+        def body(store: ResultStore) -> SweepOutcome:
+            self.scheduling = self.plan_cores(tasks)
+            self.run_id = store.get_meta("run_id") or run_id or f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
+            store.set_meta("run_id", self.run_id)
+            if store.get_meta("kind") is None:
+                store.set_meta("kind", kind)
+            if store.get_meta("spec_name") is None:
+                store.set_meta("spec_name", self.spec.name)
+                store.set_meta("report_options", self.spec.report.model_dump_json())
+            self.platform_id = str(write_platform(self.out).get("platform_id", ""))
+            store.add_tasks(tasks)
+            return self._execute(store, tasks, set(rerun))
+
+        return self._in_store(kind, body)
 
     def _run(self, store: ResultStore, planned: tuple[list[SweepTask], list[Skipped]]) -> SweepOutcome:
         if store.task_count() and not self.resume:
