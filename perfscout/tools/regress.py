@@ -282,10 +282,10 @@ def load_run(source: str | os.PathLike[str]) -> RunSamples:
     if path.is_dir():
         if (path / SAMPLES_NAME).is_file():
             run = _from_samples(path / SAMPLES_NAME)
+        elif (path / "results").is_dir():  # an agent run (it holds a sweep store too, since its
+            run = _from_agent(path)         # evaluations are sweep tasks: its answer is read first)
         elif (path / "results.sqlite").is_file():
             run = _from_sweep(path / "results.sqlite")
-        elif (path / "results").is_dir():
-            run = _from_agent(path)
         else:
             raise InputError(f"{text} is not a run directory: it has no {SAMPLES_NAME} (bench/tune), "
                              "results.sqlite (sweep) or results/ (agent run)")

@@ -74,7 +74,9 @@ def _check_is_a_store(path: Path) -> None:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot open results store {path}: {exc}") from None
-    if "meta" not in tables or "results" not in tables:
+    if "meta" in tables and "results" not in tables:  # ours, with a table lost: damaged
+        raise StoreError(f"cannot open results store {path}: its results table is missing (the store is damaged)")
+    if "meta" not in tables:
         raise StoreError(f"{path} is an SQLite file of another program (tables: {', '.join(sorted(tables)) or 'none'}), "
                          "not a perfscout results store: nothing was written to it")
 
