@@ -541,23 +541,34 @@ class SweepRunner:
         self._stop = True
 
 
-#: The one task server left running between sessions (run_tasks keep_server): its run directory and itself.
+#: The task servers left running between sessions (run_tasks keep_server), by run directory,
+#: oldest first. A server in here is idle: a session takes its own out (under the lock) before
+#: using it, so evicting one never pulls a server from under a running task (agent threads in
+#: one process each keep their run's server; one thread's session once closed another's
+#: server while that thread had just taken it: "I/O operation on closed file").
 _KEPT: dict[str, ForkServer] = {}
+_KEPT_LOCK = threading.Lock()
+#: At most this many kept (each is a preloaded interpreter, ~100 MB): the oldest goes first.
+MAX_KEPT_SERVERS = 4
 
 
 def _keep_server(out: Path, server: ForkServer) -> None:
-    """Keep ``server`` for the next session on ``out``; any other kept one is closed (one at a time)."""
+    """Keep ``server`` for the next session on ``out`` (evicting the oldest beyond
+    :data:`MAX_KEPT_SERVERS`)."""
     key = str(out.resolve())
-    for other_key, other in list(_KEPT.items()):
-        if other is not server:
-            other.close()
-        del _KEPT[other_key]
-    _KEPT[key] = server
-    if not getattr(_keep_server, "registered", False):
-        import atexit
+    with _KEPT_LOCK:
+        stale = [s for k, s in _KEPT.items() if k == key and s is not server]
+        _KEPT.pop(key, None)
+        _KEPT[key] = server
+        while len(_KEPT) > MAX_KEPT_SERVERS:
+            stale.append(_KEPT.pop(next(iter(_KEPT))))
+        if not getattr(_keep_server, "registered", False):
+            import atexit
 
-        atexit.register(close_kept_servers)
-        _keep_server.registered = True  # type: ignore[attr-defined]
+            atexit.register(close_kept_servers)
+            _keep_server.registered = True  # type: ignore[attr-defined]
+    for other in stale:
+        other.close()
 
 
 _SERVER_THREAD: Any = None
@@ -566,15 +577,17 @@ _SERVER_THREAD: Any = None
 def _server_thread() -> Any:
     """The one long-lived thread kept task servers are started from (see ``_task_server``)."""
     global _SERVER_THREAD
-    if _SERVER_THREAD is None:
-        from concurrent.futures import ThreadPoolExecutor
+    with _KEPT_LOCK:  # two agent threads' first calls at once: still one thread
+        if _SERVER_THREAD is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-        _SERVER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfscout-task-server")
-    return _SERVER_THREAD
+            _SERVER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfscout-task-server")
+        return _SERVER_THREAD
 
 
 def _take_kept_server(out: Path) -> ForkServer | None:
-    server = _KEPT.pop(str(out.resolve()), None)
+    with _KEPT_LOCK:
+        server = _KEPT.pop(str(out.resolve()), None)
     if server is not None and not server.alive:
         server.close()
         return None
@@ -582,9 +595,12 @@ def _take_kept_server(out: Path) -> ForkServer | None:
 
 
 def close_kept_servers() -> None:
-    """Stop the task server kept between sessions (at exit, or when an agent run ends)."""
-    for key in list(_KEPT):
-        _KEPT.pop(key).close()
+    """Stop the task servers kept between sessions (at exit)."""
+    with _KEPT_LOCK:
+        servers = list(_KEPT.values())
+        _KEPT.clear()
+    for server in servers:
+        server.close()
 
 
 #: The worker's file beside a task's record: its timing spread (per-repeat samples, cv) and

@@ -309,6 +309,8 @@ class Vetting:
     bytes_read: int = 0
     by_content: dict[Path, str] = field(default_factory=dict)  # masked file -> what its head held
     by_link: dict[Path, str] = field(default_factory=dict)  # masked file -> the home secret it is
+    #: files whose head is still to be read (the walk collects them; :func:`_read_heads` reads them)
+    unread: list[Path] = field(default_factory=list, repr=False)
 
     @property
     def masks(self) -> list[Path]:
@@ -349,24 +351,78 @@ def home_secret_inodes(homes: Iterable[Path] | None = None) -> dict[tuple[int, i
     return out
 
 
-def content_secret(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """(what the file's first :data:`CONTENT_BYTES` bytes hold that is a credential, or "";
-    bytes read). Never blocks (O_NONBLOCK), never follows a link, never reads further."""
+#: The head reader run in a child process (``python -I -S``: the standard library only). It
+#: gets the patterns and the paths on stdin and answers, a line per path, the index of the
+#: first pattern whose literal and expression the head holds (-1: none; -2: unreadable) and
+#: the bytes read; it stops at its deadline (the parent then counts the rest as unseen).
+_HEAD_READER = r"""
+import json, os, re, sys, time
+head = json.loads(sys.stdin.buffer.readline())
+rules = [(re.compile(rx.encode("latin-1")), [lit.encode("latin-1") for lit in lits]) for rx, lits in head["rules"]]
+deadline = time.monotonic() + head["seconds"]
+out = sys.stdout
+for raw in sys.stdin.buffer.read().split(b"\0"):
+    if not raw:
+        continue
+    if time.monotonic() > deadline:
+        break
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(raw, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return "", 0  # unreadable to us: unreadable inside as well
+        out.write("-2 0\n")
+        continue
     try:
-        head = os.read(fd, CONTENT_BYTES)
+        data = os.read(fd, head["bytes"])
     except OSError:
-        return "", 0
+        out.write("-2 0\n")
+        continue
     finally:
         os.close(fd)
-    low = head.lower()
-    for why, rx, literals in _CONTENT_RE:
-        if any(lit in low for lit in literals) and rx.search(head):
-            return why, len(head)
-    return "", len(head)
+    low = data.lower()
+    hit = next((i for i, (rx, lits) in enumerate(rules) if any(x in low for x in lits) and rx.search(data)), -1)
+    out.write(f"{hit} {len(data)}\n")
+out.flush()
+"""
+
+
+def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> list[tuple[str, int]] | None:
+    """For each of ``paths``: (what its first :data:`CONTENT_BYTES` bytes hold that is a
+    credential, or ""; bytes read); ``None`` for the paths not read within ``seconds``
+    (the list is then shorter). Never blocks on a FIFO (O_NONBLOCK), never follows a link.
+
+    The heads are read **in a child process**, never here: opening and closing a file in
+    this process drops every POSIX lock the process holds on it (fcntl's rule), and the
+    folders vetted hold SQLite stores that this process (a sweep driver, the agent's other
+    threads) has open. Closing an fd on a store's file here once let another process's
+    close checkpoint and delete the WAL the driver was still writing into: the sweep's
+    results went to a deleted file."""
+    if not paths:
+        return []
+    rules = [[rx.pattern.decode("latin-1"), [lit.decode("latin-1") for lit in lits]] for _, rx, lits in _CONTENT_RE]
+    import json
+    import subprocess
+    import sys
+
+    header = json.dumps({"rules": rules, "bytes": CONTENT_BYTES, "seconds": max(0.05, seconds)}).encode()
+    payload = header + b"\n" + b"\0".join(os.fsencode(p) for p in paths)
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _HEAD_READER], input=payload,
+                              capture_output=True, timeout=max(0.05, seconds) + 10, check=False)
+        lines = done.stdout.decode("ascii", errors="replace").splitlines() if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        lines = []
+    out: list[tuple[str, int]] = []
+    for line in lines[:len(paths)]:
+        hit, n = (int(x) for x in line.split())
+        out.append((_CONTENT_RE[hit][0] if hit >= 0 else "", n))
+    return out
+
+
+def content_secret(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """:func:`content_secrets` of one file; a file the reader could not get to: ("", 0)
+    (unreadable to us: unreadable inside as well)."""
+    got = content_secrets([Path(path)])
+    return got[0] if got else ("", 0)
 
 
 def vet_tree(root: Path, *, skip: Iterable[Path] = (), max_entries: int | None = None,
@@ -392,6 +448,8 @@ def vet_tree(root: Path, *, skip: Iterable[Path] = (), max_entries: int | None =
         return v
     if not stat.S_ISDIR(st.st_mode):
         _classify_file(v, root, st, inodes)
+        _read_heads(v, max_seconds)
+        v.seconds = time.monotonic() - start
         return v
     skipped = {str(p) for p in skip}
     stack: list[Path] = [root]
@@ -431,8 +489,27 @@ def vet_tree(root: Path, *, skip: Iterable[Path] = (), max_entries: int | None =
         if len(v.masks) > MAX_MASKS:
             v.too_large = f"more than {MAX_MASKS} entries to mask"
             break
+    if not v.too_large:
+        _read_heads(v, max_seconds - (time.monotonic() - start))
+        if len(v.masks) > MAX_MASKS:
+            v.too_large = f"more than {MAX_MASKS} entries to mask"
     v.seconds = time.monotonic() - start
     return v
+
+
+def _read_heads(v: Vetting, seconds: float) -> None:
+    """The content verdicts of the files the walk left unread, within what is left of the
+    budget; those not read in time make the folder too large to vet (unvetted is unseen)."""
+    todo, v.unread = v.unread, []
+    got = content_secrets(todo, seconds=max(seconds, 0.5))
+    for p, (why, n) in zip(todo, got):
+        v.scanned += 1
+        v.bytes_read += n
+        if why:
+            v.files.append(p)
+            v.by_content[p] = why
+    if len(got) < len(todo):
+        v.too_large = f"reading its files' heads ran past the time budget ({len(got)} of {len(todo)} read)"
 
 
 def _classify_file(v: Vetting, p: Path, st: os.stat_result, inodes: dict[tuple[int, int], str]) -> None:
@@ -453,9 +530,4 @@ def _classify_file(v: Vetting, p: Path, st: os.stat_result, inodes: dict[tuple[i
         return
     if st.st_size == 0:
         return
-    why, n = content_secret(p)
-    v.scanned += 1
-    v.bytes_read += n
-    if why:
-        v.files.append(p)
-        v.by_content[p] = why
+    v.unread.append(p)  # its head is read after the walk, out of process (content_secrets)

@@ -539,3 +539,33 @@ def test_content_scan_finds_keys_and_tokens_but_not_prose(tmp_path: Path) -> Non
         why, n = content_secret(tmp_path / name)
         assert (want in why) if want else why == "", (name, why)
         assert n == len(text.encode())
+
+
+def test_vetting_a_folder_keeps_the_locks_of_a_store_this_process_has_open(tmp_path: Path) -> None:
+    """The content scan reads files' heads out of process: an open and close of a store's
+    file here would drop this process's POSIX locks on it, and another process's close would
+    then checkpoint and delete the WAL this one still writes into (the sweep whose results
+    went to a deleted file while a poller opened its store)."""
+    import subprocess
+    import sys
+
+    from perfscout.tools.results_store import ResultStore
+    from perfscout.tools.secret_mask import vet_tree
+
+    path = tmp_path / "run" / "results.sqlite"
+    other = ("import sys; from perfscout.tools.results_store import ResultStore\n"
+             "with ResultStore(sys.argv[1]) as s: print(s.get_meta(sys.argv[2]))\n")
+    root = str(Path(__file__).resolve().parents[2])
+    with ResultStore(path) as store:
+        store.set_meta("k0", "before")
+        v = vet_tree(tmp_path)
+        assert v.scanned >= 1 and not v.too_large, v  # the store's file was looked at
+        env = {**__import__("os").environ, "PYTHONPATH": root}
+
+        def seen_by_another_process(key: str) -> str:
+            return subprocess.run([sys.executable, "-c", other, str(path), key], check=True, timeout=60, env=env,
+                                  capture_output=True, text=True).stdout.strip()
+
+        assert seen_by_another_process("k0") == "before"
+        store.set_meta("k1", "after")  # into the WAL: it must still be the file's WAL
+        assert seen_by_another_process("k1") == "after"  # committed means visible, while the writer runs
