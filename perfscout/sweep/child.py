@@ -62,7 +62,8 @@ def free_bytes(path: Path) -> int:
 def attempt_paths(work_dir: Path, tag: str) -> dict[str, Path]:
     return {"task": work_dir / f"task.{tag}.json", "result": work_dir / f"result.{tag}.json",
             "log": work_dir / f"log.{tag}.txt",
-            "search": work_dir / f"search.{tag}.json"}  # a psnr/ratio search's outcome (sweep.worker)
+            "search": work_dir / f"search.{tag}.json",  # a psnr/ratio search's outcome (sweep.worker)
+            "evaluation": work_dir / f"evaluation.{tag}.json"}  # its timing spread and notes (sweep.worker)
 
 
 def child_env(task: SweepTask, threads: int, pin_gpu: bool = True) -> dict[str, str]:

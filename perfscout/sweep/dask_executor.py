@@ -252,8 +252,9 @@ def run_task_on_worker(task_json: str, run_meta: dict[str, str], session: int,
         finally:
             child.close()
         log = child.paths["log"].read_bytes()[-LOG_LIMIT:].decode(errors="replace")
-        search = child.paths["search"].read_text() if child.paths["search"].is_file() else None
-        return {**info, "record": record.model_dump_json(), "log": log, "task": task_json, "search": search}
+        extra = {name: child.paths[name].read_text() if child.paths[name].is_file() else None
+                 for name in ("search", "evaluation")}
+        return {**info, "record": record.model_dump_json(), "log": log, "task": task_json, **extra}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -502,8 +503,9 @@ def _finish(runner: SweepDriver, store: ResultStore, attempts: _Attempts, cluste
         paths = attempt_paths(work_dir, tag)
         write_atomic(paths["task"], str(res["task"]))
         write_atomic(paths["log"], str(res["log"]))
-        if res.get("search"):  # a psnr/ratio search's outcome, beside the record (sweep.worker)
-            write_atomic(paths["search"], str(res["search"]))
+        for name in ("search", "evaluation"):  # a psnr/ratio search's outcome; the timing spread and notes
+            if res.get(name):
+                write_atomic(paths[name], str(res[name]))
         write_atomic(paths["result"], str(res["record"]))
         record = CompressionResult.model_validate_json(res["record"])
         if lost:  # it succeeded after taking workers down: say so, the result stands

@@ -96,8 +96,11 @@ def test_local_cluster_sweep_equals_the_local_executor(tmp_path: Path, quick_ref
     servers = {w: {json.loads(d)["task_server"] for d in g["detail"]} for w, g in att.groupby("worker")}
     assert all(len(s) == 1 and None not in s for s in servers.values()) and len(set().union(*servers.values())) == 2
     for key in df["task_key"]:  # the driver wrote the stored attempt's files, canonical names
-        assert sorted(p.name for p in (tmp_path / "run" / "raw" / key).iterdir()) == [
-            "log.txt", "result.json", "task.json"]
+        work = tmp_path / "run" / "raw" / key
+        assert sorted(p.name for p in work.iterdir()) == ["evaluation.json", "log.txt", "result.json", "task.json"]
+        # the timing spread came back from the worker as from a local child (the agent reads it)
+        evaluation = json.loads((work / "evaluation.json").read_text())
+        assert evaluation["timing"]["compress"]["repeats"] >= 1
 
 
 @pytest.fixture(scope="module")

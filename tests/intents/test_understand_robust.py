@@ -198,3 +198,17 @@ def test_normalising_keeps_chinese_and_words_wholly_in_another_script():
     assert fold_look_alikes("ѕz3 vs zfр") == "sz3 vs zfp"  # Latin words with a look-alike inside are
     assert strip_invisible("相对\u200b误差 1e-3") == "相对误差 1e-3"
     assert parse("比较 s\u200bz3 和 zfp").codecs == ["sz3", "zfp"]
+
+
+@pytest.mark.parametrize("request_text, times", [
+    ("compare sz3 and zfp at abs 1e-3 on synthetic:grf:16,16 and again on synthetic:grf:16,16", 2),
+    ("在 synthetic:smooth:8,8,8、synthetic:smooth:8,8,8 和 synthetic:smooth:8,8,8 上用 zfp 绝对误差 1e-3 压缩", 3),
+    ("evaluate zfp at abs 1e-3 on " + "[synthetic:grf:8,8]" * 400, 400),
+])
+def test_the_same_data_named_again_is_evaluated_once_and_the_note_says_so(request_text: str, times: int) -> None:
+    intent = parse(request_text)
+    assert len(intent.data) == 1, intent.data
+    assert any(f" {times} " in n for n in intent.notes), intent.notes
+    # another piece of data beside it stays
+    two = parse(request_text.replace("synthetic:", "synthetic:", 1) + " and synthetic:grf:9,9")
+    assert len(two.data) == 2 and two.data[0].label() != two.data[1].label()

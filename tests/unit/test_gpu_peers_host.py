@@ -92,7 +92,7 @@ def test_unavailable_peers_say_exactly_why(monkeypatch):
 
 
 def test_library_not_found_lists_where_it_looked(monkeypatch):
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(C, "_on_linker_path", lambda: None)
     path, why = C.locate()
     assert path is None
     assert "libcuSZp.so not found" in why and "scripts/build_cuszp.sh" in why

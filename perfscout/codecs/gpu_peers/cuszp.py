@@ -87,11 +87,19 @@ def locate() -> tuple[str | None, str]:
     for path in standard_places():
         if path.is_file():
             return str(path), ""
-    found = ctypes.util.find_library("cuSZp")
+    found = _on_linker_path()
     if found:
         return found, ""
     return None, (f"{LIB_NAME} not found ({ENV_VAR} is unset; looked in "
                   f"{', '.join(str(p.parent) for p in standard_places())} and the linker path); {BUILD_HINT}")
+
+
+@functools.cache
+def _on_linker_path() -> str | None:
+    """ctypes' search of the linker path, once a process: it runs ``ldconfig -p``, ``gcc``
+    and ``ld`` (three child processes, 10-40 ms), and every availability check asked it
+    (six times per planned request)."""
+    return ctypes.util.find_library("cuSZp")
 
 
 class Uint3(ctypes.Structure):

@@ -52,6 +52,7 @@ MESSAGES = {
         "units": "the bound is in the field's own units ({unit}), taken as given: perfscout does not convert units",
         "zfp_tolerance": "zfp's tolerance is its fixed-accuracy mode: measured as an absolute bound (abs)",
         "dataset_context": "\"{word}\" (read as context: the data named is {data})",
+        "data_repeated": "{data} is named {times} times: it is evaluated once",
         "two_requests": "The request asks for two things: to {first}, and a measurement of compressors ({rest}). One "
                         "run does one of them: answer 'ignore' to {first} only, and ask for the measurement in a run of "
                         "its own.",
@@ -127,6 +128,7 @@ MESSAGES = {
         "units": "误差界按场本身的单位（{unit}）理解：perfscout 不做单位换算",
         "zfp_tolerance": "zfp 的容差就是它的固定准确度模式：按绝对误差界（abs）测量",
         "dataset_context": "“{word}”（当作背景：指定的数据是 {data}）",
+        "data_repeated": "{data} 出现了 {times} 次：只评估一次",
         "two_requests": "这个请求要做两件事：{first}，以及测量压缩器（{rest}）。一次运行只做一件：回答“忽略”只做 {first}，"
                         "测量请另起一次运行。",
         "two_questions": "这个请求还问了“{clause}”，这是另一个问题（描述这台机器）。一次运行只回答一个：回答“忽略”继续测量（{first}），"

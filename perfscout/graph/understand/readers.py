@@ -185,8 +185,27 @@ def _parse(text: str) -> Intent:
         kinds = vocabulary().get("profilers") or {}
         runs_it = any(re.fullmatch(phrase_pattern(str(p)), tool) for k in ("ncu", "perf") for p in kinds.get(k) or [])
         intent.notes.append(say(intent, "profiler_named" if runs_it else "profiler_not_run", tool=tool))
+    _one_of_each(intent)
     account(t, intent)
     return assess(intent)
+
+
+def _one_of_each(intent: Intent) -> None:
+    """The same data named twice is one piece of data: one evaluation each, not one per
+    mention (30,000 characters of the same bracketed name planned 1,600 identical tasks)."""
+    seen: dict[tuple[Any, ...], int] = {}
+    kept: list[DataRef] = []
+    for ref in intent.data:
+        key = (ref.kind, ref.name, ref.path, tuple(ref.shape or ()), ref.dtype, ref.endian, ref.var)
+        if key not in seen:
+            kept.append(ref)
+        seen[key] = seen.get(key, 0) + 1
+    if len(kept) < len(intent.data):
+        for ref in kept:
+            key = (ref.kind, ref.name, ref.path, tuple(ref.shape or ()), ref.dtype, ref.endian, ref.var)
+            if seen[key] > 1:
+                intent.notes.append(say(intent, "data_repeated", data=ref.label(), times=seen[key]))
+        intent.data = kept
 
 
 _FILL_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"
