@@ -270,11 +270,22 @@ class SweepRunner:
             worker.close()
             del self._gpu_workers[dev]
             worker = None
+        if worker is None and self.keep_server:
+            kept = _take_kept_server(self.out, device=dev)
+            if kept is not None and kept.grown_mb() <= task.memory_limit_mb:
+                worker = kept
+                worker.exited = self._wake  # its tasks now wake this session's loop
+            elif kept is not None:
+                kept.close()
         if worker is None:
             try:
                 (self.out / "raw").mkdir(parents=True, exist_ok=True)
                 log = self.out / "raw" / f"gpuworker-{dev.replace(':', '')}.log"
-                worker = GpuWorker(dev, child_env(task, task.threads), log_path=log, exited=self._wake)
+                env = child_env(task, task.threads)
+                if self.keep_server:  # from the long-lived thread, as a kept task server (see there)
+                    worker = _server_thread().submit(GpuWorker, dev, env, log_path=log, exited=self._wake).result()
+                else:
+                    worker = GpuWorker(dev, env, log_path=log, exited=self._wake)
             except (ForkServerError, OSError) as exc:
                 self._gpu_failed[dev] = str(exc)
                 self.console.print(f"[yellow]GPU worker for {dev} unavailable ({exc}); its tasks start as "
@@ -520,8 +531,13 @@ class SweepRunner:
                 else:
                     self._server.close()
                 self._server = None
-            for worker in self._gpu_workers.values():
-                worker.close()
+            for dev, worker in self._gpu_workers.items():
+                # the agent's next GPU call on this run reuses it (CuPy imported, the CUDA
+                # context made: what every fresh worker pays again)
+                if self.keep_server and worker.alive and not worker.busy and not running:
+                    _keep_server(self.out, worker, device=dev)
+                else:
+                    worker.close()
             self._gpu_workers.clear()
 
     def _pause(self) -> None:
@@ -541,21 +557,25 @@ class SweepRunner:
         self._stop = True
 
 
-#: The task servers left running between sessions (run_tasks keep_server), by run directory,
-#: oldest first. A server in here is idle: a session takes its own out (under the lock) before
+#: The task servers and GPU workers left running between sessions (run_tasks keep_server), by
+#: run directory (and device), oldest first. A server in here is idle: a session takes its own out (under the lock) before
 #: using it, so evicting one never pulls a server from under a running task (agent threads in
 #: one process each keep their run's server; one thread's session once closed another's
 #: server while that thread had just taken it: "I/O operation on closed file").
-_KEPT: dict[str, ForkServer] = {}
+_KEPT: dict[str, Any] = {}
 _KEPT_LOCK = threading.Lock()
 #: At most this many kept (each is a preloaded interpreter, ~100 MB): the oldest goes first.
 MAX_KEPT_SERVERS = 4
 
 
-def _keep_server(out: Path, server: ForkServer) -> None:
-    """Keep ``server`` for the next session on ``out`` (evicting the oldest beyond
-    :data:`MAX_KEPT_SERVERS`)."""
-    key = str(out.resolve())
+def _kept_key(out: Path, device: str) -> str:
+    return str(out.resolve()) + ("" if device == "cpu" else f"#{device}")
+
+
+def _keep_server(out: Path, server: Any, *, device: str = "cpu") -> None:
+    """Keep ``server`` (the CPU task server, or the GPU worker of ``device``) for the next
+    session on ``out``, evicting the oldest beyond :data:`MAX_KEPT_SERVERS`."""
+    key = _kept_key(out, device)
     with _KEPT_LOCK:
         stale = [s for k, s in _KEPT.items() if k == key and s is not server]
         _KEPT.pop(key, None)
@@ -585,9 +605,9 @@ def _server_thread() -> Any:
         return _SERVER_THREAD
 
 
-def _take_kept_server(out: Path) -> ForkServer | None:
+def _take_kept_server(out: Path, *, device: str = "cpu") -> Any:
     with _KEPT_LOCK:
-        server = _KEPT.pop(str(out.resolve()), None)
+        server = _KEPT.pop(_kept_key(out, device), None)
     if server is not None and not server.alive:
         server.close()
         return None
@@ -634,7 +654,8 @@ def run_tasks(tasks: list[SweepTask], out: str | Path, *, run_id: str = "", name
     the stored one; the earlier attempt's files keep their tag). ``kind`` is stored in the
     store's meta on first use (``agent`` for an agent run directory); ``wait``: queue behind
     another writer of ``out`` (default) instead of refusing; ``keep_server``: leave the CPU
-    task server running for the next call on ``out`` (:func:`close_kept_servers` stops it);
+    task server and the GPU workers running for the next call on ``out``
+    (:func:`close_kept_servers` stops them, at exit at the latest);
     ``export``: refresh results.parquet/csv after the session (the agent, one task a call,
     leaves them out: the store is the record).
     """

@@ -20,7 +20,10 @@ under ``data/x.dat`` says nothing by its name. So every other regular file is al
 private key blocks, AWS secret keys, a GCP service-account's ``private_key``, URLs with a
 password or token in them, well-known token formats; see :data:`CONTENT_PATTERNS`) and
 **by identity** (same ``st_dev``/``st_ino`` as a credential file of the home directory,
-:data:`HOME_SECRETS`, whatever its name here).
+:data:`HOME_SECRETS`, whatever its name here). The walk itself only lists and stats; the heads
+are read by a child process (:func:`content_secrets`), never by this one: closing a file here
+would drop every POSIX lock this process holds on it, and the folders vetted hold the SQLite
+stores this process is writing.
 
 Measured (``benchmarks/sandbox_overhead.py --walk``, a tree of 20,200 entries, 20,000 files of
 512 bytes, on the 2-core dev VM shared with other jobs): 0.58-0.60 s with the content read

@@ -122,3 +122,28 @@ def test_perfscout_report_on_an_agent_run_keeps_the_agents_own_report(tmp_path: 
     assert html == tmp_path / "store-report" / "report.html" and html.is_file()
     assert (tmp_path / "report.md").read_text() == "the agent's answer\n"
     assert "grf:16x16" in (tmp_path / "store-report" / "report.md").read_text()
+
+
+def test_the_agents_gpu_calls_on_one_run_share_one_gpu_worker(tmp_path: Path) -> None:
+    """A run's CUDA evaluations are tasks of one GPU worker kept between the agent's calls
+    (CuPy imported and the CUDA context made once per run, not once per call); on a machine
+    without a GPU szp-gpu runs its NumPy reference in that worker and says so."""
+    from perfscout.sweep.runner import close_kept_servers
+
+    gpu = {**SYNTH, "codec": "szp-gpu", "device": "cuda", "mode": "abs"}
+    try:
+        first = _call({**gpu, "bound": 1e-2}, tmp_path, call_id="t01-szp.a1")
+        second = _call({**gpu, "bound": 1e-3}, tmp_path, call_id="t02-szp.a1")
+    finally:
+        close_kept_servers()
+    for art in (first, second):
+        assert art["kind"] == "result" and art["data"]["record"]["status"] in ("ok", "gpu_unavailable"), art
+    conn = sqlite3.connect(tmp_path / "results.sqlite")
+    try:
+        rows = conn.execute("SELECT worker, detail FROM attempts ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    assert [w for w, _ in rows] == ["gpuworker", "gpuworker"], rows
+    details = [json.loads(d) for _, d in rows]
+    assert details[0]["worker_pid"] == details[1]["worker_pid"], details
+    assert [d["task_no"] for d in details] == [1, 2], details  # the second call was its second task

@@ -178,8 +178,8 @@ def dataset_figures(df: pd.DataFrame, dataset: str, out_dir: Path) -> list[Plot]
 
 
 def build_figures(df: pd.DataFrame, dataset: str) -> list[tuple[str, str, str, MplFigure]]:
-    """``(kind, title, caption, figure)`` for each figure one dataset has, laid out and drawn
-    on an Agg canvas, not written."""
+    """``(kind, title, caption, figure)`` for each figure one dataset has, laid out on an Agg
+    canvas (its renderer measures the text), not written."""
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
         return _build_figures(df, dataset)
 
@@ -209,7 +209,8 @@ def _build_figures(df: pd.DataFrame, dataset: str) -> list[tuple[str, str, str, 
 def _laid_out(fig: MplFigure) -> MplFigure:
     FigureCanvasAgg(fig)  # PNG through Agg, whatever backend pyplot has
     fig.tight_layout()  # makes room for the legend beside the axes, inside the figure's width
-    fig.canvas.draw()
+    # Not drawn here: savefig draws it (a draw here as well made the same PNG bytes, and cost a
+    # third of an agent report's time: 1.16 s -> 0.71 s for one dataset's five figures).
     return fig
 
 
