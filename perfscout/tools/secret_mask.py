@@ -32,7 +32,9 @@ stat and hard links alone took 0.42-0.47 s (the content read is an open, one rea
 :data:`CONTENT_BYTES`, a close and a few literal checks per file). The name check is ~1.3 µs
 an entry with the backup variants, word globs and path tails (as before them: the globs are
 sorted by shape, see :class:`_Globs`); the same 20,000-file walk measured 24-28 µs an entry
-before and after them (same VM, load ~1, interleaved runs). The walk stops at :data:`WALK_MAX_ENTRIES`
+before and after them (same VM, load ~1, interleaved runs). With the heads read by the child
+process: 0.63-0.68 s for 20,000 files, 1.4-1.9 s for 50,000 entries (first and warm walk, no other job)
+(``benchmarks/results/sandbox_overhead_cpu_heads_out_of_process.json``). The walk stops at :data:`WALK_MAX_ENTRIES`
 entries or :data:`WALK_MAX_SECONDS`, whichever comes first, and reads at most
 :data:`CONTENT_BYTES` of any file (a key past a file's first 4 KiB is not seen: key and
 credential files start with what gives them away). A folder that
