@@ -38,7 +38,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
-from scipy import stats
 
 from perfscout.errors import InputError
 
@@ -186,6 +185,8 @@ def bootstrap_change_ci(base: np.ndarray, cand: np.ndarray, *, confidence: float
     if np.all(base == base[0]) and np.all(cand == cand[0]):
         c = float(cand[0] / base[0] - 1.0)
         return c, c  # nothing varies: every resample gives the same change
+    from scipy import stats  # here, not at import: scipy.stats takes ~1.3 s, and `bench` only measures
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap((base, cand), _median_change, vectorized=True, paired=False,
@@ -196,6 +197,8 @@ def bootstrap_change_ci(base: np.ndarray, cand: np.ndarray, *, confidence: float
 
 def mann_whitney(base: np.ndarray, cand: np.ndarray) -> tuple[float, float]:
     """(two-sided p, Cliff's delta of candidate over baseline) from one U statistic."""
+    from scipy import stats
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.mannwhitneyu(cand, base, alternative="two-sided")
