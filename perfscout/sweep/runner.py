@@ -558,10 +558,11 @@ class SweepRunner:
 
 
 #: The task servers and GPU workers left running between sessions (run_tasks keep_server), by
-#: run directory (and device), oldest first. A server in here is idle: a session takes its own out (under the lock) before
-#: using it, so evicting one never pulls a server from under a running task (agent threads in
-#: one process each keep their run's server; one thread's session once closed another's
-#: server while that thread had just taken it: "I/O operation on closed file").
+#: run directory (and device), oldest first. A server in here is idle: a session takes its own
+#: out (under the lock) before using it, so evicting one never pulls a server from under a
+#: running task (agent threads in one process each keep their run's server; one thread's
+#: session once closed another's server while that thread had just taken it: "I/O operation
+#: on closed file").
 _KEPT: dict[str, Any] = {}
 _KEPT_LOCK = threading.Lock()
 #: At most this many kept (each is a preloaded interpreter, ~100 MB): the oldest goes first.

@@ -390,10 +390,11 @@ out.flush()
 """
 
 
-def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> list[tuple[str, int]] | None:
-    """For each of ``paths``: (what its first :data:`CONTENT_BYTES` bytes hold that is a
-    credential, or ""; bytes read); ``None`` for the paths not read within ``seconds``
-    (the list is then shorter). Never blocks on a FIFO (O_NONBLOCK), never follows a link.
+def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> list[tuple[str, int]]:
+    """For each of ``paths``, in order: (what its first :data:`CONTENT_BYTES` bytes hold that
+    is a credential, or ""; bytes read). Shorter than ``paths`` when the reader ran past
+    ``seconds`` or failed: the paths after the last answer were not seen (the caller counts
+    them unvetted). Never blocks on a FIFO (O_NONBLOCK), never follows a link.
 
     The heads are read **in a child process**, never here: opening and closing a file in
     this process drops every POSIX lock the process holds on it (fcntl's rule), and the
@@ -418,8 +419,11 @@ def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> 
         lines = []
     out: list[tuple[str, int]] = []
     for line in lines[:len(paths)]:
-        hit, n = (int(x) for x in line.split())
-        out.append((_CONTENT_RE[hit][0] if hit >= 0 else "", n))
+        try:
+            hit, n = (int(x) for x in line.split())
+        except ValueError:  # not the reader's line: nothing after it counts as seen
+            break
+        out.append((_CONTENT_RE[hit][0] if 0 <= hit < len(_CONTENT_RE) else "", n))
     return out
 
 

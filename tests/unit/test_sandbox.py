@@ -569,3 +569,16 @@ def test_vetting_a_folder_keeps_the_locks_of_a_store_this_process_has_open(tmp_p
         assert seen_by_another_process("k0") == "before"
         store.set_meta("k1", "after")  # into the WAL: it must still be the file's WAL
         assert seen_by_another_process("k1") == "after"  # committed means visible, while the writer runs
+
+
+def test_a_head_reader_that_cannot_run_leaves_the_folder_unvetted(tmp_path: Path, monkeypatch) -> None:
+    """No verdict from the child means unseen, never "seen clean": the folder counts as too
+    large to vet (the sandbox then binds only the paths named)."""
+    import sys
+
+    from perfscout.tools.secret_mask import vet_tree
+
+    (tmp_path / "notes.txt").write_text("nothing here\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    v = vet_tree(tmp_path)
+    assert v.too_large and "0 of 1 read" in v.too_large, v
