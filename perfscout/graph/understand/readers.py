@@ -193,18 +193,18 @@ def _parse(text: str) -> Intent:
 def _one_of_each(intent: Intent) -> None:
     """The same data named twice is one piece of data: one evaluation each, not one per
     mention (30,000 characters of the same bracketed name planned 1,600 identical tasks)."""
-    seen: dict[tuple[Any, ...], int] = {}
+    def same(ref: DataRef) -> tuple[Any, ...]:  # what it names, however it was written
+        return (ref.kind, ref.name, ref.path, tuple(ref.shape or ()), ref.dtype, ref.endian, ref.var)
+
+    times: dict[tuple[Any, ...], int] = {}
     kept: list[DataRef] = []
     for ref in intent.data:
-        key = (ref.kind, ref.name, ref.path, tuple(ref.shape or ()), ref.dtype, ref.endian, ref.var)
-        if key not in seen:
+        if same(ref) not in times:
             kept.append(ref)
-        seen[key] = seen.get(key, 0) + 1
+        times[same(ref)] = times.get(same(ref), 0) + 1
     if len(kept) < len(intent.data):
-        for ref in kept:
-            key = (ref.kind, ref.name, ref.path, tuple(ref.shape or ()), ref.dtype, ref.endian, ref.var)
-            if seen[key] > 1:
-                intent.notes.append(say(intent, "data_repeated", data=ref.label(), times=seen[key]))
+        intent.notes += [say(intent, "data_repeated", data=ref.label(), times=times[same(ref)])
+                         for ref in kept if times[same(ref)] > 1]
         intent.data = kept
 
 
