@@ -74,6 +74,12 @@ def _check_is_a_store(path: Path) -> None:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot open results store {path}: {exc}") from None
+    if not tables:
+        # An SQLite file with nothing in it: a store another process is creating (switched to
+        # WAL, its tables not yet committed; a reader opening it then was refused as "another
+        # program's file") or an empty database: either way nothing in it can be damaged, and
+        # the tables are created as in a new store.
+        return
     if "meta" in tables and "results" not in tables:  # ours, with a table lost: damaged
         raise StoreError(f"cannot open results store {path}: its results table is missing (the store is damaged)")
     if "meta" not in tables:

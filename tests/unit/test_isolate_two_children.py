@@ -151,12 +151,24 @@ def test_searched_and_pointwise_modes_hand_over_too(cold: None, field: np.ndarra
     x = field + 2.0 if mode == "pw_rel" else field  # no zeros for a point-wise bound
     kept = evaluate_full(x, codec, mode, bound, repeats=1)
     assert kept.extra["timing_split"]["children"] == 2
+    if codec == "sz2":
+        # SZ2's pw_rel stream is not the same bytes from one process to the next (same field,
+        # same bound: 6 fresh processes gave 6 different streams; in one test run it came out
+        # 2 bytes shorter in the child, ratio 18.737 against 18.749),
+        # so no second run can be the reference: the handed-over record is checked against
+        # its own reconstruction and stream instead.
+        y = kept.reconstructed.astype(np.float64)
+        err = np.abs(x.astype(np.float64) - y)
+        assert kept.result.max_abs_err == pytest.approx(err.max(), rel=1e-12)
+        assert kept.result.max_pw_rel_err == pytest.approx((err / np.abs(x)).max(), rel=1e-12)
+        assert kept.result.ratio == pytest.approx(x.nbytes / kept.compressed.nbytes, rel=1e-12)
+        assert kept.result.bound_ok is True and kept.result.status == "ok"
+        return
     here = evaluate_full(x, codec, mode, bound, repeats=1, isolate=False)
     for name in _RECORD_FIELDS:
         assert getattr(kept.result, name) == getattr(here.result, name), name
     np.testing.assert_array_equal(kept.reconstructed, here.reconstructed)
-    if mode in ("psnr", "ratio"):
-        assert kept.extra["search"] == here.extra["search"]
+    assert kept.extra["search"] == here.extra["search"]
 
 
 def test_no_room_for_the_hand_over_mapping_falls_back_to_one_child(cold: None, field: np.ndarray,
