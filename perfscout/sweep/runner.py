@@ -265,18 +265,16 @@ class SweepRunner:
         if dev in self._gpu_failed:
             return None
         worker = self._gpu_workers.get(dev)
+        if worker is None and self.keep_server:  # the one an earlier call of this run left
+            worker = _take_kept_server(self.out, device=dev)
+            if worker is not None:
+                worker.exited = self._wake  # its tasks now wake this session's loop
+                self._gpu_workers[dev] = worker
         if worker is not None and (not worker.alive or (
                 not worker.busy and worker.grown_mb() > task.memory_limit_mb)):
             worker.close()
             del self._gpu_workers[dev]
             worker = None
-        if worker is None and self.keep_server:
-            kept = _take_kept_server(self.out, device=dev)
-            if kept is not None and kept.grown_mb() <= task.memory_limit_mb:
-                worker = kept
-                worker.exited = self._wake  # its tasks now wake this session's loop
-            elif kept is not None:
-                kept.close()
         if worker is None:
             try:
                 (self.out / "raw").mkdir(parents=True, exist_ok=True)
@@ -578,8 +576,8 @@ def _keep_server(out: Path, server: Any, *, device: str = "cpu") -> None:
     session on ``out``, evicting the oldest beyond :data:`MAX_KEPT_SERVERS`."""
     key = _kept_key(out, device)
     with _KEPT_LOCK:
-        stale = [s for k, s in _KEPT.items() if k == key and s is not server]
-        _KEPT.pop(key, None)
+        old = _KEPT.pop(key, None)
+        stale = [old] if old is not None and old is not server else []
         _KEPT[key] = server
         while len(_KEPT) > MAX_KEPT_SERVERS:
             stale.append(_KEPT.pop(next(iter(_KEPT))))
