@@ -337,10 +337,7 @@ class SweepRunner:
             store.put_result(record, attempt_id, replace=True)  # committed before we go on
         else:
             store.put_result(record, attempt_id)
-        promote(work, tag)
-        extra = work / f"{EVALUATION}.{tag}.json"  # the worker's timing and notes (not a result column)
-        if extra.is_file():
-            move_into_place(extra, work / f"{EVALUATION}.json")
+        promote(work, tag)  # its task, record, log, search and evaluation (timing, notes) files
         outcome.count(record.status)
 
     # -- main loop ---------------------------------------------------------------

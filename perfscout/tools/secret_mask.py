@@ -46,9 +46,12 @@ each vetted in turn. Unvetted means unseen, never "seen unchecked".
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -405,10 +408,6 @@ def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> 
     if not paths:
         return []
     rules = [[rx.pattern.decode("latin-1"), [lit.decode("latin-1") for lit in lits]] for _, rx, lits in _CONTENT_RE]
-    import json
-    import subprocess
-    import sys
-
     header = json.dumps({"rules": rules, "bytes": CONTENT_BYTES, "seconds": max(0.05, seconds)}).encode()
     payload = header + b"\n" + b"\0".join(os.fsencode(p) for p in paths)
     try:
@@ -425,13 +424,6 @@ def content_secrets(paths: list[Path], *, seconds: float = WALK_MAX_SECONDS) -> 
             break
         out.append((_CONTENT_RE[hit][0] if 0 <= hit < len(_CONTENT_RE) else "", n))
     return out
-
-
-def content_secret(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """:func:`content_secrets` of one file; a file the reader could not get to: ("", 0)
-    (unreadable to us: unreadable inside as well)."""
-    got = content_secrets([Path(path)])
-    return got[0] if got else ("", 0)
 
 
 def vet_tree(root: Path, *, skip: Iterable[Path] = (), max_entries: int | None = None,

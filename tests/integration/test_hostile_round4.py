@@ -324,7 +324,7 @@ def test_the_hub_cli_token_in_the_home_directory(tmp_path: Path, monkeypatch: py
 def _scans_content() -> bool:
     from perfscout.tools import secret_mask
 
-    return hasattr(secret_mask, "content_secret")
+    return hasattr(secret_mask, "content_secrets")
 
 
 @needs_bwrap

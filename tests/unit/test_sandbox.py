@@ -519,7 +519,7 @@ def test_perfscouts_own_package_holds_nothing_the_content_scan_masks() -> None:
 
 
 def test_content_scan_finds_keys_and_tokens_but_not_prose(tmp_path: Path) -> None:
-    from perfscout.tools.secret_mask import content_secret
+    from perfscout.tools.secret_mask import content_secrets
 
     d5 = "-" * 5
     cases = {
@@ -536,7 +536,7 @@ def test_content_scan_finds_keys_and_tokens_but_not_prose(tmp_path: Path) -> Non
     }
     for name, (text, want) in cases.items():
         (tmp_path / name).write_text(text)
-        why, n = content_secret(tmp_path / name)
+        ((why, n),) = content_secrets([tmp_path / name])
         assert (want in why) if want else why == "", (name, why)
         assert n == len(text.encode())
 
