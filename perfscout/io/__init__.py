@@ -2,7 +2,8 @@
 through these names, and ``tests/unit/test_io_only.py`` fails on a copy written elsewhere.
 
 - :mod:`.atomic`: files written whole or not at all (:func:`write_atomic`,
-  :func:`write_json_atomic`, :func:`atomic_path` for writers that take a path), and finished
+  :func:`write_json_atomic`, :func:`atomic_path` for writers that take a path, :func:`write_new` for
+  a file made once and never overwritten, like a key), and finished
   files renamed onto their final names (:func:`move_into_place`);
 - :mod:`.input_files`: what a file a user named must be before it is read (a regular file
   within a size limit: :func:`read_input_text`, :func:`read_input_bytes`,
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "write_atomic": ".atomic", "write_json_atomic": ".atomic", "atomic_path": ".atomic", "move_into_place": ".atomic",
+    "write_new": ".atomic",
     "read_input_text": ".input_files", "read_input_bytes": ".input_files", "check_input_file": ".input_files",
     "check_output_dir": ".input_files", "output_dir_entries": ".input_files", "available_bytes": ".input_files",
     "SMALL_DOCUMENT_BYTES": ".input_files", "PARSE_BYTES_PER_BYTE": ".input_files",
@@ -36,10 +38,10 @@ _EXPORTS = {
 __all__ = ["DEFAULT_LIMITS", "PARSE_BYTES_PER_BYTE", "SMALL_DOCUMENT_BYTES", "YAMLLimitError", "YAMLLimits",
            "atomic_path", "available_bytes", "check_input_file", "check_output_dir", "compose_yaml",
            "construct_yaml", "load_package_yaml", "load_yaml", "load_yaml_file", "move_into_place", "output_dir_entries",
-           "read_input_bytes", "read_input_text", "write_atomic", "write_json_atomic"]
+           "read_input_bytes", "read_input_text", "write_atomic", "write_json_atomic", "write_new"]
 
 if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getattr__ loads them
-    from perfscout.io.atomic import atomic_path, move_into_place, write_atomic, write_json_atomic
+    from perfscout.io.atomic import atomic_path, move_into_place, write_atomic, write_json_atomic, write_new
     from perfscout.io.input_files import (PARSE_BYTES_PER_BYTE, SMALL_DOCUMENT_BYTES, available_bytes,
                                           check_input_file, check_output_dir, output_dir_entries,
                                           read_input_bytes, read_input_text)

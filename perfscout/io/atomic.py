@@ -83,6 +83,31 @@ def atomic_path(path: str | Path, *, mkdir: bool = False) -> Iterator[Path]:
         raise
 
 
+def write_new(path: str | Path, data: bytes, *, mode: int = 0o600, fsync: bool = True) -> bool:
+    """Create ``path`` holding ``data``, whole, unless it already exists; True when this call
+    made it. The bytes go to a temp file first and are hard-linked onto the name, which fails
+    if the name is taken: a reader (another thread, another process) sees no file or the
+    complete one, never the empty file an ``O_EXCL`` create shows between its open and its
+    write, and a crash mid-write leaves no file rather than a damaged one. Two writers racing:
+    one wins, the other returns False and should read the winner's bytes."""
+    path = Path(path)
+    fd, tmp = _temp_beside(path)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def move_into_place(src: str | Path, dst: str | Path) -> Path:
     """Rename a finished file (written whole before, e.g. by :func:`write_atomic` or a child
     that has exited) onto its final name: one rename on one file system, never a write, so a

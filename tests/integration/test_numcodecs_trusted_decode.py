@@ -241,3 +241,41 @@ def test_shared_region_and_pipe_give_the_same_values_and_big_chunks_take_the_pip
         pipe.close()
     assert shm.shm is None and shm.shm_fd == -1
     assert os.environ.get(N.TRUSTED_DECODE_ENV) is None
+
+
+def test_writers_racing_to_create_the_key_all_get_the_one_whole_key(home, monkeypatch) -> None:
+    """zarr encodes a write's chunks on several threads, each asking for the key. A key made in
+    place (O_EXCL, then the write) was read empty by a thread arriving between the two: 'the key
+    is 0 bytes: it is damaged' on a fresh home (CI). The write is held open here so the race
+    always happens: every thread must get the same 32 bytes, and the file is 0600."""
+    import threading
+    import time
+
+    real = os.urandom
+
+    def slow_urandom(n: int) -> bytes:
+        time.sleep(0.2)  # the window between a create and its write, widened
+        return real(n)
+
+    monkeypatch.setattr(N.os, "urandom", slow_urandom)
+    keys: list[bytes | None] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            keys.append(N.trust_key(create=True))
+        except BaseException as exc:  # noqa: BLE001 - the test reports what each thread met
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)  # the later ones arrive while the first is still writing
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(keys) == 6 and len(set(keys)) == 1 and len(keys[0] or b"") == 32
+    path = N.key_path()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+    assert N.trust_key() == keys[0]  # what was handed out is what is on disk

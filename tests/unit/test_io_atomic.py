@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfscout.io import atomic_path, write_atomic, write_json_atomic
+from perfscout.io import atomic_path, write_atomic, write_json_atomic, write_new
 
 
 def _leftovers(folder):
@@ -85,3 +85,34 @@ def test_atomic_path_keeps_the_old_file_when_the_writer_fails(tmp_path):
             raise RuntimeError("disk full")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_write_new_creates_whole_files_and_never_overwrites(tmp_path):
+    target = tmp_path / "key"
+    assert write_new(target, b"first", mode=0o600) is True
+    assert target.read_bytes() == b"first" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert write_new(target, b"second") is False  # taken: the first writer's bytes stay
+    assert target.read_bytes() == b"first"
+    assert _leftovers(tmp_path) == []
+
+
+def test_write_new_leaves_a_planted_link_and_its_target_alone(tmp_path):
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    target = tmp_path / "key"
+    target.symlink_to(outside)
+    assert write_new(target, b"secret") is False
+    assert target.is_symlink() and outside.read_bytes() == b"keep"
+    assert _leftovers(tmp_path) == []
+
+
+def test_write_new_that_fails_mid_write_leaves_no_file(tmp_path, monkeypatch):
+    target = tmp_path / "key"
+
+    def full(fd):  # noqa: ANN001, ANN202
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space"):
+        write_new(target, b"x" * 32)
+    assert not target.exists() and _leftovers(tmp_path) == []

@@ -65,6 +65,7 @@ from perfscout.codecs.framing import from_bytes, to_bytes
 from perfscout.codecs.registry import get_codec
 from perfscout.codecs.streams import check_stream_header
 from perfscout.errors import CodecError, PerfscoutError
+from perfscout.io import write_new
 
 #: perfscout backend id -> numcodecs codec id.
 NUMCODECS_IDS: dict[str, str] = {
@@ -113,13 +114,10 @@ def trust_key(*, create: bool = False) -> bytes | None:
     path = key_path()
     if create and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another writer made it first: use theirs
-            pass
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(_KEY_BYTES))
+        # whole or absent: zarr encodes chunks on several threads, and a reader of a key
+        # created in place saw it empty between the create and the write; a writer that
+        # loses the race reads the winner's key
+        write_new(path, os.urandom(_KEY_BYTES), mode=0o600)
     try:
         key = path.read_bytes()
     except FileNotFoundError:
