@@ -189,6 +189,12 @@ class Codec(ABC):
         return Compressed(data=raw, shape=tuple(data.shape), dtype=data.dtype.name, codec_id=self.codec_id,
                           mode=self.mode, bound=self.bound, abs_bound=abs_bound, meta={**meta, **seal(raw)})
 
+    def known_behaviour(self) -> list[str]:
+        """Sentences every record of this codec, mode and bound carries: what the library is
+        known to do that a reader of the figures should know (a stream that is not the same
+        from one process to the next, say). Found and tested facts only; none by default."""
+        return []
+
     def timed_run(self, array: Any, repeats: int) -> TimedRun | None:
         """Optional: a codec that must time itself (GPU: CUDA events, H2D/D2H apart)
         returns its own measurements; ``None`` lets the caller time compress/decompress

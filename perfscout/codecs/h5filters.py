@@ -183,6 +183,20 @@ class SZ2Codec(_H5FilterCodec):
                 f"OOM killer) on point-wise relative bounds >= {self.PW_REL_LIMIT:g}"
             )
 
+    def known_behaviour(self) -> list[str]:
+        # Found by perfscout's tests (hdf5plugin 7.1, SZ 2.1.12): the same field and bound in
+        # fresh processes gave pw_rel streams that differ in one header byte (offset 31 of a
+        # 64^3 float32 stream, four processes, four values), so the bytes, and once the
+        # stream's final zstd pass compresses that header its size by a few bytes (ratio
+        # 18.737 vs 18.749 once), vary between processes; abs and rel streams, and every
+        # decoded value, do not (tests/integration/test_sz2_pw_rel_streams.py).
+        if self.mode != "pw_rel":
+            return []
+        return ["sz2 pw_rel: SZ 2.1 leaves a byte of its stream header unset in this mode, so the stream's "
+                "bytes (and its size, by a few bytes) differ from one process to the next; the decoded values "
+                "do not. Compare sz2 pw_rel runs by their values and bound checks, not by stream hashes; a "
+                "ratio difference of a few bytes is this, not a change"]
+
     def _stream_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         n = int(np.prod(shape))
         if n == self.CRASHING_SIZE:

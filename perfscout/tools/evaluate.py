@@ -703,7 +703,7 @@ def _code(
         return ev
     ev.compressed = compressed
     record.chunks = _chunk_count(compressed)
-    ev.notes.extend(_codec_notes(compressed))
+    ev.notes.extend(_codec_notes(compressed) + plan.runner.known_behaviour())
     gpu_note = _gpu_fallback(device, cls, compressed, record)
     ev.extra["_work"] = (array, work, split)
     return _Coded(ev, recon, plan.abs_bound, plan.pw_rel_bound, plan.x_extremes, gpu_note,
