@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 
-def _temp_beside(path: Path) -> tuple[int, Path]:
+def _temp_beside(path: Path, mode: int = 0o666) -> tuple[int, Path]:
     """A new, empty temp file next to ``path`` (same file system, so the rename is atomic):
     O_EXCL on a name unique to this call, so a planted file or link is never written through;
-    mode 0o666 less the umask, as a plain open gives."""
+    ``mode`` less the umask (0o666: as a plain open gives)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     return fd, tmp
 
 
@@ -89,11 +89,12 @@ def write_new(path: str | Path, data: bytes, *, mode: int = 0o600, fsync: bool =
     if the name is taken: a reader (another thread, another process) sees no file or the
     complete one, never the empty file an ``O_EXCL`` create shows between its open and its
     write, and a crash mid-write leaves no file rather than a damaged one. Two writers racing:
-    one wins, the other returns False and should read the winner's bytes."""
+    one wins, the other returns False and should read the winner's bytes. The temp file has
+    ``mode`` from its creation (a key is never readable by others, not even for a moment). On
+    a file system without hard links the file is created in place (``O_EXCL``) instead."""
     path = Path(path)
-    fd, tmp = _temp_beside(path)
+    fd, tmp = _temp_beside(path, mode)
     try:
-        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if fsync:
@@ -103,9 +104,24 @@ def write_new(path: str | Path, data: bytes, *, mode: int = 0o600, fsync: bool =
             os.link(tmp, path)
         except FileExistsError:
             return False
+        except OSError:  # no hard links here (some FUSE, SMB): the O_EXCL create, whole but for its window
+            return _create_in_place(path, data, mode, fsync)
         return True
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _create_in_place(path: Path, data: bytes, mode: int, fsync: bool) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    return True
 
 
 def move_into_place(src: str | Path, dst: str | Path) -> Path:

@@ -116,3 +116,32 @@ def test_write_new_that_fails_mid_write_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         write_new(target, b"x" * 32)
     assert not target.exists() and _leftovers(tmp_path) == []
+
+
+def test_write_new_without_hard_links_creates_the_file_in_place(tmp_path, monkeypatch):
+    def no_links(src, dst):  # noqa: ANN001, ANN202 - a file system that refuses link(2)
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    target = tmp_path / "key"
+    assert write_new(target, b"k" * 32) is True
+    assert target.read_bytes() == b"k" * 32 and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert write_new(target, b"other") is False and target.read_bytes() == b"k" * 32
+    assert _leftovers(tmp_path) == []
+
+
+def test_the_temp_file_of_write_new_is_never_readable_by_others(tmp_path, monkeypatch):
+    """The key's bytes are written into a file that was 0600 from its creation, not chmod-ed
+    after (another user could open it in between)."""
+    created = []
+    real_open = os.open
+
+    def watching(path, flags, mode=0o777, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        fd = real_open(path, flags, mode, *args, **kwargs)
+        if str(path).endswith(".tmp"):
+            created.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return fd
+
+    monkeypatch.setattr(os, "open", watching)
+    write_new(tmp_path / "key", b"secret")
+    assert created == [0o600]
