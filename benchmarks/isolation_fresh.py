@@ -35,9 +35,9 @@ at what it inherits), this process's from ``VmHWM`` reset before each step
 the metric kernels (numba, LLVM and the cached kernels stay resident, ~128 MiB): the codec's
 own peak rises with them (3.06x -> 3.56x at 256 MiB on both machines measured), and a child
 forked from a process that holds them starts with their anonymous pages counted (~52 MiB,
-0.2x at 256 MiB: the one-child path's 3.22x against the two-children path's 3.03x). PASS per process: evaluate within ``--time-limit`` (1.3) times
-own, and the largest peak within ``--rss-limit`` (3.2) times the input. Exit status 1 when
-any process fails.
+0.2x at 256 MiB: the one-child path's 3.22x against the two-children path's 3.03x).
+PASS per process: evaluate within ``--time-limit`` (1.3) times own, and the largest peak
+within ``--rss-limit`` (3.2) times the input. Exit status 1 when any process fails.
 
     .venv/bin/python benchmarks/isolation_fresh.py --mib 256 --processes 10 \\
         --out benchmarks/results/isolation_fresh_cpu.json
@@ -238,19 +238,18 @@ def _machine() -> dict:
             versions[mod] = version(mod)
         except Exception:  # noqa: BLE001 - a missing distribution is just not listed
             pass
-    # A guest that reports freed pages to its host (virtio-balloon free page reporting) pays a
-    # host fault to touch them again: a field-sized allocation then costs 0.5 s one run and
-    # nothing the next (pysz's decompress here: 0.51 or 1.1 s, alternating), on both sides.
+    # The guest's free page reporting (virtio-balloon) and NumPy's huge-page advice: together
+    # they make every other field-sized allocation cost +0.55 s on the guests measured (pysz's
+    # decompress 1.07/0.50 s alternating, 0.54 s steady with NUMPY_MADVISE_HUGEPAGE=0), and
+    # which side gets the slow one follows the order of the steps. Both settings apply to both
+    # sides (the children inherit them).
     try:
         reporting = Path("/sys/module/page_reporting/parameters/page_reporting_order").read_text().strip()
     except OSError:
         reporting = None
-    # NumPy advises huge pages for its large arrays: on such a guest every other field-sized
-    # allocation then costs +0.55 s (pysz's decompress 1.07/0.50 s alternating, 0.54 s steady
-    # with NUMPY_MADVISE_HUGEPAGE=0), which of the two sides gets the slow one follows the
-    # order of the steps. The setting applies to both sides (the children inherit it).
     return {"numpy_madvise_hugepage": os.environ.get("NUMPY_MADVISE_HUGEPAGE", "numpy's default (on)"),
-            "free_page_reporting_order": reporting, "hostname": platform.node(), "cpu": cpu_name(), "logical_cpus": os.cpu_count(),
+            "free_page_reporting_order": reporting, "hostname": platform.node(), "cpu": cpu_name(),
+            "logical_cpus": os.cpu_count(),
             "affinity_cpus": len(os.sched_getaffinity(0)), "kernel": platform.release(),
             "python": platform.python_version(), "versions": versions, "loadavg_at_start": list(os.getloadavg())}
 

@@ -95,11 +95,7 @@ def write_new(path: str | Path, data: bytes, *, mode: int = 0o600, fsync: bool =
     path = Path(path)
     fd, tmp = _temp_beside(path, mode)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
+        _write_whole(fd, data, fsync)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -116,12 +112,17 @@ def _create_in_place(path: Path, data: bytes, mode: int, fsync: bool) -> bool:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     except FileExistsError:
         return False
+    _write_whole(fd, data, fsync)
+    return True
+
+
+def _write_whole(fd: int, data: bytes, fsync: bool) -> None:
+    """``data`` into the new file ``fd`` (closed after), flushed to the device if ``fsync``."""
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         if fsync:
             fh.flush()
             os.fsync(fh.fileno())
-    return True
 
 
 def move_into_place(src: str | Path, dst: str | Path) -> Path:
