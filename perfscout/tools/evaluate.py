@@ -72,7 +72,8 @@ def _as_array(data: Any) -> tuple[np.ndarray, str]:
     raise InputError(f"data must be a NumPy array or a datasets.Field, got {type(data).__name__}")
 
 
-def _validated(array: np.ndarray, nonfinite: str) -> tuple[np.ndarray, tuple[float, float] | None]:
+def _validated(array: np.ndarray, nonfinite: str,
+               threads: int | None = None) -> tuple[np.ndarray, tuple[float, float] | None]:
     """The array as every codec takes it (see datasets.validate_array), policy applied, and
     its (min, max) when every element is finite (else None): finite extremes prove that
     (NaN propagates into both, an infinity would be one), so one min and one max answer
@@ -80,7 +81,7 @@ def _validated(array: np.ndarray, nonfinite: str) -> tuple[np.ndarray, tuple[flo
     if nonfinite not in B.NONFINITE_POLICIES:
         raise InputError(f"nonfinite policy must be one of {', '.join(B.NONFINITE_POLICIES)}, got {nonfinite!r}")
     array = validate_array(array, allow_nonfinite=True)  # the policy below says what NaN/Inf mean
-    lo, hi = float(np.min(array)), float(np.max(array))
+    lo, hi = B.min_max(array, threads)  # one read of the input, on the cores the metric pass takes
     if math.isfinite(lo) and math.isfinite(hi):
         return array, (lo, hi)
     if nonfinite == "refuse":
@@ -651,7 +652,7 @@ def _code(
         from perfscout.analysis.tile_pool import resolve_threads
 
         resolve_threads(metric_threads)  # a bad value is refused before the codec runs
-    array, extremes = _validated(array, nonfinite)
+    array, extremes = _validated(array, nonfinite, metric_threads)
     if mode == "ratio" and bound > array.nbytes:
         # a stream holds at least one byte: such a target cannot be reached by any codec,
         # and the search would report its closest trial as if the request made sense

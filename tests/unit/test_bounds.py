@@ -184,3 +184,30 @@ def test_ratio_search_reports_an_unreachable_target() -> None:
     # The closest trial is the one kept, stream and all.
     assert (out.abs_bound, out.achieved) == max(out.trials, key=lambda t: t[1])
     assert out.compressed is not None and out.compressed.bound == out.abs_bound
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.float16])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_min_max_in_pieces_is_numpys_whole_array_min_and_max(dtype, threads: int) -> None:
+    """Past the piece size the array is reduced in pieces on several threads; the figures
+    are NumPy's own, for any thread count, a ragged last piece and the extremes anywhere."""
+    rng = np.random.default_rng(7)
+    n = 4 * B.MIN_MAX_CHUNK + 12346  # a multiple of 5: the strided view below
+    a = (rng.standard_normal(n) * 100).astype(dtype)
+    a[n - 3] = np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else 1e4  # in the ragged last piece
+    a[B.MIN_MAX_CHUNK + 1] = np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -1e4
+    want = (float(np.min(a)), float(np.max(a)))
+    assert B.min_max(a, threads) == want
+    assert B.min_max(a.reshape(5, -1)[:, ::2], threads) == (float(np.min(a.reshape(5, -1)[:, ::2])),
+                                                            float(np.max(a.reshape(5, -1)[:, ::2])))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_min_max_in_pieces_lets_a_non_finite_element_through_as_numpy_does(bad: float) -> None:
+    a = np.linspace(-1, 1, 4 * B.MIN_MAX_CHUNK + 7, dtype=np.float32)
+    a[3 * B.MIN_MAX_CHUNK + 5] = bad
+    lo, hi = B.min_max(a, 2)
+    want_lo, want_hi = float(np.min(a)), float(np.max(a))
+    assert (math.isnan(lo) and math.isnan(want_lo)) or lo == want_lo
+    assert (math.isnan(hi) and math.isnan(want_hi)) or hi == want_hi
+    assert not (math.isfinite(lo) and math.isfinite(hi))  # what evaluate's validation reads as "not all finite"
