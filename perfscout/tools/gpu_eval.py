@@ -376,106 +376,115 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
 
     from perfscout.analysis.metrics import quality_metrics
 
-    cp = D.cupy()
-    record = ev.result
-    phases = _Phases()
-    up = _upload(array, repeats)
-    xd = up.xd
-    phases.mark("upload")
-    eb, note, range_s = resolve_abs_bound(xd, mode, bound, repeats)
-    if note:
-        ev.notes.append(note)
-    record.abs_bound = 0.0 if mode == "lossless" else eb
-    run = _runner(cls, mode, eb, bound, options)
-    if isinstance(run.codec, D.DeviceCodec):
-        run.codec.check_input(tuple(xd.shape), xd.dtype)  # InputError before any measurement
-    record.device_name = D.device_name()
-
-    phases.mark("range")
-    blob = run.compress(xd)  # warm-up: library load, kernel compilation, pool growth
-    run.decompress(blob, xd)
-    phases.mark("warmup")
-    comp, blob = _event_samples(lambda: run.compress(xd), repeats)
-    zeroing, prepared = _event_samples(lambda: run.prepare_decode(blob, xd), 1)
-    dec, yd = _event_samples(lambda: run.decompress(blob, xd), repeats)
-    phases.mark("timed_calls")
-    roof = copy_roof(xd, repeats)
-    phases.mark("copy_roof")
-
-    # the stream: the library's size against its buffer and the stream's own extent, then
-    # through host bytes and back
-    if not 0 < blob.nbytes <= blob.buffer.nbytes + (4 if isinstance(run, _SzpRunner) else 0):
-        raise PerfscoutError(f"{record.codec} reported {blob.nbytes} compressed bytes for a buffer of "
-                             f"{blob.buffer.nbytes}")
-    blob = run.settle(blob, xd)
-    if blob.reported_nbytes != blob.nbytes:
-        ev.notes.append(f"{record.codec} reported {blob.reported_nbytes} compressed bytes, but its stream "
-                        f"occupies {blob.nbytes} (its own block sizes): the ratio and the host bytes use "
-                        f"{blob.nbytes}")
-    pinned = cupyx.empty_pinned((blob.nbytes,), dtype=np.uint8)
-    d2h_stream, _ = _event_samples(lambda: run.copy_to_host(blob, pinned), repeats)
-    data = run.host_bytes(blob, pinned)
-    if len(data) != blob.nbytes:
-        raise PerfscoutError(f"{record.codec}: {len(data)} bytes reached the host for a reported {blob.nbytes}")
-    compressed, y_host = run.from_host(data, xd)
-    word = cp.uint64 if yd.dtype.itemsize == 8 else cp.uint32
-    same = bool(cp.all(y_host.ravel().view(word) == yd.ravel().view(word)))
-    del y_host
-    phases.mark("host_roundtrip")
-    pinned_y = up.pinned if up.pinned is not None else cupyx.empty_pinned(yd.shape, dtype=yd.dtype)
-    d2h, _ = _event_samples(lambda: yd.get(out=pinned_y, stream=D.work_stream()), repeats)
-    phases.mark("d2h")
-
-    record.compress_s, record.decompress_s = _med(comp), _med(dec)
-    record.h2d_s, record.d2h_s = _med(up.h2d), _med(d2h)
-    for name in ("compress", "decompress"):
-        secs = getattr(record, f"{name}_s")
-        if secs and secs > 0:
-            setattr(record, f"{name}_MBps", record.nbytes / 1e6 / secs)
-
-    check = verify_lossless(xd, yd) if mode == "lossless" else verify_on_device(xd, yd, eb)
-    phases.mark("verify")
-    ev.check, ev.compressed = check, compressed
-    record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
-    messages = [m for m in (*ev.notes, check.message) if m]
-    if not same:
-        record.bound_ok, record.status = False, "error"  # type: ignore[assignment]
-        messages.append("the stream decoded from its host bytes differs from the device-side decode")
+    up = xd = yd = blob = run = pinned = pinned_y = data = None
     try:
-        ev.metrics = quality_metrics(xd, yd, blob.nbytes)
-    except (ArithmeticError, InputError) as exc:
-        messages.append(f"quality metrics failed: {type(exc).__name__}: {exc}")
-    phases.mark("metrics")
-    for key in ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse", "nrmse", "psnr",
-                "snr", "pearson", "ssim", "err_autocorr_lag1"):
-        value = ev.metrics.get(key)
-        setattr(record, key, None if value is None else float(value))
+        cp = D.cupy()
+        record = ev.result
+        phases = _Phases()
+        up = _upload(array, repeats)
+        xd = up.xd
+        phases.mark("upload")
+        eb, note, range_s = resolve_abs_bound(xd, mode, bound, repeats)
+        if note:
+            ev.notes.append(note)
+        record.abs_bound = 0.0 if mode == "lossless" else eb
+        run = _runner(cls, mode, eb, bound, options)
+        if isinstance(run.codec, D.DeviceCodec):
+            run.codec.check_input(tuple(xd.shape), xd.dtype)  # InputError before any measurement
+        record.device_name = D.device_name()
 
-    copy_gbps = roof["copy_GBps"]
-    gbps = {k: record.nbytes / s / 1e9 for k, s in (("compress", record.compress_s),
-                                                    ("decompress", record.decompress_s)) if s}
-    detail: dict[str, Any] = {
-        "copy_GBps": copy_gbps, "copy_s": roof["copy_s"],
-        "compress_GBps": gbps.get("compress"), "decompress_GBps": gbps.get("decompress"),
-        "compress_x_copy": gbps["compress"] / copy_gbps if "compress" in gbps else None,
-        "decompress_x_copy": gbps["decompress"] / copy_gbps if "decompress" in gbps else None,
-        "compress_min_s": min(comp), "compress_max_s": max(comp),
-        "decompress_min_s": min(dec), "decompress_max_s": max(dec),
-        "timing": "e2e: one device-resident API call between two CUDA events, median",
-        **({"decode_target": "zeroed once outside the timed decodes (the library leaves all-zero blocks "
-                             "unwritten); each timed decode writes into it",
-            "decode_zeroing_s": zeroing[0], "decompress_with_zeroing_s": statistics.median(dec) + zeroing[0]}
-           if prepared else {}),
-        "range_s": range_s, "d2h_stream_s": _med(d2h_stream),
-        "library_nbytes": blob.reported_nbytes, "stream_nbytes": blob.nbytes, "host_nbytes": len(data),
-        "host_roundtrip_identical": same,
-        "abs_bound": eb, "eb_used": run.eb_used(),
-        "n_beyond": check.n_beyond, "n_violations": check.n_violations,
-        "phases_s": phases.seconds,
-    }
-    if check.n_beyond:
-        detail["worst"] = {"index": list(check.worst_index), "excess": check.worst_excess,
-                           "excess_over_bound": (check.worst_excess / eb) if eb else None}
-    messages.append(format_detail(detail))
-    record.error = "; ".join(messages)
-    return ev
+        phases.mark("range")
+        blob = run.compress(xd)  # warm-up: library load, kernel compilation, pool growth
+        run.decompress(blob, xd)
+        phases.mark("warmup")
+        comp, blob = _event_samples(lambda: run.compress(xd), repeats)
+        zeroing, prepared = _event_samples(lambda: run.prepare_decode(blob, xd), 1)
+        dec, yd = _event_samples(lambda: run.decompress(blob, xd), repeats)
+        phases.mark("timed_calls")
+        roof = copy_roof(xd, repeats)
+        phases.mark("copy_roof")
+
+        # the stream: the library's size against its buffer and the stream's own extent, then
+        # through host bytes and back
+        if not 0 < blob.nbytes <= blob.buffer.nbytes + (4 if isinstance(run, _SzpRunner) else 0):
+            raise PerfscoutError(f"{record.codec} reported {blob.nbytes} compressed bytes for a buffer of "
+                                 f"{blob.buffer.nbytes}")
+        blob = run.settle(blob, xd)
+        if blob.reported_nbytes != blob.nbytes:
+            ev.notes.append(f"{record.codec} reported {blob.reported_nbytes} compressed bytes, but its stream "
+                            f"occupies {blob.nbytes} (its own block sizes): the ratio and the host bytes use "
+                            f"{blob.nbytes}")
+        pinned = cupyx.empty_pinned((blob.nbytes,), dtype=np.uint8)
+        d2h_stream, _ = _event_samples(lambda: run.copy_to_host(blob, pinned), repeats)
+        data = run.host_bytes(blob, pinned)
+        if len(data) != blob.nbytes:
+            raise PerfscoutError(f"{record.codec}: {len(data)} bytes reached the host for a reported {blob.nbytes}")
+        compressed, y_host = run.from_host(data, xd)
+        word = cp.uint64 if yd.dtype.itemsize == 8 else cp.uint32
+        same = bool(cp.all(y_host.ravel().view(word) == yd.ravel().view(word)))
+        del y_host
+        phases.mark("host_roundtrip")
+        pinned_y = up.pinned if up.pinned is not None else cupyx.empty_pinned(yd.shape, dtype=yd.dtype)
+        d2h, _ = _event_samples(lambda: yd.get(out=pinned_y, stream=D.work_stream()), repeats)
+        phases.mark("d2h")
+
+        record.compress_s, record.decompress_s = _med(comp), _med(dec)
+        record.h2d_s, record.d2h_s = _med(up.h2d), _med(d2h)
+        for name in ("compress", "decompress"):
+            secs = getattr(record, f"{name}_s")
+            if secs and secs > 0:
+                setattr(record, f"{name}_MBps", record.nbytes / 1e6 / secs)
+
+        check = verify_lossless(xd, yd) if mode == "lossless" else verify_on_device(xd, yd, eb)
+        phases.mark("verify")
+        ev.check, ev.compressed = check, compressed
+        record.bound_ok, record.status = check.bound_ok, check.status  # type: ignore[assignment]
+        messages = [m for m in (*ev.notes, check.message) if m]
+        if not same:
+            record.bound_ok, record.status = False, "error"  # type: ignore[assignment]
+            messages.append("the stream decoded from its host bytes differs from the device-side decode")
+        try:
+            ev.metrics = quality_metrics(xd, yd, blob.nbytes)
+        except (ArithmeticError, InputError) as exc:
+            messages.append(f"quality metrics failed: {type(exc).__name__}: {exc}")
+        phases.mark("metrics")
+        for key in ("ratio", "bitrate", "max_abs_err", "max_rel_err", "max_pw_rel_err", "rmse", "nrmse", "psnr",
+                    "snr", "pearson", "ssim", "err_autocorr_lag1"):
+            value = ev.metrics.get(key)
+            setattr(record, key, None if value is None else float(value))
+
+        copy_gbps = roof["copy_GBps"]
+        gbps = {k: record.nbytes / s / 1e9 for k, s in (("compress", record.compress_s),
+                                                        ("decompress", record.decompress_s)) if s}
+        detail: dict[str, Any] = {
+            "copy_GBps": copy_gbps, "copy_s": roof["copy_s"],
+            "compress_GBps": gbps.get("compress"), "decompress_GBps": gbps.get("decompress"),
+            "compress_x_copy": gbps["compress"] / copy_gbps if "compress" in gbps else None,
+            "decompress_x_copy": gbps["decompress"] / copy_gbps if "decompress" in gbps else None,
+            "compress_min_s": min(comp), "compress_max_s": max(comp),
+            "decompress_min_s": min(dec), "decompress_max_s": max(dec),
+            "timing": "e2e: one device-resident API call between two CUDA events, median",
+            **({"decode_target": "zeroed once outside the timed decodes (the library leaves all-zero blocks "
+                                 "unwritten); each timed decode writes into it",
+                "decode_zeroing_s": zeroing[0], "decompress_with_zeroing_s": statistics.median(dec) + zeroing[0]}
+               if prepared else {}),
+            "range_s": range_s, "d2h_stream_s": _med(d2h_stream),
+            "library_nbytes": blob.reported_nbytes, "stream_nbytes": blob.nbytes, "host_nbytes": len(data),
+            "host_roundtrip_identical": same,
+            "abs_bound": eb, "eb_used": run.eb_used(),
+            "n_beyond": check.n_beyond, "n_violations": check.n_violations,
+            "phases_s": phases.seconds,
+        }
+        if check.n_beyond:
+            detail["worst"] = {"index": list(check.worst_index), "excess": check.worst_excess,
+                               "excess_over_bound": (check.worst_excess / eb) if eb else None}
+        messages.append(format_detail(detail))
+        record.error = "; ".join(messages)
+        return ev
+    finally:
+        # An import that runs for the first time in here can leave an exception whose
+        # traceback holds this frame for the life of the process (on the H200: optuna's
+        # deferred-import errors, loaded through a lazy module first touched in here, kept
+        # the first task's 210 MB of device arrays after the GPU worker released its pool):
+        # the frame lets go of the task's device arrays when it ends.
+        up = xd = yd = blob = run = pinned = pinned_y = data = None  # noqa: F841
