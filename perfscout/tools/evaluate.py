@@ -437,6 +437,10 @@ def _evaluate_in_two_children(array: np.ndarray, codec: str, mode: str, bound: f
         # (measured: 0.12 s instead of 0.26 s for 256 MiB on the 2-core VM). This brings
         # a field's worth of memory forward to while the codec holds its own peak, so only
         # when the machine has room for it twice over (else the copy allocates them, later).
+        # Whether it pays depends on the guest's memory state (benchmarks/isolation_prefault_ab.py):
+        # on the H200 host it did in 4 of 4 fresh-process pairs (1.01-1.22x against 1.25-1.57x
+        # the codec's own time); on the 2-core VM in 6 of 6 pairs (1.42x against 1.48x), and
+        # 12 minutes before that not, in 5 of 5 (the codec child 0.2-0.3 s slower beside it).
         if _available_memory_bytes() >= 2 * int(array.nbytes):
             np.frombuffer(shared, dtype=np.uint8)[::mmap.PAGESIZE] = 0
         warm["done"] = time.perf_counter()
