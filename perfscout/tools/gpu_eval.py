@@ -487,4 +487,4 @@ def _evaluate(ev: Any, cls: type[Codec], array: Any, mode: str, bound: float, re
         # deferred-import errors, loaded through a lazy module first touched in here, kept
         # the first task's 210 MB of device arrays after the GPU worker released its pool):
         # the frame lets go of the task's device arrays when it ends.
-        up = xd = yd = blob = run = pinned = pinned_y = data = None  # noqa: F841
+        up = xd = yd = blob = run = pinned = pinned_y = data = None
