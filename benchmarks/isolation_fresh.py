@@ -104,9 +104,10 @@ def _reset_peak() -> bool:
 
 
 def _cache_misses() -> int:
-    """Kernels of analysis/stream_compiled.py that numba compiled in this process instead of
-    loading them from its on-disk cache."""
-    mod = sys.modules.get("perfscout.analysis.stream_compiled")
+    """Kernels of analysis/stream_kernels.py that numba compiled in this process instead of
+    loading them from its on-disk cache (0 where the library compiled ahead of time ran:
+    numba is then not imported)."""
+    mod = sys.modules.get("perfscout.analysis.stream_kernels")
     if mod is None:
         return 0
     total = 0
@@ -167,6 +168,10 @@ def child(mib: int, codec_first: bool) -> dict:
         split = ev.extra.get("timing_split", {})
         out["split"] = {k: round(v, 3) for k, v in split.items() if k not in ("started", "finished")}
         out["kernel_cache_misses"] = _cache_misses()
+        compiled = sys.modules.get("perfscout.analysis.stream_compiled")
+        # the kernels' form in this process: the library (analysis/stream_native.py) or numba's JIT
+        out["kernels"] = "none" if compiled is None else ("library" if hasattr(compiled.K, "lib") else "numba-jit")
+        out["numba_imported"] = "numba" in sys.modules
 
     # A-B-A: the side measured twice brackets the other, and processes alternate which side
     # that is, so a drift of the machine (or of the codec's speed) within a process does not
@@ -208,7 +213,9 @@ def _line(i: int, r: dict) -> str:
     parts = " ".join(f"{k.removesuffix('_s')} {s[k]:.3f}" for k in SPLIT_KEYS if k in s)
     hand = ", ".join(f"{k.removesuffix('_s')} {s[k]:.3f}" for k in HANDOVER_KEYS if k in s)
     parts += f" ({hand})" if hand else ""
-    over = f"kernels {s.get('warm_before_fork_s', 0):.3f} + prefault {s.get('prefault_s', 0):.3f} beside the codec"
+    where = "beside the codec" if s.get("children") == 2 else "before the fork"
+    over = (f"kernels ({r.get('kernels', '?')}, numba imported: {r.get('numba_imported', '?')}) "
+            f"{s.get('warm_before_fork_s', 0):.3f} + prefault {s.get('prefault_s', 0):.3f} {where}")
     return (f"process {i}: evaluate {r['evaluate_s']:.3f} s = {r['evaluate_x_own']:.3f}x own {r['own_s']:.3f} s "
             f"(limit {TIME_LIMIT}) {'PASS' if r['time_pass'] else 'FAIL'}; peak RSS {r['peak_rss_x_input']:.3f}x "
             f"(children {r['children_peak_rss_x_input']:.3f}, caller {r['parent_peak_rss_x_input']:.3f}; pysz alone "
@@ -275,16 +282,20 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     prime = None
     if not args.no_prime:
-        # numba compiles the metric kernels once per machine and version of
-        # analysis/stream_compiled.py (its on-disk cache is keyed by the file's stamp): a
-        # process that finds the cache stale pays 5-15 s. Filled here, untimed, so that the
-        # fresh processes measure what every later one pays; its cost is recorded.
-        code = ("import json, time; t = time.perf_counter(); from perfscout.analysis import stream_compiled as sc; "
-                "sc.warm(); print(json.dumps({'warm_s': round(time.perf_counter() - t, 3), 'compiled': sum("
-                "sum(getattr(v, 'stats').cache_misses.values()) for v in vars(sc).values() if hasattr(v, 'stats'))}))")
+        # The metric kernels are built once per machine and version of analysis/stream_kernels.py
+        # (the library of analysis/stream_native.py, ~10-25 s; or numba's on-disk cache where
+        # it cannot be built: a process that finds the cache stale pays 5-15 s). Done here,
+        # untimed, so that the fresh processes measure what every later one pays; its cost
+        # is recorded.
+        code = ("import json, sys, time; t = time.perf_counter(); from perfscout.analysis import stream_compiled as sc; "
+                "sc.warm(); k = sys.modules.get('perfscout.analysis.stream_kernels'); "
+                "print(json.dumps({'warm_s': round(time.perf_counter() - t, 3), "
+                "'form': 'library' if hasattr(sc.K, 'lib') else 'numba-jit', 'compiled': 0 if k is None else sum("
+                "sum(getattr(v, 'stats').cache_misses.values()) for v in vars(k).values() if hasattr(v, 'stats'))}))")
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         prime = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"kernel cache: filled in {prime['warm_s']:.3f} s, {prime['compiled']} kernel(s) compiled", flush=True)
+        print(f"kernels ({prime['form']}): ready in {prime['warm_s']:.3f} s, {prime['compiled']} JIT kernel(s) compiled",
+              flush=True)
     for i in range(args.processes):
         first = "codec" if i % 2 == 0 else "evaluate"
         proc = subprocess.run([sys.executable, __file__, "--mib", str(args.mib), "--child", first],

@@ -35,8 +35,10 @@ SSIM in float32 written on the error, within 1e-4 of the dissimilarity 1 - SSIM 
 passes above stay for NaN/Inf and extreme magnitudes, and SSIM past float32's range).
 
 For NumPy arrays of float32 or float64 of at least ``COMPILED_MIN_ELEMENTS`` that path
-runs as compiled kernels (:mod:`perfscout.analysis.stream_compiled`, numba: the same
-definitions, about 4x less CPU) when numba imports; ``$PERFSCOUT_METRICS_BACKEND``
+runs as compiled kernels (:mod:`perfscout.analysis.stream_compiled`, numba's: the same
+definitions, about 4x less CPU; compiled ahead of time into a library that loads without
+numba, :mod:`perfscout.analysis.stream_native`, or numba's JIT where that library cannot
+be built) when numba or that library is there; ``$PERFSCOUT_METRICS_BACKEND``
 (``numba``/``numpy``) overrides the size rule. CuPy arrays, integer or mixed dtypes and
 smaller pairs take the NumPy code of stream_fast.
 
@@ -502,8 +504,9 @@ def metrics_backend(size: int | None = None) -> str:
 @functools.lru_cache(maxsize=1)
 def _compiled_module() -> ModuleType | None:
     """perfscout.analysis.stream_compiled, imported on the first metric pass that takes it
-    (numba's import is not paid by a process that never does); None without a working
-    numba (missing, or one that fails to load: the NumPy fast path then runs)."""
+    (the kernels' load is not paid by a process that never does); None without the
+    kernels' library and without a working numba (missing, or one that fails to load:
+    the NumPy fast path then runs)."""
     try:
         return importlib.import_module("perfscout.analysis.stream_compiled")
     except Exception:  # noqa: BLE001 - ImportError, or llvmlite's OSError/RuntimeError on a broken install
@@ -525,10 +528,12 @@ def warm_before_fork(x: Any) -> bool:
 
 
 def kernels_pending(x: Any) -> bool:
-    """Whether a pair like ``x`` would take the compiled kernels and this process has not
-    loaded them yet (:func:`warm_before_fork` would do the work). Imports nothing: numba's
-    presence is looked up, not imported (a broken install is found by the warm-up, which
-    then falls back)."""
+    """Whether a pair like ``x`` would take the compiled kernels and loading them here
+    would take long: this process has not loaded them, and they would come from numba
+    (its import and cache: ~0.5 s) or from a library still to be built, not from this
+    machine's built library (milliseconds: :func:`warm_before_fork` loads it in passing).
+    Imports nothing: numba's presence is looked up, not imported (a broken install is
+    found by the warm-up, which then falls back)."""
     if _warmed.cache_info().currsize or not isinstance(x, np.ndarray):
         return False
     try:
@@ -538,6 +543,10 @@ def kernels_pending(x: Any) -> bool:
     if wanted == "numpy" or (wanted == "auto" and int(x.size) < COMPILED_MIN_ELEMENTS):
         return False
     if x.dtype not in (np.float32, np.float64):
+        return False
+    from perfscout.analysis import stream_native
+
+    if stream_native.built():
         return False
     return importlib.util.find_spec("numba") is not None
 

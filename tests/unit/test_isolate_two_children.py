@@ -30,8 +30,14 @@ _RECORD_FIELDS = ("status", "bound_ok", "abs_bound", "ratio", "bitrate", "max_ab
 
 @pytest.fixture
 def cold(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A caller that has not loaded the compiled kernels, for pairs of any size."""
+    """A caller that has not loaded the compiled kernels, for pairs of any size, on a
+    machine where they come from numba's JIT (no library compiled ahead of time: the
+    two-children path is for a kernel load that takes long)."""
+    from perfscout.analysis import stream_compiled, stream_kernels, stream_native
+
     monkeypatch.setenv(streaming.ENV_BACKEND, "numba")
+    monkeypatch.setenv(stream_native.ENV_NATIVE, "0")
+    monkeypatch.setattr(stream_compiled, "K", stream_kernels)
     streaming._warmed.cache_clear()
     yield
     streaming._warmed.cache_clear()

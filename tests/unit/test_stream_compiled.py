@@ -1,7 +1,8 @@
 """The metric pass's compiled kernels (analysis.stream_compiled) against the NumPy fast path
 (analysis.stream_fast: identical where that path is exact) and the whole-array oracle
 (tests.unit.test_metrics_streaming: within its stated tolerances), the bound verdicts
-they carry, thread counts, the backend switch, and that numba is imported only by the
+they carry, thread counts, the backend switch, each in both forms of the kernels (the
+library compiled ahead of time and numba's JIT), and that numba is imported only by the
 metric pass and caches its kernels where the package directory is not writable."""
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ pytest.importorskip("numba")
 
 from perfscout.analysis import stream_compiled as C  # noqa: E402
 from perfscout.analysis import stream_fast as F  # noqa: E402
+from perfscout.analysis import stream_kernels  # noqa: E402
+from perfscout.analysis import stream_native as N  # noqa: E402
 from perfscout.analysis import streaming as S  # noqa: E402
 from perfscout.errors import InputError  # noqa: E402
 from perfscout.tools import bounds as B  # noqa: E402
@@ -34,11 +37,35 @@ EXACT_SCAN = ("x_min", "x_max", "y_min", "y_max", "peak", "n_total", "n_valid")
 EXACT_SUMS = ("max_abs", "max_flat", "e_min", "e_max", "zero_e", "max_pw", "zero_changed", "any_nonzero_x")
 
 
+#: Tests of how the module loads (in a fresh process, or of numba's JIT cache): once,
+#: not once per kernel set.
+LOADING_TESTS = {"test_without_numba_or_the_library_the_numpy_path_runs", "test_a_numba_that_fails_to_load_falls_back_to_numpy",
+                 "test_cli_import_does_not_import_numba", "test_kernels_cache_outside_an_unwritable_package_directory",
+                 "test_warm_compiles_every_jit_kernel_on_a_tiny_pair"}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every figure test runs on both forms of the kernels: the library compiled ahead of
+    time (analysis.stream_native) and numba's JIT dispatchers (analysis.stream_kernels)."""
+    if metafunc.function.__name__ not in LOADING_TESTS:
+        metafunc.parametrize("kernel_set", ["native", "jit"], indirect=True)
+
+
 @pytest.fixture(autouse=True)
-def numba_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+def kernel_set(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The compiled kernels for every size (by default only pairs of at least
-    streaming.COMPILED_MIN_ELEMENTS take them: the fields here are small)."""
+    streaming.COMPILED_MIN_ELEMENTS take them: the fields here are small), in the form
+    the test is parametrized with (the process's own for a loading test)."""
     monkeypatch.setenv(S.ENV_BACKEND, "numba")
+    form = getattr(request, "param", "")
+    if form == "native":
+        native = N.load()
+        if native is None:
+            pytest.skip(f"the kernels' library cannot be built here: {N.last_failure()}")
+        monkeypatch.setattr(C, "K", native)
+    elif form == "jit":
+        monkeypatch.setattr(C, "K", stream_kernels)
+    return form
 
 
 def _pair(shape: tuple[int, ...], dtype: type, seed: int, noise: float = 1e-3, scale: float = 1.0,
@@ -281,14 +308,14 @@ def test_bound_verdicts_equal_verify_bound_with_elements_at_chunk_seams(dtype, m
     bound = {"abs": {"abs_bound": eb}, "pw_rel": {"pw_rel_bound": eb}, "none": {}}[mode]
     want = B.verify_bound(x, y, **bound)
     seen: list[int] = []
-    real = C._beyond_kernel
+    real = C.K.beyond_kernel
 
     def spy(xc, yc, kind, value, cand):  # type: ignore[no-untyped-def]
         k = real(xc, yc, kind, value, cand)
         seen.append(k)
         return k
 
-    monkeypatch.setattr(C, "_beyond_kernel", spy)
+    monkeypatch.setattr(C.K, "beyond_kernel", spy)
     for threads in (1, 2, 3):
         got = B.verify_and_measure(x, y, 100, threads=threads, **bound)
         assert got.one_pass and got.check == want
@@ -349,16 +376,21 @@ def test_backend_switch(monkeypatch) -> None:
         B.verify_and_measure(x, y, 10, abs_bound=1.0)
 
 
-def test_without_numba_the_numpy_path_runs(monkeypatch) -> None:
+def test_without_numba_or_the_library_the_numpy_path_runs(monkeypatch) -> None:
     S._compiled_module.cache_clear()
+    monkeypatch.setenv(N.ENV_NATIVE, "0")
+    N.load.cache_clear()
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
     monkeypatch.delitem(sys.modules, "perfscout.analysis.stream_compiled")  # imported again: fails
+    monkeypatch.delitem(sys.modules, "perfscout.analysis.stream_kernels")  # (it imports numba)
+    monkeypatch.delattr(sys.modules["perfscout.analysis"], "stream_kernels")
     try:
         assert S.metrics_backend() == S.metrics_backend(10**9) == "numpy"  # even when asked for numba
         x, y = _pair((10, 12), np.float32, seed=1)
         assert_matches_reference(x, y)
     finally:
         S._compiled_module.cache_clear()
+        N.load.cache_clear()
 
 
 def test_a_numba_that_fails_to_load_falls_back_to_numpy(monkeypatch) -> None:
@@ -417,7 +449,7 @@ def test_kernels_cache_outside_an_unwritable_package_directory(tmp_path) -> None
     home = tmp_path / "home"
     home.mkdir()
     env = {"PYTHONPATH": str(pkg), "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
-           "NUMBA_CACHE_DIR": "", "PYTHONDONTWRITEBYTECODE": "1"}
+           "NUMBA_CACHE_DIR": "", "PYTHONDONTWRITEBYTECODE": "1", N.ENV_NATIVE: "0"}  # numba's JIT cache
     code = ("import json, time; t = time.perf_counter(); "
             "from perfscout.analysis import stream_compiled as C; C.warm(); "
             "print(json.dumps({'file': C.__file__, 's': time.perf_counter() - t}))")
@@ -439,10 +471,11 @@ def test_kernels_cache_outside_an_unwritable_package_directory(tmp_path) -> None
     assert out.strip() == "True"
 
 
-def test_warm_compiles_every_kernel_on_a_tiny_pair() -> None:
+def test_warm_compiles_every_jit_kernel_on_a_tiny_pair(monkeypatch) -> None:
+    monkeypatch.setattr(C, "K", stream_kernels)
     C.warm()
-    for name in ("_pass_a_kernel", "_pass_b_kernel", "_scatter_kernel", "_ssim_tile_kernel", "_beyond_kernel"):
-        sigs = getattr(C, name).signatures
+    for name in ("pass_a_kernel", "pass_b_kernel", "scatter_kernel", "ssim_tile_kernel", "beyond_kernel"):
+        sigs = getattr(stream_kernels, name).signatures
         dtypes = {str(sig[0].dtype) for sig in sigs}
         assert {"float32", "float64"} <= dtypes, (name, dtypes)
 
