@@ -9,6 +9,7 @@ command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)  # the viewer
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)  # the OS sandbox around every program perfscout runs
+command -v cc >/dev/null 2>&1 || need+=(gcc)  # links the metric kernels' library (analysis/stream_native.py)
 # a single-node Slurm cluster for the dask-jobqueue sweep test (.ci/slurm-local.sh)
 [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need+=(munge)

@@ -219,7 +219,9 @@ def _pass_b_element(xv: float, yv: float, kx: float, ke: float, sc: float, fhalf
     # max reduction (which vectorises where a float max does not).
     r_bits = _bits(r) if nonzero else np.int64(0)
     t = _plus(e * sc, fhalf)  # exact zeros land on `half` exactly: the first bin of [0, width)
-    return e, b, dx, r_bits, np.int64(min(t, top))  # truncation = floor here (t >= -1 ulp)
+    # truncation = floor here (t >= -1 ulp); to int32 (bins < 2^31), a conversion AVX2 has in
+    # vector form, where int64 took four scalar ones per vector of four
+    return e, b, dx, r_bits, np.int32(min(t, top))
 
 
 @_jit_sums
