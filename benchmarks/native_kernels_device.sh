@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call for issue #27 after the metric kernels became a library compiled ahead of
+# time (perfscout/analysis/stream_native.py), from the root of a perfscout tree with the wheels
+# the image lacks in .whl/ (cp312; the list is in benchmarks/results/README.md, "One pipeline
+# on the H200"), carried with `carry: [".whl"]`:
+#   1. the library built on this machine (its CPU, its compiler), the time it took;
+#   2. the isolation benchmark, 10 fresh processes, NumPy's huge-page advice off;
+#   3. the library's tests and the compiled metric pass's tests (every figure test on both
+#      forms of the kernels: this CPU's machine code against numba's JIT);
+#   4. the one pipeline's GPU-side tests, as at stop 35.
+# Files go to $OUT: native_kernels_device_h200.log, isolation_fresh_h200_native.{json,log},
+# native_kernels_tests_h200.log, native_kernels_gpu_tests_h200.log.
+set -u
+O=${OUT:-/tmp/o}; mkdir -p "$O"; LOG=$O/native_kernels_device_h200.log
+{ date -u; nvidia-smi -L; nproc; uptime; python3 --version; command -v cc; cc --version | head -1; } > "$LOG" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 \
+  || { echo "wheels failed" | tee -a "$LOG"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PERFSCOUT_HOME=/tmp/ps_home PYTHONUNBUFFERED=1
+SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '/tmp/site\n%s\n' "$PWD" > "$SP/zz_perfscout_device.pth" 2>>"$LOG"
+echo "== build $(date -u +%T)" | tee -a "$LOG"
+python3 - >>"$LOG" 2>&1 <<'EOF'
+import json, sys, time
+t = time.perf_counter()
+from perfscout.analysis import stream_native as N
+k = N.load()
+built_s = time.perf_counter() - t
+print(json.dumps({"built_s": round(built_s, 3), "library": str(N.library_path()), "loaded": k is not None,
+                  "why_not": N.last_failure(), "numba_imported": "numba" in sys.modules}))
+EOF
+tail -1 "$LOG"
+echo "== isolation $(date -u +%T)" | tee -a "$LOG"
+NUMPY_MADVISE_HUGEPAGE=0 timeout 200 python3 benchmarks/isolation_fresh.py --mib 256 --processes 10 \
+  --out "$O/isolation_fresh_h200_native.json" > "$O/isolation_fresh_h200_native.log" 2>&1
+echo "isolation exit $?" | tee -a "$LOG"; tail -1 "$O/isolation_fresh_h200_native.log"
+echo "== kernel tests $(date -u +%T)" | tee -a "$LOG"
+timeout 150 python3 -m pytest tests/unit/test_stream_native.py tests/unit/test_stream_compiled.py \
+  -p no:cacheprovider -q -rfEs --tb=short -n 8 > "$O/native_kernels_tests_h200.log" 2>&1 \
+  || timeout 150 python3 -m pytest tests/unit/test_stream_native.py tests/unit/test_stream_compiled.py \
+  -p no:cacheprovider -q -rfEs --tb=short -x >> "$O/native_kernels_tests_h200.log" 2>&1
+echo "kernel tests exit $?" | tee -a "$LOG"; tail -3 "$O/native_kernels_tests_h200.log"
+echo "== gpu tests $(date -u +%T)" | tee -a "$LOG"
+timeout 150 python3 -m pytest tests/unit/test_agent_evaluations_are_sweep_tasks.py tests/gpu/test_sweep_gpu_worker.py \
+  tests/gpu/test_gpu_eval_releases_its_arrays.py -p no:cacheprovider -q -rfEs --tb=short \
+  > "$O/native_kernels_gpu_tests_h200.log" 2>&1
+echo "gpu tests exit $?" | tee -a "$LOG"; tail -3 "$O/native_kernels_gpu_tests_h200.log"
+echo "== done $(date -u +%T)" | tee -a "$LOG"
