@@ -25,8 +25,9 @@ numba's and llvmlite's versions, the CPU (model and flags: a library built for o
 is never loaded on another sharing the file system) and numba's CPU overrides. One
 process builds (a lock file), the others wait and load it; the library is renamed into
 place whole. A build that fails (no C compiler) leaves a note with the reason under the
-same key, so later processes do not retry; the metric pass then runs numba's JIT
-kernels, the same figures. ``PERFSCOUT_NATIVE_KERNELS=0`` turns the library off.
+same key, so later processes do not retry while the compiler it would run is the same
+(none, say); the metric pass then runs numba's JIT kernels, the same figures.
+``PERFSCOUT_NATIVE_KERNELS=0`` turns the library off.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import functools
 import hashlib
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -148,6 +150,22 @@ def _failure_note(path: Path) -> Path:
     return path.with_suffix(".failed")
 
 
+def _compiler() -> str:
+    """The C compiler a build would run (``$CC``, else ``cc``), as found on PATH ("" for none)."""
+    return shutil.which(os.environ.get("CC", "cc")) or ""
+
+
+def _noted_failure(path: Path) -> str | None:
+    """The reason a build of ``path`` failed before, while it still holds: None when no build
+    failed, or when the compiler a build would run is another than then (one installed
+    since, say: then it is tried again)."""
+    try:
+        first, _, reason = _failure_note(path).read_text(errors="replace").partition("\n")
+    except OSError:
+        return None
+    return reason if first == f"compiler: {_compiler()}" else None
+
+
 @functools.lru_cache(maxsize=1)
 def load() -> NativeKernels | None:
     """This machine's library, built first when missing (in a child Python, under a lock);
@@ -160,8 +178,9 @@ def load() -> NativeKernels | None:
         _note_failure(None, "no cache directory is writable, or the CPU or numba's version cannot be told")
         return None
     if not path.is_file():
-        if _failure_note(path).is_file():
-            _note_failure(path, _failure_note(path).read_text(errors="replace"))
+        noted = _noted_failure(path)
+        if noted is not None:
+            _note_failure(path, noted)
             return None
         if not _build_locked(path):
             return None
@@ -235,8 +254,9 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if path.is_file() and (not replace or _intact(path)):
             return True
-        if _failure_note(path).is_file():
-            _note_failure(path, _failure_note(path).read_text(errors="replace"))
+        noted = _noted_failure(path)
+        if noted is not None:
+            _note_failure(path, noted)
             return False
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
         try:
@@ -249,7 +269,7 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
         if not ok:
             reason = f"building the metric kernels' library failed: {why.strip()}"
             try:
-                _failure_note(path).write_text(reason + "\n")
+                _failure_note(path).write_text(f"compiler: {_compiler()}\n{reason}\n")
             except OSError:
                 pass
             _note_failure(path, reason)

@@ -141,8 +141,8 @@ def test_a_damaged_library_is_built_again(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.mark.slow
 def test_without_a_c_compiler_the_jit_kernels_run_and_the_reason_is_kept(tmp_path: Path) -> None:
     """A machine that cannot link the library: the metric pass runs numba's JIT kernels (the
-    same figures), the reason is noted beside where the library would be, and a second
-    process reads the note instead of trying again."""
+    same figures), the reason is noted beside where the library would be, a second process
+    reads the note instead of trying again, and one that would run another compiler tries."""
     pkg = _package_copy(tmp_path)
     env = {"PYTHONPATH": str(pkg), "CC": str(tmp_path / "no-such-cc"), "PERFSCOUT_METRICS_BACKEND": "numba",
            "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -162,6 +162,12 @@ def test_without_a_c_compiler_the_jit_kernels_run_and_the_reason_is_kept(tmp_pat
     assert not list(notes[0].parent.glob("stream_kernels-*.so"))
     second = json.loads(_run(code, env, cwd=tmp_path))
     assert second["kernels"] == "perfscout.analysis.stream_kernels" and second["why"] == first["why"]
+    # Another compiler since (here one that fails): the note no longer holds, so it is tried.
+    false = shutil.which("false")
+    assert false
+    third = json.loads(_run(code, {**env, "CC": false}, cwd=tmp_path))
+    assert third["kernels"] == "perfscout.analysis.stream_kernels" and "failed (1)" in third["why"]
+    assert notes[0].read_text().startswith(f"compiler: {false}\n")
 
 
 # The C reshape helper linked into the library (numba's kernels call it to see a plane's
