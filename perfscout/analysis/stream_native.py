@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from perfscout.io import write_atomic
+
 #: ``0`` (or ``off``/``no``/``false``): never build or load the library (numba's JIT kernels run).
 ENV_NATIVE = "PERFSCOUT_NATIVE_KERNELS"
 #: A build compiles every kernel twice (float32, float64): ~20 s here, once per machine and version.
@@ -269,7 +271,7 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
         if not ok:
             reason = f"building the metric kernels' library failed: {why.strip()}"
             try:
-                _failure_note(path).write_text(f"compiler: {_compiler()}\n{reason}\n")
+                write_atomic(_failure_note(path), f"compiler: {_compiler()}\n{reason}\n")
             except OSError:
                 pass
             _note_failure(path, reason)
@@ -516,15 +518,7 @@ def build(path: Path) -> None:
         subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(obj), str(stubs), "-lm"], check=True,
                        capture_output=True, text=True, stdin=subprocess.DEVNULL)
         NativeKernels(ctypes.CDLL(str(lib)))  # every function is there before the name is taken
-        fd, part = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        try:
-            Path(part).write_bytes(_seal(lib.read_bytes()))
-            os.chmod(part, 0o755)
-            os.replace(part, path)
-        except BaseException:
-            Path(part).unlink(missing_ok=True)
-            raise
+        write_atomic(path, _seal(lib.read_bytes()), fsync=True)  # whole under its name, or not there
 
 
 def _main(argv: list[str]) -> int:

@@ -86,7 +86,7 @@ def _preload() -> tuple[list[str], dict[str, str]]:
 
         stream_compiled.warm()
         done.append("perfscout.analysis.stream_compiled")
-    except Exception as exc:  # noqa: BLE001 - without numba the tasks take the NumPy metric pass
+    except Exception as exc:  # noqa: BLE001 - without the kernels (no library, no numba): the NumPy metric pass
         missing["perfscout.analysis.stream_compiled"] = f"{type(exc).__name__}: {exc}"
     return done, missing
 

@@ -54,7 +54,7 @@ PRELOAD = ("numpy", "pandas", "pydantic", "perfscout.state.records", "perfscout.
            "perfscout.sweep.worker", "perfscout.tools.evaluate", "perfscout.tools.gpu_eval",
            "perfscout.tools.bounds", "perfscout.analysis.metrics", "perfscout.datasets",
            "perfscout.codecs.registry", "perfscout.codecs.szp", "perfscout.codecs.gpu_peers.cuszp",
-           "perfscout.codecs.gpu_peers.nvcomp", "cupy")
+           "perfscout.codecs.gpu_peers.nvcomp", "cupy", "cupyx")
 #: How long the driver waits for the worker's preload and CUDA context (seconds).
 START_TIMEOUT_S = 120.0
 
@@ -76,7 +76,37 @@ def _preload() -> tuple[list[str], dict[str, str], str]:
             done.append(name)
         except Exception as exc:  # noqa: BLE001 - without CuPy the codecs run their CPU reference
             missing[name] = f"{type(exc).__name__}: {exc}"
+    missing.update(load_lazy_modules())
     return done, missing, _cuda_context()
+
+
+def load_lazy_modules() -> dict[str, str]:
+    """Load, here and now, every module imported so far with a lazy loader
+    (``importlib.util.LazyLoader``: CuPy's optional submodules), {name: why not} for those
+    that fail. Why: a lazy module runs its imports where it is first touched, and a library
+    that keeps an import's exception to raise later (optuna, through cupyx's optimizer:
+    ``No module named 'redis'``) keeps that exception's traceback, whose frames hold the
+    locals of every caller, for the life of the process. Touched inside a task, that was
+    the task's field (measured on the H200: the first task's 210 MB of device arrays before
+    gpu_eval let go of them, and its host field still after); touched here, only this
+    function's frames."""
+    import importlib.util
+
+    lazy = getattr(importlib.util, "_LazyModule", None)
+    failed: dict[str, str] = {}
+    if lazy is None:
+        return failed
+    tried: set[str] = set()
+    while True:  # a module loaded here may import further lazy ones
+        pending = [(name, m) for name, m in list(sys.modules.items()) if type(m) is lazy and name not in tried]
+        if not pending:
+            return failed
+        for name, module in pending:
+            tried.add(name)
+            try:
+                vars(module)  # any attribute (here __dict__) runs the deferred import
+            except Exception as exc:  # noqa: BLE001 - an optional submodule that cannot load
+                failed[name] = f"{type(exc).__name__}: {exc}"
 
 
 def _cuda_context() -> str:
