@@ -13,11 +13,8 @@
 set -u
 O=${OUT:-/tmp/o}; mkdir -p "$O"; LOG=$O/native_kernels_device_h200.log
 { date -u; nvidia-smi -L; nproc; uptime; python3 --version; command -v cc; cc --version | head -1; } > "$LOG" 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 \
-  || { echo "wheels failed" | tee -a "$LOG"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PERFSCOUT_HOME=/tmp/ps_home PYTHONUNBUFFERED=1
-SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-printf '/tmp/site\n%s\n' "$PWD" > "$SP/zz_perfscout_device.pth" 2>>"$LOG"
+. benchmarks/device_common.sh
+device_setup || exit 1
 echo "== build $(date -u +%T)" | tee -a "$LOG"
 python3 - >>"$LOG" 2>&1 <<'EOF'
 import json, sys, time
@@ -29,10 +26,7 @@ print(json.dumps({"built_s": round(built_s, 3), "library": str(N.library_path())
                   "why_not": N.last_failure(), "numba_imported": "numba" in sys.modules}))
 EOF
 tail -1 "$LOG"
-echo "== isolation $(date -u +%T)" | tee -a "$LOG"
-NUMPY_MADVISE_HUGEPAGE=0 timeout 200 python3 benchmarks/isolation_fresh.py --mib 256 --processes 10 \
-  --out "$O/isolation_fresh_h200_native.json" > "$O/isolation_fresh_h200_native.log" 2>&1
-echo "isolation exit $?" | tee -a "$LOG"; tail -1 "$O/isolation_fresh_h200_native.log"
+device_isolation isolation_fresh_h200_native
 echo "== kernel tests $(date -u +%T)" | tee -a "$LOG"
 timeout 150 python3 -m pytest tests/unit/test_stream_native.py tests/unit/test_stream_compiled.py \
   -p no:cacheprovider -q -rfEs --tb=short -n 8 > "$O/native_kernels_tests_h200.log" 2>&1 \

@@ -13,21 +13,14 @@
 set -u
 O=${OUT:-/tmp/o}; mkdir -p "$O"; LOG=$O/one_pipeline_gpu_device_h200.log
 { date -u; nvidia-smi -L; nproc; uptime; python3 --version; } > "$LOG" 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 \
-  || { echo "wheels failed" | tee -a "$LOG"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PERFSCOUT_HOME=/tmp/ps_home PYTHONUNBUFFERED=1
-# tests start the CLI in a cleaned environment (no PYTHONPATH): a .pth file lets them see both
-SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-printf '/tmp/site\n%s\n' "$PWD" > "$SP/zz_perfscout_device.pth" 2>>"$LOG"
+. benchmarks/device_common.sh
+device_setup || exit 1
 python3 -c "from perfscout.analysis import stream_compiled as S; S.warm()" >>"$LOG" 2>&1  # the kernel cache, filled once
 echo "== prefault A/B $(date -u +%T)" | tee -a "$LOG"
 for i in 1 2 3 4; do for v in default noprefault; do
   NUMPY_MADVISE_HUGEPAGE=0 timeout 40 python3 benchmarks/isolation_prefault_ab.py $v >> "$O/isolation_prefault_ab_h200.log" 2>&1
 done; done
-echo "== isolation $(date -u +%T)" | tee -a "$LOG"
-NUMPY_MADVISE_HUGEPAGE=0 timeout 200 python3 benchmarks/isolation_fresh.py --mib 256 --processes 10 \
-  --out "$O/isolation_fresh_h200_aba_no_thp.json" > "$O/isolation_fresh_h200_aba_no_thp.log" 2>&1
-echo "isolation exit $?" | tee -a "$LOG"; tail -1 "$O/isolation_fresh_h200_aba_no_thp.log"
+device_isolation isolation_fresh_h200_aba_no_thp
 echo "== tests $(date -u +%T)" | tee -a "$LOG"
 timeout 220 python3 -m pytest tests/unit/test_agent_evaluations_are_sweep_tasks.py tests/integration/test_sweep_gpu_worker.py \
   tests/gpu/test_sweep_gpu_worker.py tests/gpu/test_gpu_eval_releases_its_arrays.py tests/integration/test_entry_points_agree.py \
