@@ -19,23 +19,26 @@ the isolation.
 The split of evaluate (``Evaluation.extra["timing_split"]``, one CLOCK_MONOTONIC on both
 sides of the fork): the fork, the input's validation and the bound's resolution in the
 child, the codec there, the hand-over (the codec child's reply with its reconstruction
-through shared memory, the second fork), the bound check + metric pass, the reply; and,
-overlapped with the codec in this process, the metric kernels' load (numba's import and
-its cached kernels, ``warm_before_fork``) and the shared mapping's page allocation. The
-first-call compile share is the child's metric pass minus the same pass run again in this
-process afterwards (kernels loaded and called once); ``kernel_cache_misses`` counts the
-numba kernels compiled instead of loaded from the cache (a cold start after an edit of
-analysis/stream_compiled.py).
+through shared memory, the second fork; two children only), the bound check + metric pass,
+the reply; and
+the metric kernels' load (``warm_before_fork``: the library of analysis/stream_native.py,
+milliseconds, before the one child; numba's import and its cached kernels beside the codec
+where the library cannot be built, two children) and the shared mapping's page allocation.
+The first-call compile share is the child's metric pass minus the same pass run again in
+this process afterwards (kernels loaded and called once); ``kernel_cache_misses`` counts the
+numba JIT kernels compiled instead of loaded from the cache (a cold start after an edit of
+analysis/stream_kernels.py, where numba's JIT runs); ``kernels`` says which form ran.
 
 Peak RSS, as the harness measures pysz alone (benchmarks/harness.py): the high-water mark
 of each process minus this process's RSS after its imports, before the field exists, over
 the field's size; the children's from ``RUSAGE_CHILDREN`` (a forked child's peak starts
 at what it inherits), this process's from ``VmHWM`` reset before each step
 (``/proc/self/clear_refs``). pysz alone is reported before and after the process loaded
-the metric kernels (numba, LLVM and the cached kernels stay resident, ~128 MiB): the codec's
-own peak rises with them (3.06x -> 3.56x at 256 MiB on both machines measured), and a child
-forked from a process that holds them starts with their anonymous pages counted (~52 MiB,
-0.2x at 256 MiB: the one-child path's 3.22x against the two-children path's 3.03x).
+the metric kernels: with numba's JIT they stay resident (numba, LLVM and the cached
+kernels, ~128 MiB), the codec's own peak rises with them (3.06x -> 3.56x at 256 MiB) and a
+child forked from such a process starts with their anonymous pages counted (~52 MiB, 0.2x:
+3.22x one child against 3.03x two children); the library compiled ahead of time adds
+~0.015x (3.05x -> 3.06-3.07x, children 3.02-3.04x, isolation_fresh_*_native.json).
 PASS per process: evaluate within ``--time-limit`` (1.3) times own, and the largest peak
 within ``--rss-limit`` (3.2) times the input. Exit status 1 when any process fails.
 

@@ -177,12 +177,12 @@ def load() -> NativeKernels | None:
         return None
     path = library_path()
     if path is None:
-        _note_failure(None, "no cache directory is writable, or the CPU or numba's version cannot be told")
+        _note_failure("no cache directory is writable, or the CPU or numba's version cannot be told")
         return None
     if not path.is_file():
         noted = _noted_failure(path)
         if noted is not None:
-            _note_failure(path, noted)
+            _note_failure(noted)
             return None
         if not _build_locked(path):
             return None
@@ -195,7 +195,7 @@ def load() -> NativeKernels | None:
     again = _open(path)
     if isinstance(again, NativeKernels):
         return again
-    _note_failure(path, f"the library {path} does not load: {again}")
+    _note_failure(f"the library {path} does not load: {again}")
     return None
 
 
@@ -238,7 +238,7 @@ def last_failure() -> str:
     return _LAST_FAILURE[-1] if _LAST_FAILURE else ""
 
 
-def _note_failure(path: Path | None, reason: str) -> None:
+def _note_failure(reason: str) -> None:
     _LAST_FAILURE.append(reason.strip())
 
 
@@ -250,7 +250,7 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        _note_failure(path, f"cannot lock {lock}: {exc}")
+        _note_failure(f"cannot lock {lock}: {exc}")
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -258,7 +258,7 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
             return True
         noted = _noted_failure(path)
         if noted is not None:
-            _note_failure(path, noted)
+            _note_failure(noted)
             return False
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
         try:
@@ -274,7 +274,7 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
                 write_atomic(_failure_note(path), f"compiler: {_compiler()}\n{reason}\n")
             except OSError:
                 pass
-            _note_failure(path, reason)
+            _note_failure(reason)
         return ok
     finally:
         os.close(fd)
@@ -282,21 +282,20 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
 
 # -- the library's C functions and their Python faces -------------------------------------
 
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_D = ctypes.c_double
-_F = ctypes.c_float
-
-#: name -> (restype, argtypes) of each function, per dtype suffix
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "pass_a": (None, [_P, _P, _I, _I, _D, _P, _P]),
-    "beyond": (_I, [_P, _P, _I, _I, _D, _P]),
-    "pass_b": (None, [_P, _P, _I, _D, _D, _D, _I, _D, _I, _P, _P, _P]),
-    "scatter": (None, [_P, _P, _I, _P, _I, _P, _I, _P, _I]),
-    "ssim_tile": (_D, [_P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I, _D, _I, _F, _F,
-                       _P, _P, _P, _P, _P, _I, _I, _I]),
+#: The C signature of each function (per dtype suffix), the one description both sides read:
+#: the build's numba ``cfunc`` signatures and the loader's ctypes argtypes. Codes: ``x`` a
+#: pointer to the data's dtype (float32 or float64), ``D``/``F``/``I``/``J`` pointers to
+#: float64/float32/int64/int32, ``d``/``f``/``i`` a float64/float32/int64 value, ``v``
+#: nothing (a result only). (result, arguments)
+_SIGNATURES: dict[str, tuple[str, str]] = {
+    "pass_a": ("v", "xxiidDI"),
+    "beyond": ("i", "xxiidI"),
+    "pass_b": ("v", "xxidddidiJID"),
+    "scatter": ("v", "xxiJiDiIi"),
+    "ssim_tile": ("d", "xxiiiiiiiiiiiiidiffFFFFFiii"),
 }
-
+_CTYPES: dict[str, Any] = {"v": None, "d": ctypes.c_double, "f": ctypes.c_float, "i": ctypes.c_int64,
+                           **dict.fromkeys("xDFIJ", ctypes.c_void_p)}
 
 def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
@@ -321,10 +320,10 @@ class NativeKernels:
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
         self._fn: dict[tuple[str, Any], Any] = {}
-        for name, (restype, argtypes) in _SIGNATURES.items():
+        for name, (result, arguments) in _SIGNATURES.items():
             for suffix, dtype in _DTYPES.items():
                 fn = getattr(lib, f"perfscout_{name}_{suffix}")  # AttributeError: not our library
-                fn.restype, fn.argtypes = restype, argtypes
+                fn.restype, fn.argtypes = _CTYPES[result], [_CTYPES[c] for c in arguments]
                 self._fn[name, np.dtype(dtype)] = fn
 
     def _get(self, name: str, x: np.ndarray, y: np.ndarray) -> Any:
@@ -477,16 +476,12 @@ def _cfuncs() -> dict[str, Any]:
                 direct != 0, scale, n_win, c1n, c2n, carray(mp, (4, block_in)), carray(rp, (4, block_in)),
                 carray(gp, (slots, 4, block_out)), carray(sp, (4, block_out)), carray(dp, (block_out,)))
 
-        PT, PF, PI, PI32 = P(T), P(f32), P(i64), P(types.int32)
-        sigs = {
-            "pass_a": (pass_a, types.void(PT, PT, i64, i64, f64, P(f64), PI)),
-            "beyond": (beyond, i64(PT, PT, i64, i64, f64, PI)),
-            "pass_b": (pass_b, types.void(PT, PT, i64, f64, f64, f64, i64, f64, i64, PI32, PI, P(f64))),
-            "scatter": (scatter, types.void(PT, PT, i64, PI32, i64, P(f64), i64, PI, i64)),
-            "ssim_tile": (ssim_tile, f64(PT, PT, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64,
-                                         f64, i64, f32, f32, PF, PF, PF, PF, PF, i64, i64, i64)),
-        }
-        for name, (fn, sig) in sigs.items():
+        numba_type = {"v": types.void, "d": f64, "f": f32, "i": i64, "x": P(T), "D": P(f64), "F": P(f32),
+                      "I": P(i64), "J": P(types.int32)}
+        wrappers = {"pass_a": pass_a, "beyond": beyond, "pass_b": pass_b, "scatter": scatter, "ssim_tile": ssim_tile}
+        for name, fn in wrappers.items():
+            result, arguments = _SIGNATURES[name]
+            sig = numba_type[result](*(numba_type[c] for c in arguments))
             out[f"perfscout_{name}_{suffix}"] = cfunc(sig, **opts)(fn)
     return out
 
