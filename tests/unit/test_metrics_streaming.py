@@ -428,3 +428,18 @@ def test_streaming_on_cupy_matches_numpy(nonfinite: bool) -> None:
             assert gpu[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
         else:
             assert gpu[key] == value, key
+
+
+@pytest.mark.xfail(strict=True, reason="known, open (issue 27's stop-36 note): the float32 SSIM of the NumPy "
+                   "fast path is 1.69e-4 of 1 - SSIM off on this field, over its stated 1e-4")
+def test_float32_ssim_on_one_far_value_among_zeros_within_the_stated_tolerance() -> None:
+    """Found by hypothesis in test_streaming_matches_on_random_arrays: one window-wide 1-D
+    field, one value far from the rest. Strict: it fails the run once the pass is fixed, so
+    the mark is removed then."""
+    x = np.array([208.0, 0, 0, 0, 0, 0, 0, 0])
+    y = x + np.random.default_rng(1).standard_normal(x.shape)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "STREAM_CHUNK_ELEMENTS", 1)
+        mp.setattr(S, "SSIM_TILE_ELEMENTS", 1)
+        mp.setattr(S, "SSIM_F32_TILE_ELEMENTS", 1)
+        assert_matches_reference(x, y, nbytes=3)
