@@ -304,7 +304,7 @@ def quality_metrics(original: Any, reconstructed: Any, compressed_nbytes: int, *
     - ``pearson`` = cov(x, y) / (std x * std y); 1 for identical arrays, NaN when one of
       them is constant and they differ (undefined)
     - ``ssim``: :func:`ssim` with 7-wide windows and data range R (for finite inputs
-      the record sums the windows in float32, written on the error: within 1e-4 of
+      the record sums the windows in float64, written on the error: within 1e-8 of
       1 - SSIM of :func:`ssim`, see :mod:`perfscout.analysis.stream_fast`)
     - ``err_autocorr_lag1``: lag-1 autocorrelation of e in flattened C order
     - ``err_hist``: error quantiles, mean/std, zero fraction and a 16-bin histogram

@@ -1,4 +1,4 @@
-"""The metric pass's compiled fast path: pass A, pass B and the float32 SSIM as compiled kernels.
+"""The metric pass's compiled fast path: pass A, pass B and SSIM as compiled kernels.
 
 The same computation as :mod:`perfscout.analysis.stream_fast` (read that module first:
 the definitions, the shifted-data sums, the fine histogram with its coarse-edge
@@ -13,8 +13,8 @@ What is identical to the NumPy fast path, bit for bit: min/max of x, y and e, th
 coarse histograms), the largest point-wise ratio, and the bound check's counts and
 indices. The sums (MSE, moments, Pearson, autocorrelation) are the same float64
 formulas summed in another order (the compiler's vectorised order instead of einsum's),
-and SSIM's window sums are float32 sums added in another order (along axis 0 a running
-sum, summed afresh every 8 planes): within the tolerances :mod:`perfscout.analysis.streaming`
+and SSIM's float64 window sums are added in another order (along axes 0 and 1 running
+sums, along axis 0 summed afresh every 8 planes): within the tolerances :mod:`perfscout.analysis.streaming`
 states against the whole-array oracle (tests/unit/test_stream_compiled.py).
 
 Determinism: the chunks and tiles are the same whatever the thread count; they run on
@@ -35,7 +35,7 @@ when asked for), and :func:`warm` loads everything once in a process that forks 
 Scope: float32 and float64 inputs of one dtype (integers and mixed dtypes take the NumPy
 fast path); any number of dimensions for the point statistics (flat chunks); SSIM on
 fields of at most 3 axes longer than 1 (seen as 3-D with leading axes of length 1); a
-field of more gets the NumPy float32 SSIM (:func:`perfscout.analysis.stream_fast.fast_ssim`).
+field of more gets the NumPy SSIM (:func:`perfscout.analysis.stream_fast.fast_ssim`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import numpy as np
 
 from perfscout.analysis import metric_defs as M
 from perfscout.analysis import stream_native
-from perfscout.analysis.stream_fast import _F32_SSIM_MAX_EXP2, ChunkView, ChunkWatch, _per_thread, plan_pass_b, reduce_pass_b
+from perfscout.analysis.stream_fast import ChunkView, ChunkWatch, _per_thread, plan_pass_b, reduce_pass_b, ssim_takes
 from perfscout.analysis.stream_records import _Scan, _Spread, _Sums
 from perfscout.analysis.tile_pool import halo_tiles, map_ordered
 
@@ -208,11 +208,13 @@ def compiled_point_stats(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], s
 #: Compiled SSIM tiles (output windows per axis): rows of at most SSIM_ROW_MAX windows
 #: (SSIM_ROW_MAX_1D for a 1-D field, whose one row is the field); blocks of
 #: SSIM_BLOCK_ROWS input rows per plane, fewer when that exceeds SSIM_PLANE_ELEMENTS
-#: elements (the four float32 maps of a ring of eight such blocks stay in a 2 MiB L2
-#: cache); SSIM_TILE_PLANES output planes per tile (the halo of w0 - 1 planes is
-#: recomputed once per tile). Measured on this 2-core VM (float32, 1 thread): 256^3 with
-#: 31-row blocks 0.055-0.06 s (8192-element blocks), 15-row 0.078; 256x512x512 with
-#: 31-row blocks (16384 elements) 0.25 s, 15-row 0.29 s; 128 planes a few % faster than 64.
+#: elements; SSIM_TILE_PLANES output planes per tile (the halo of w0 - 1 planes is
+#: recomputed once per tile). Measured on this 2-core VM (float32 sums then, 1 thread):
+#: 256^3 with 31-row blocks 0.055-0.06 s (8192-element blocks), 15-row 0.078; 256x512x512
+#: with 31-row blocks (16384 elements) 0.25 s, 15-row 0.29 s; 128 planes a few % faster
+#: than 64. With float64 sums (64x256x512 float32, 1 thread, 0.15-0.19 s against float32's
+#: 0.075-0.10 s): rows of 256 or 128 windows, 16-row blocks and a loop that sums each row
+#: as its maps are made were each no faster.
 SSIM_ROW_MAX = 512
 SSIM_ROW_MAX_1D = 1 << 16
 SSIM_BLOCK_ROWS = 32
@@ -233,42 +235,39 @@ def _ssim_plan(shape3: tuple[int, int, int], win: tuple[int, int, int]) -> tuple
 
 def compiled_ssim(x: np.ndarray, y: np.ndarray, scan: _Scan, max_abs: float, data_range: float, *,
                   threads: int = 1) -> float | None:
-    """:func:`perfscout.analysis.stream_fast.fast_ssim` (the same float32 formula on the
-    error, the same refusals: None when the magnitudes do not allow float32) with the
-    compiled tile kernel, for fields of 1 to 3 dimensions longer than 1 (None for more:
-    the caller then runs fast_ssim). ``x``/``y``: C-contiguous, the field's shape, one float dtype."""
+    """:func:`perfscout.analysis.stream_fast.fast_ssim` (the same formula on the error in
+    float64 window sums, the same refusals: None where :func:`.stream_fast.ssim_takes`
+    refuses) with the compiled tile kernel, for fields of 1 to 3 dimensions longer than 1
+    (None for more: the caller then runs fast_ssim). ``x``/``y``: C-contiguous, the
+    field's shape, one float dtype."""
     # Axes of length 1 hold windows of length 1: dropping them changes no window, so a
     # field like (1, 64, 64, 64) is the 3-D field it holds.
     shape = tuple(int(n) for n in scan.shape if n != 1)
-    if len(shape) > 3:
-        return None
-    scale = 1.0 if 2.0**-20 <= data_range <= 2.0**20 else math.ldexp(1.0, -math.frexp(data_range)[1])
-    limit = 2.0**_F32_SSIM_MAX_EXP2
-    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 2.0**-21):
+    if len(shape) > 3 or not ssim_takes(scan, max_abs, data_range):
         return None
     shape3 = (1,) * (3 - len(shape)) + shape
     x3, y3 = x.reshape(shape3), y.reshape(shape3)
     win = tuple(min(M.SSIM_WINDOW, n) for n in shape3)
     N = math.prod(win)
-    r_s = data_range * scale
-    c1n = np.float32(N * N * (M.SSIM_K1 * r_s) ** 2)
-    c2n = np.float32(N * (N - 1) * (M.SSIM_K2 * r_s) ** 2)
-    direct = x.dtype == np.float32 and scale == 1.0
+    c1n = N * N * (M.SSIM_K1 * data_range) ** 2
+    c2n = N * (N - 1) * (M.SSIM_K2 * data_range) ** 2
     n_out, tile_out = _ssim_plan(shape3, win)  # type: ignore[arg-type]
     b_in, c_in = tile_out[1] + win[1] - 1, tile_out[2] + win[2] - 1
 
     def make() -> tuple[Any, ...]:
-        f32 = np.float32
+        # zeros: the kernel never writes the last few entries of a block's axis-2 sums
+        # (windows past the block's end), which the row slides read into unused columns
+        f64 = np.float64
         block_in, block_out = b_in * c_in, tile_out[1] * c_in
-        return (np.empty((4, block_in), f32), np.empty((4, block_in), f32), np.empty((win[0] + 1, 4, block_out), f32),
-                np.empty((4, block_out), f32), np.empty(block_out, f32))
+        return (np.zeros((4, block_in), f64), np.zeros((4, block_in), f64), np.zeros((win[0] + 1, 4, block_out), f64),
+                np.zeros((4, block_out), f64), np.zeros(block_out, f64))
 
     buffers = _per_thread(make)
 
     def one(sl: tuple[slice, ...]) -> tuple[float, int]:
         (s0, s1, s2) = sl
         total = K.ssim_tile_kernel(x3, y3, s0.start, s0.stop, s1.start, s1.stop, s2.start, s2.stop,
-                                  win[0], win[1], win[2], direct, scale, N, c1n, c2n, *buffers())
+                                  win[0], win[1], win[2], N, c1n, c2n, *buffers())
         count = (s0.stop - s0.start - win[0] + 1) * (s1.stop - s1.start - win[1] + 1) * (s2.stop - s2.start - win[2] + 1)
         return total, count
 
@@ -291,4 +290,3 @@ def warm() -> None:
         if got is not None:
             scan, sums, _ = got
             compiled_ssim(x, y, scan, sums.max_abs, scan.x_max - scan.x_min)
-            compiled_ssim(x, y, scan, sums.max_abs, (scan.x_max - scan.x_min) * 2.0**30)  # the scaled variant

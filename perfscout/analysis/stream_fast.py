@@ -20,7 +20,7 @@ the pair instead of three, and each read does the least work per element:
   (shifted-data sums: no second centring pass, no cancellation when the mean dwarfs the
   spread).
 
-Both passes and the float32 SSIM (:func:`fast_ssim`, tile by tile with each tile's halo)
+Both passes and SSIM (:func:`fast_ssim`, float64 window sums, tile by tile with each tile's halo)
 run their chunks/tiles on a thread pool (:mod:`perfscout.analysis.tile_pool`; NumPy
 releases the GIL in its loops) and reduce the partial results in chunk/tile order: the
 figures are the same, bit for bit, for any number of threads. Every temporary of a
@@ -98,15 +98,6 @@ def _per_thread(factory: Any) -> Any:
         return value
 
     return get
-
-
-def _dot32(xp: ModuleType, a: Any, b: Any) -> float:
-    """sum(a * b) of two float32 maps, accumulated in float64 (einsum's float32 sum
-    of ~1e5 products would keep only ~4 digits of the total)."""
-    if xp is np:
-        sub = "abcdefghijklmnopqrstuvwxyz"[: a.ndim]
-        return float(np.einsum(f"{sub},{sub}->", a, b, dtype=np.float64, casting="safe"))
-    return to_float(xp.sum(a.astype(xp.float64) * b))
 
 
 def _pass_a(xp: ModuleType, x: Any, y: Any, step: int, scan: _Scan, sums: _Sums,
@@ -368,11 +359,30 @@ def reduce_pass_b(partials: Any, sums: _Sums, spread: _Spread, histograms: list[
     spread.sxy = d_xy - s_dx * s_dy / n
 
 
-# -- SSIM in float32 on the error --------------------------------------------------------------
+# -- SSIM on the error, in float64 window sums -------------------------------------------------
 
-#: Float32 SSIM is used while every scaled magnitude stays below 2^40 (squares and their
-#: window sums far from float32's 2^128; see fast_ssim).
-_F32_SSIM_MAX_EXP2 = 40
+#: The fast SSIM refuses (the general pass then runs) a reconstruction whose worst error
+#: exceeds 2^SSIM_MAX_ERR_EXP2 data ranges: there a window's y can sit so far from the
+#: tile's centre, against its spread and C2, that B's cancellation could eat float64's digits.
+SSIM_MAX_ERR_EXP2 = 2
+
+
+def ssim_takes(scan: _Scan, max_abs: float, data_range: float) -> bool:
+    """Whether the fast SSIM (:func:`fast_ssim`, and the compiled tile kernel of
+    :mod:`.stream_compiled`) takes this pair: a data range neither 0 nor so small that
+    C1 = (K1 R)^2 leaves float64's normal range, magnitudes inside the fast path's
+    [2^-200, 2^200] (no rescale), and a worst error within 2^SSIM_MAX_ERR_EXP2 data ranges."""
+    return (2.0**-400 <= data_range and scan.peak <= 2.0**M._SAFE_EXP2
+            and max_abs <= math.ldexp(data_range, SSIM_MAX_ERR_EXP2))
+
+
+def _dot_nd(xp: ModuleType, a: Any, b: Any) -> float:
+    """sum(a * b) of two float64 maps of any layout (einsum reads strided views without
+    a copy and makes no temporary)."""
+    if xp is np:
+        sub = "abcdefghijklmnopqrstuvwxyz"[: a.ndim]
+        return float(np.einsum(f"{sub},{sub}->", a, b))
+    return to_float(xp.sum(a * b))
 
 
 def _axis_view(a: Any, axis: int, start: int, stop: int) -> Any:
@@ -471,50 +481,41 @@ def box_sums_doubling(a: Any, win: tuple[int, ...]) -> Any:
 
 def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_range: float,
               tiles: Any, *, threads: int = 1) -> float | None:
-    """Mean SSIM (the definition of :func:`perfscout.analysis.metrics.ssim`) in float32,
-    written on the error d = y - x; None when the magnitudes do not allow float32.
+    """Mean SSIM (the definition of :func:`perfscout.analysis.metrics.ssim`) written on the
+    error d = y - x, in float64 window sums; None when :func:`ssim_takes` refuses the pair.
 
     With A = mu_x^2 + mu_y^2 + C1 and B = var x + var y + C2 (sample moments of a window)::
 
         SSIM_w = (A - mu_d^2)(B - var d) / (A B) = (1 - t1)(1 - t2),  t1 = mu_d^2 / A,  t2 = var d / B
 
     so the window's dissimilarity 1 - SSIM_w = t1 + t2 - t1 t2 comes from sums of d and d^2
-    (small numbers, no cancellation) over A and B, which need only a few correct digits
-    (each is at least C1 or C2). Float32 there gives 1 - SSIM to ~1e-4 of itself; the mean
-    is summed in float64. Values are centred on a value of their tile and scaled by the
-    power of two that brings the data range to [0.5, 1), so float32 cannot overflow.
+    over A and B (each at least C1 or C2). The one cancellation is B's: N(N-1) var x comes
+    from N Sxx - Sx^2, which loses the bits by which the window's values, seen from the
+    centre t they were shifted by, exceed its spread and C2. Each tile is centred on one
+    of its values, so |x - t| <= R and |y - t| <= R + max|e| <= 5R (:func:`ssim_takes`):
+    that factor is at most ~2.3 (5R)^2 / (K2 R)^2 ~ 6e4, times a few dozen float64
+    roundings of the sums: ~4e-10 of B at worst, below the stated 1e-8 of 1 - SSIM with
+    room. Float32 sums lost up to 1.8e-4 of 1 - SSIM on a field of two plateaus a data
+    range apart (tests/unit/test_metrics_streaming.py).
 
     ``tiles`` yields the input slices (halo included); ``x``/``y`` have the field's shape.
     """
-    # Scale by a power of two only when the range is far from 1 (a multiply per map less).
-    scale = 1.0 if 2.0**-20 <= data_range <= 2.0**20 else math.ldexp(1.0, -math.frexp(data_range)[1])
-    limit = 2.0**_F32_SSIM_MAX_EXP2
-    if not (max_abs * scale <= limit and scan.peak * scale <= limit and data_range * scale >= 2.0**-21):
+    if not ssim_takes(scan, max_abs, data_range):
         return None
     win = tuple(min(M.SSIM_WINDOW, int(n)) for n in scan.shape)
     N = math.prod(win)
-    r_s = data_range * scale
-    f32 = xp.float32
     # In window sums (S) instead of means: with Sy = Sx + Sd,
     #   N(N-1) var d = N Sdd - Sd^2,   N(N-1) B = N Sq - Sx^2 - Sy^2 + N(N-1) C2,
     #   N^2 A = (Sx + N t)^2 + (Sy + N t)^2 + N^2 C1   (t: the tile's centre),
     # sample (N-1) moments as in metrics.ssim; a one-element window has no variance (t2 = 0).
-    n_f, c1n, c2n = f32(N), f32(N * N * (M.SSIM_K1 * r_s) ** 2), f32(N * (N - 1) * (M.SSIM_K2 * r_s) ** 2)
-    native = x.dtype == f32
+    n_f, c1n, c2n = float(N), N * N * (M.SSIM_K1 * data_range) ** 2, N * (N - 1) * (M.SSIM_K2 * data_range) ** 2
+    f64 = xp.float64
 
     def one(sl: tuple[slice, ...]) -> tuple[float, int]:
         xt, yt = x[sl], y[sl]
-        ts = xt[(0,) * xt.ndim]  # centre on a value of this tile: small local moments
-        if native and scale == 1.0:
-            xs = xp.subtract(xt, ts)  # float32, correctly rounded
-            d = xp.subtract(yt, xt)
-        else:  # differences (and the power-of-two scale, up to 2^149) in float64, then float32
-            xs = xp.subtract(xt, float(ts), dtype=xp.float64)
-            d = xp.subtract(yt, xt, dtype=xp.float64)
-            if scale != 1.0:
-                xs *= scale
-                d *= scale
-            xs, d = xs.astype(f32), d.astype(f32)
+        ts = float(xt[(0,) * xt.ndim])  # centre on a value of this tile: small local moments
+        xs = xp.subtract(xt, ts, dtype=f64)
+        d = xp.subtract(yt, xt, dtype=f64)  # exact for float32 data
         # x^2 + y^2 = 2 x y + d^2: the window sums of x y and d^2 give those of x^2 + y^2
         # (Sq = 2 Sp + Sdd), one map of products instead of two squares and a sum.
         p = xs + d
@@ -541,7 +542,7 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
             sq += c2n  # N(N-1) B
             sdd /= sq  # t2
         del sq
-        centre = f32(float(ts) * scale * N)
+        centre = ts * N
         sx += centre
         sx *= sx
         sy += centre
@@ -551,9 +552,9 @@ def fast_ssim(xp: ModuleType, x: Any, y: Any, scan: _Scan, max_abs: float, data_
         sd2 /= sx  # t1
         # sum(1 - SSIM_w) = sum(t1 + t2 - t1 t2): three reductions, no map of the sum
         t1, t2 = valid(sd2), valid(sdd)
-        total = to_float(xp.sum(t1, dtype=xp.float64))
+        total = to_float(xp.sum(t1))
         if N > 1:
-            total += to_float(xp.sum(t2, dtype=xp.float64)) - _dot32(xp, t1, t2)
+            total += to_float(xp.sum(t2)) - _dot_nd(xp, t1, t2)
         return total, int(t1.size)
 
     total, count = 0.0, 0

@@ -1,4 +1,4 @@
-"""The metric pass's compiled kernels: pass A, pass B and the float32 SSIM tile, in numba.
+"""The metric pass's compiled kernels: pass A, pass B and the SSIM tile, in numba.
 
 The kernels only; :mod:`perfscout.analysis.stream_compiled` drives them (chunks, tiles,
 threads, the reduction in order) and states what they compute and how exactly.
@@ -59,7 +59,7 @@ def _jit_fast(flags: set[str]) -> Any:
 #: path's magnitudes keep squares and products finite), so no NaN is assumed, and the
 #: signs of zeros do not matter (sums, counts, the largest ratio's magnitude).
 _jit_sums = _jit_fast({"reassoc", "nnan", "nsz"})
-#: A float64 sum that may see a NaN (an SSIM window whose float32 formula degenerates):
+#: A float64 sum that may see a NaN (an SSIM window whose formula degenerates):
 #: reassociation only, NaN propagates as in NumPy's sum.
 _jit_reassoc = _jit_fast({"reassoc"})
 
@@ -329,8 +329,8 @@ def _box_ring(ring: Any, first: int, w: int, m: int, dst: Any, n: int) -> None:
 @_jit
 def _slide(acc: Any, entering: Any, leaving: Any, n: int) -> None:
     """acc[f] += entering[f] - leaving[f], f < n: the window sums along axis 0 moved by one
-    plane (float32; re-summed from the ring every SSIM_RESUM_PLANES planes, so rounding
-    cannot build up past a direct sum's)."""
+    plane (re-summed from the ring every _RESUM_PLANES planes, so rounding cannot build
+    up with the tile's length)."""
     for f in range(n):
         acc[f] += entering[f] - leaving[f]
 
@@ -346,68 +346,78 @@ def _sum_f64(a: Any, lo: int, hi: int) -> float:
 
 
 @_jit
-def _maps_row(xr: Any, yr: Any, ts: Any, tsd: float, scale: float, direct: bool, maps: Any, at: int) -> None:
-    """The four maps of one run of elements, into maps[:, at:]: x - t, d = y - x, d^2 and
-    (x - t + d)(x - t) (so that Sq = 2 Sp + Sdd gives the sum of x^2 + y^2)."""
-    f32 = np.float32
+def _box_rows_slide(src: Any, dst: Any, w: int, c_in: int, b_out: int) -> None:
+    """dst[jo * c_in + c] = the sum of src over rows jo .. jo + w - 1 at column c (rows of
+    ``c_in``, ``b_out`` output rows): the first output row summed, each next one slid by a
+    row (added, left row subtracted; float64: the rounding of a few dozen slides stays
+    far below the stated tolerance). Each row is one loop over its columns (vectorised)."""
+    d0 = dst[:c_in]
+    a = src[:c_in]
+    for f in range(c_in):
+        d0[f] = a[f]
+    for q in range(1, w):
+        a = src[q * c_in : (q + 1) * c_in]
+        for f in range(c_in):
+            d0[f] += a[f]
+    for jo in range(1, b_out):
+        prev = dst[(jo - 1) * c_in : jo * c_in]
+        cur = dst[jo * c_in : (jo + 1) * c_in]
+        entering = src[(jo + w - 1) * c_in : (jo + w) * c_in]
+        leaving = src[(jo - 1) * c_in : jo * c_in]
+        for f in range(c_in):
+            cur[f] = prev[f] + (entering[f] - leaving[f])
+
+
+@_jit
+def _maps_row(xr: Any, yr: Any, t: float, maps: Any, at: int) -> None:
+    """The four float64 maps of one run of elements, into maps[:, at:]: x - t, d = y - x
+    (exact for float32 data), d^2 and (x - t + d)(x - t) (so that Sq = 2 Sp + Sdd gives
+    the sum of (x - t)^2 + (y - t)^2)."""
     m0, m1, m2, m3 = maps[0, at:], maps[1, at:], maps[2, at:], maps[3, at:]
-    if direct:  # float32 data, no scale: float32 differences, correctly rounded
-        for i in range(xr.size):
-            xv = xr[i]
-            xs = xv - ts
-            d = yr[i] - xv
-            m0[i] = xs
-            m1[i] = d
-            m2[i] = d * d
-            m3[i] = (xs + d) * xs
-    else:  # differences (and the power-of-two scale) in float64, then float32
-        for i in range(xr.size):
-            xv = np.float64(xr[i])
-            xs = f32((xv - tsd) * scale)
-            d = f32((np.float64(yr[i]) - xv) * scale)
-            m0[i] = xs
-            m1[i] = d
-            m2[i] = d * d
-            m3[i] = (xs + d) * xs
+    for i in range(xr.size):
+        xv = np.float64(xr[i])
+        xs = xv - t
+        d = np.float64(yr[i]) - xv
+        m0[i] = xs
+        m1[i] = d
+        m2[i] = d * d
+        m3[i] = (xs + d) * xs
 
 
 @_jit
 def ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo2: int, hi2: int,
-                      w0: int, w1: int, w2: int, direct: bool, scale: float, n_win: int,
-                      c1n: Any, c2n: Any, maps: Any, rows: Any, ring: Any, s: Any, diss: Any) -> float:
+                      w0: int, w1: int, w2: int, n_win: int, c1n: float, c2n: float,
+                      maps: Any, rows: Any, ring: Any, s: Any, diss: Any) -> float:
     """sum(1 - SSIM_w) over the windows of one tile (input box [lo, hi) per axis of the
-    3-D ``x``/``y``, halo included): stream_fast.fast_ssim's float32 formula on the
-    error, per window. Plane by plane along axis 0: a plane's four maps are summed
-    along axis 2, then along axis 1 (flat loops over the plane's block), into a ring of
-    the last ``w0`` planes, whose sum is the windows' sums."""
+    3-D ``x``/``y``, halo included): stream_fast.fast_ssim's formula on the error, per
+    window, in float64 window sums centred on the tile's first value. Plane by plane
+    along axis 0: a plane's four maps are summed along axis 2 (flat loops over the
+    plane's block), then along axis 1 (row by row, slid), into a ring of the last ``w0``
+    planes, whose sum is the windows' sums."""
     b_in = hi1 - lo1
     c_in = hi2 - lo2
     b_out = b_in - w1 + 1
     c_out = c_in - w2 + 1
     n_rows = b_in * c_in - (w2 - 1)  # flat window sums along axis 2
-    n_cols = b_out * c_in - (w2 - 1)  # ... then along axis 1: covers every valid window
-    ts = x[lo0, lo1, lo2]  # centre on a value of this tile: small local moments
-    tsd = np.float64(ts)
-    f32 = np.float32
-    n_f = f32(n_win)
-    two_n = f32(2 * n_win)
-    centre = f32(tsd * scale * n_win)
+    n_cols = b_out * c_in - (w2 - 1)  # every valid window of the block's output rows
+    t = np.float64(x[lo0, lo1, lo2])  # centre on a value of this tile: small local moments
+    n_f = np.float64(n_win)
+    two_n = 2.0 * n_f
+    centre = t * n_f
     whole_rows = lo2 == 0 and hi2 == x.shape[2]  # the block's rows are contiguous in x
     slots = ring.shape[0]  # w0 + 1
     resum = _RESUM_PLANES
     total = 0.0
     for k in range(hi0 - lo0):
         if whole_rows:
-            _maps_row(x[lo0 + k, lo1:hi1].reshape(-1), y[lo0 + k, lo1:hi1].reshape(-1), ts, tsd, scale, direct,
-                      maps, 0)
+            _maps_row(x[lo0 + k, lo1:hi1].reshape(-1), y[lo0 + k, lo1:hi1].reshape(-1), t, maps, 0)
         else:
             for j in range(b_in):
-                _maps_row(x[lo0 + k, lo1 + j, lo2:hi2], y[lo0 + k, lo1 + j, lo2:hi2], ts, tsd, scale, direct,
-                          maps, j * c_in)
+                _maps_row(x[lo0 + k, lo1 + j, lo2:hi2], y[lo0 + k, lo1 + j, lo2:hi2], t, maps, j * c_in)
         slot = k % slots  # the ring holds this plane's sums and the w0 planes before it
         for m in range(4):
             _box_flat(maps[m], rows[m], w2, 1, n_rows)
-            _box_flat(rows[m], ring[slot, m], w1, c_in, n_cols)
+            _box_rows_slide(rows[m], ring[slot, m], w1, c_in, b_out)
         if k < w0 - 1:
             continue
         first = k - w0 + 1  # the output plane whose windows end at plane k
@@ -418,14 +428,14 @@ def ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo2
                 _box_ring(ring, first, w0, m, s[m], n_cols)
         sx, sd, sdd, sq = s[0], s[1], s[2], s[3]
         for f in range(n_cols):
-            # stream_fast.fast_ssim's formula, in window sums (S), float32:
+            # stream_fast.fast_ssim's formula, in window sums (S):
             #   N(N-1) var d = N Sdd - Sd^2, N(N-1) B = N Sq - Sx^2 - Sy^2 + N(N-1) C2,
             #   N^2 A = (Sx + N t)^2 + (Sy + N t)^2 + N^2 C1.
             a_x = sx[f]
             a_d = sd[f]
             sd2 = a_d * a_d
             a_y = a_x + a_d
-            t2 = f32(0.0)
+            t2 = 0.0
             if n_win > 1:
                 ndd = sdd[f] * n_f
                 den = sq[f] * two_n + ndd
@@ -436,7 +446,7 @@ def ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo2
             cx = a_x + centre
             cy = a_y + centre
             t1 = sd2 / (cx * cx + cy * cy + c1n)
-            diss[f] = t1 + t2 - t1 * t2  # 1 - SSIM_w = t1 + t2 - t1 t2 (float32, summed in float64)
+            diss[f] = t1 + t2 - t1 * t2  # 1 - SSIM_w = t1 + t2 - t1 t2
         for jo in range(b_out):  # the valid windows of each output row
             total += _sum_f64(diss, jo * c_in, jo * c_in + c_out)
     return total

@@ -284,18 +284,18 @@ def _build_locked(path: Path, replace: bool = False) -> bool:
 
 #: The C signature of each function (per dtype suffix), the one description both sides read:
 #: the build's numba ``cfunc`` signatures and the loader's ctypes argtypes. Codes: ``x`` a
-#: pointer to the data's dtype (float32 or float64), ``D``/``F``/``I``/``J`` pointers to
-#: float64/float32/int64/int32, ``d``/``f``/``i`` a float64/float32/int64 value, ``v``
+#: pointer to the data's dtype (float32 or float64), ``D``/``I``/``J`` pointers to
+#: float64/int64/int32, ``d``/``i`` a float64/int64 value, ``v``
 #: nothing (a result only). (result, arguments)
 _SIGNATURES: dict[str, tuple[str, str]] = {
     "pass_a": ("v", "xxiidDI"),
     "beyond": ("i", "xxiidI"),
     "pass_b": ("v", "xxidddidiJID"),
     "scatter": ("v", "xxiJiDiIi"),
-    "ssim_tile": ("d", "xxiiiiiiiiiiiiidiffFFFFFiii"),
+    "ssim_tile": ("d", "xx" + "i" * 13 + "dd" + "DDDDD" + "iii"),
 }
-_CTYPES: dict[str, Any] = {"v": None, "d": ctypes.c_double, "f": ctypes.c_float, "i": ctypes.c_int64,
-                           **dict.fromkeys("xDFIJ", ctypes.c_void_p)}
+_CTYPES: dict[str, Any] = {"v": None, "d": ctypes.c_double, "i": ctypes.c_int64,
+                           **dict.fromkeys("xDIJ", ctypes.c_void_p)}
 
 def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
@@ -363,19 +363,19 @@ class NativeKernels:
                                    _ptr(fine), fine.size)
 
     def ssim_tile_kernel(self, x: np.ndarray, y: np.ndarray, lo0: int, hi0: int, lo1: int, hi1: int, lo2: int,
-                         hi2: int, w0: int, w1: int, w2: int, direct: bool, scale: float, n_win: int, c1n: Any,
-                         c2n: Any, maps: np.ndarray, rows: np.ndarray, ring: np.ndarray, s: np.ndarray,
+                         hi2: int, w0: int, w1: int, w2: int, n_win: int, c1n: float, c2n: float,
+                         maps: np.ndarray, rows: np.ndarray, ring: np.ndarray, s: np.ndarray,
                          diss: np.ndarray) -> float:
         if x.ndim != 3 or x.shape != y.shape:
             raise ValueError("the SSIM tile kernel takes two 3-D arrays of one shape")
         x, y = _contiguous(x), _contiguous(y)
-        maps, rows, ring, s, diss = (_out(b, np.float32) for b in (maps, rows, ring, s, diss))
+        maps, rows, ring, s, diss = (_out(b, np.float64) for b in (maps, rows, ring, s, diss))
         if not (maps.shape[0] == rows.shape[0] == s.shape[0] == ring.shape[1] == 4
                 and maps.shape[1] == rows.shape[1] and ring.shape[2] == s.shape[1] == diss.shape[0]):
             raise ValueError("the SSIM tile kernel's buffers do not match one another")
         n0, n1, n2 = x.shape
         return float(self._get("ssim_tile", x, y)(
-            _ptr(x), _ptr(y), n0, n1, n2, lo0, hi0, lo1, hi1, lo2, hi2, w0, w1, w2, int(bool(direct)), scale,
+            _ptr(x), _ptr(y), n0, n1, n2, lo0, hi0, lo1, hi1, lo2, hi2, w0, w1, w2,
             n_win, float(c1n), float(c2n), _ptr(maps), _ptr(rows), _ptr(ring), _ptr(s), _ptr(diss),
             maps.shape[1], ring.shape[0], ring.shape[2]))
 
@@ -441,7 +441,7 @@ def _cfuncs() -> dict[str, Any]:
 
     from perfscout.analysis import stream_kernels as K
 
-    P, i64, f64, f32 = types.CPointer, types.int64, types.float64, types.float32
+    P, i64, f64 = types.CPointer, types.int64, types.float64
     out: dict[str, Any] = {}
     for suffix, dtype in _DTYPES.items():
         T = types.float32 if dtype is np.float32 else types.float64
@@ -469,14 +469,14 @@ def _cfuncs() -> dict[str, Any]:
                              carray(hp, (n_fine,)))
 
         def ssim_tile(xp: Any, yp: Any, n0: int, n1: int, n2: int, lo0: int, hi0: int, lo1: int, hi1: int, lo2: int,
-                      hi2: int, w0: int, w1: int, w2: int, direct: int, scale: float, n_win: int, c1n: Any, c2n: Any,
-                      mp: Any, rp: Any, gp: Any, sp: Any, dp: Any, block_in: int, slots: int, block_out: int) -> float:
+                      hi2: int, w0: int, w1: int, w2: int, n_win: int, c1n: float, c2n: float, mp: Any, rp: Any,
+                      gp: Any, sp: Any, dp: Any, block_in: int, slots: int, block_out: int) -> float:
             return K.ssim_tile_kernel(
                 carray(xp, (n0, n1, n2)), carray(yp, (n0, n1, n2)), lo0, hi0, lo1, hi1, lo2, hi2, w0, w1, w2,
-                direct != 0, scale, n_win, c1n, c2n, carray(mp, (4, block_in)), carray(rp, (4, block_in)),
+                n_win, c1n, c2n, carray(mp, (4, block_in)), carray(rp, (4, block_in)),
                 carray(gp, (slots, 4, block_out)), carray(sp, (4, block_out)), carray(dp, (block_out,)))
 
-        numba_type = {"v": types.void, "d": f64, "f": f32, "i": i64, "x": P(T), "D": P(f64), "F": P(f32),
+        numba_type = {"v": types.void, "d": f64, "i": i64, "x": P(T), "D": P(f64),
                       "I": P(i64), "J": P(types.int32)}
         wrappers = {"pass_a": pass_a, "beyond": beyond, "pass_b": pass_b, "scatter": scatter, "ssim_tile": ssim_tile}
         for name, fn in wrappers.items():

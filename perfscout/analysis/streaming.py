@@ -31,8 +31,9 @@ Agreement with the whole-array definitions (the oracle kept in the tests):
 
 The common case (both arrays finite, no rescale needed) takes the fused fast path of
 :mod:`perfscout.analysis.stream_fast` instead: two passes for the point statistics and
-SSIM in float32 written on the error, within 1e-4 of the dissimilarity 1 - SSIM (the
-passes above stay for NaN/Inf and extreme magnitudes, and SSIM past float32's range).
+SSIM written on the error in float64 window sums, within 1e-8 of the dissimilarity
+1 - SSIM (the passes above stay for NaN/Inf and extreme magnitudes, and SSIM of a
+reconstruction more than four data ranges off).
 
 For NumPy arrays of float32 or float64 of at least ``COMPILED_MIN_ELEMENTS`` that path
 runs as compiled kernels (:mod:`perfscout.analysis.stream_compiled`, numba's: the same
@@ -81,8 +82,9 @@ GPU_CHUNK_ELEMENTS = 1 << 24
 #: with a smaller halo share: the maps stay in the L2 cache.
 SSIM_TILE_ELEMENTS = 1 << 16
 GPU_SSIM_TILE_ELEMENTS = 1 << 24
-#: The float32 SSIM (stream_fast.fast_ssim) keeps about six float32 maps of a tile.
-SSIM_F32_TILE_ELEMENTS = 1 << 17
+#: The fast SSIM (stream_fast.fast_ssim) keeps about six float64 maps of a tile (~6 MiB;
+#: the same bytes as the float32 maps of 2^17-element tiles it kept before).
+SSIM_FAST_TILE_ELEMENTS = 1 << 16
 #: Fine error histogram behind the quantiles: a multiple of ERR_HIST_BINS (the coarse
 #: histogram is its exact aggregate) and a power of two (edges nest exactly).
 FINE_HIST_BINS = M.ERR_HIST_BINS * 4096
@@ -643,7 +645,7 @@ def stream_quality_metrics(original: Any, reconstructed: Any, compressed_nbytes:
         if k == 0 and not scan.any_invalid and compiled is not None:
             ssim = compiled.compiled_ssim(xs, ys, scan, sums.max_abs, r_ssim, threads=n_threads)
         if ssim is None and k == 0 and not scan.any_invalid:
-            target = GPU_SSIM_TILE_ELEMENTS if xp is not np else SSIM_F32_TILE_ELEMENTS
+            target = GPU_SSIM_TILE_ELEMENTS if xp is not np else SSIM_FAST_TILE_ELEMENTS
             ssim = fast_ssim(xp, xs, ys, scan, sums.max_abs, r_ssim, _tiles(*_tile_plan(xp, shape, target)),
                              threads=n_threads)
         if ssim is None:

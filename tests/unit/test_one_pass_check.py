@@ -47,7 +47,7 @@ def _assert_matches_oracles(x: np.ndarray, y: np.ndarray, *, threads: int = 1, *
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 64 elements: a small field spans many chunks, seams and tiles."""
     monkeypatch.setattr(S, "STREAM_CHUNK_ELEMENTS", 64)
-    monkeypatch.setattr(S, "SSIM_F32_TILE_ELEMENTS", 2000)
+    monkeypatch.setattr(S, "SSIM_FAST_TILE_ELEMENTS", 2000)
 
 
 def _field(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, offset: float) -> np.ndarray:

@@ -36,7 +36,7 @@ def test_finite_fields_take_the_fast_path_and_match_the_oracle(dtype, monkeypatc
     x, y = _field((20, 24, 30), dtype, seed=3, noise=1e-3)
     _no_general_pass(monkeypatch)
     monkeypatch.setattr(S, "STREAM_CHUNK_ELEMENTS", 1000)  # many chunk seams
-    monkeypatch.setattr(S, "SSIM_F32_TILE_ELEMENTS", 3000)
+    monkeypatch.setattr(S, "SSIM_FAST_TILE_ELEMENTS", 3000)
     assert_matches_reference(x, y)
 
 
@@ -84,22 +84,24 @@ def test_doubling_box_sums_equal_the_shifted_adds(n, w, seed) -> None:
     assert got is not a and not np.shares_memory(got, a)
 
 
-def test_float32_ssim_refuses_magnitudes_past_its_range() -> None:
+def test_fast_ssim_refuses_an_error_past_its_range() -> None:
     x, y = _field((10, 12), np.float64, seed=1, noise=1e-3)
     flat_x, flat_y = x.reshape(-1), y.reshape(-1)
     scan, sums, _ = F.fast_point_stats(np, flat_x, flat_y, x.shape, 64, S.FINE_HIST_BINS)
     R = scan.x_max - scan.x_min
     tiles = list(S._tiles(*S._tile_plan(np, x.shape, 50)))
     assert F.fast_ssim(np, x, y, scan, sums.max_abs, R, iter(tiles)) is not None
-    # an error 2^45 times the data range: float32 squares would lose it: general pass
-    assert F.fast_ssim(np, x, y, scan, R * 2.0**45, R, iter(tiles)) is None
+    # an error past 2^SSIM_MAX_ERR_EXP2 data ranges: B's cancellation could eat float64's digits
+    assert F.fast_ssim(np, x, y, scan, math.ldexp(R, F.SSIM_MAX_ERR_EXP2 + 1), R, iter(tiles)) is None
+    # no data range (C1 = C2 = 0): the general pass's handling of 0/0 windows
+    assert F.fast_ssim(np, x, y, scan, sums.max_abs, 0.0, iter(tiles)) is None
 
 
 @pytest.mark.parametrize("shape", [(256, 256, 256), (4, 1000, 1000), (10**6,), (3, 5), (512, 512),
                                    (3, 1000, 256), (100, 100, 5000), (2, 3, 8, 9)])
 def test_row_tiles_keep_rows_whole_and_cover_whole_windows(shape) -> None:
     win = tuple(min(7, n) for n in shape)
-    target = S.SSIM_F32_TILE_ELEMENTS
+    target = S.SSIM_FAST_TILE_ELEMENTS
     lengths = S._row_tile_lengths(shape, win, target)
     assert all(min(n, w) <= t <= n for t, n, w in zip(lengths, shape, win))
     assert math.prod(lengths) <= max(4 * target, math.prod(shape))
@@ -112,8 +114,8 @@ def test_row_tiles_keep_rows_whole_and_cover_whole_windows(shape) -> None:
 @pytest.mark.parametrize("factor", [1e-30, 1e-7, 1e7, 1e30])
 @pytest.mark.parametrize("offset", [0.0, 1e3])
 def test_fast_path_on_ranges_far_from_one(factor, offset, monkeypatch) -> None:
-    """Data ranges where the float32 SSIM rescales by a power of two (and a mean far
-    from zero relative to the range): still the oracle's figures."""
+    """Data ranges far from 1 (and a mean far from zero relative to the range): still
+    the oracle's figures."""
     x, y = _field((12, 14, 16), np.float64, seed=8, noise=1e-3)
     _no_general_pass(monkeypatch)
     assert_matches_reference((x + offset) * factor, (y + offset) * factor)
@@ -154,8 +156,8 @@ def test_float32_fields_of_any_magnitude_match_the_oracle(shape, scale_exp, rel_
     tile=st.integers(1, 500),
 )
 def test_float64_fields_of_any_magnitude_match_the_oracle(shape, scale_exp, rel_noise, zeros, seed, chunk, tile) -> None:
-    """Across float64's range: the fast path, its float32 SSIM's limits and the general
-    pass's rescale all meet the oracle."""
+    """Across float64's range: the fast path, its SSIM's limits and the general pass's
+    rescale all meet the oracle."""
     _check_any_magnitude(np.float64, shape, scale_exp, rel_noise, zeros, seed, chunk, tile)
 
 
@@ -167,5 +169,5 @@ def _check_any_magnitude(dtype, shape, scale_exp, rel_noise, zeros, seed, chunk,
     y = (x + rel_noise * np.abs(x).max() * rng.uniform(-1, 1, shape)).astype(dtype)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(S, "STREAM_CHUNK_ELEMENTS", chunk)
-        mp.setattr(S, "SSIM_F32_TILE_ELEMENTS", tile)
+        mp.setattr(S, "SSIM_FAST_TILE_ELEMENTS", tile)
         assert_matches_reference(x, y, nbytes=5)
