@@ -463,6 +463,41 @@ def test_ssim_on_two_plateaus_within_the_stated_tolerance(backend, dtype, monkey
     assert_matches_reference(x, y)
 
 
+def _adversarial(kind: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fields whose windows sit far from their tile's first value against their spread and
+    C2 (float32 window sums lost up to 6.2e-4 of 1 - SSIM on such fields), with an error
+    from 1e-7 to 1 data range, sometimes biased."""
+    rng = np.random.default_rng(seed)
+    nd = int(rng.integers(1, 4))
+    shape = tuple(int(v) for v in rng.integers(2, 20 if nd > 1 else 300, size=nd))
+    idx = np.indices(shape)
+    scale = 10.0 ** rng.uniform(-3, 6)
+    if kind == "plateaus":
+        x = np.where(idx[-1] < shape[-1] // 2, 0.0, scale) + 1e-4 * scale * np.sin(idx.sum(0) / 9.0)
+    elif kind == "speckles":
+        x = np.where(rng.random(shape) < 0.5, 0.0, scale)
+    elif kind == "spike":
+        x = np.zeros(shape)
+        x.flat[int(rng.integers(0, x.size))] = scale
+    else:  # steps
+        x = np.floor(idx.sum(0) / rng.uniform(3, 30)) * scale
+    R = float(np.ptp(x)) or 1.0
+    err = 10.0 ** rng.uniform(-7, 0) * R
+    y = x + err * rng.uniform(-1, 1, shape) + (err * rng.uniform(-3, 3) if rng.random() < 0.3 else 0.0)
+    dtype = np.float32 if seed % 2 else np.float64
+    return x.astype(dtype), y.astype(dtype)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("kind", ["plateaus", "speckles", "spike", "steps"])
+@pytest.mark.parametrize("seed", range(4))
+def test_ssim_on_fields_far_from_their_tiles_centre_within_the_stated_tolerance(kind, seed, backend,
+                                                                               monkeypatch) -> None:
+    monkeypatch.setenv("PERFSCOUT_METRICS_BACKEND", backend)
+    x, y = _adversarial(kind, seed)
+    assert_matches_reference(x, y)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_ssim_of_a_biased_error_far_from_zero_within_the_stated_tolerance(backend, monkeypatch) -> None:
     """An error whose mean dwarfs its spread, on a field far from zero (a codec with an
