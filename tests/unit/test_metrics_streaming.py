@@ -358,7 +358,9 @@ def _peak_allocation(shape: tuple[int, ...]) -> tuple[int, int]:
     x, y = _field(shape, np.float32, seed=9, noise=1e-3)
     tracemalloc.start()
     try:
-        S.stream_quality_metrics(x, y, 1000)
+        # two threads for every field: each thread keeps its own tile buffers, so at the
+        # default (every core) a larger field would fill more threads than a small one does
+        S.stream_quality_metrics(x, y, 1000, threads=2)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -367,8 +369,8 @@ def _peak_allocation(shape: tuple[int, ...]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_streaming_pass_allocates_chunks_not_fields(backend, monkeypatch) -> None:
-    """The pass's own allocations are chunk and tile temporaries (~20 MiB, fixed): four
-    times the field gives the same peak (the whole-array oracle needs ~18x the input).
+    """The pass's own allocations are chunk and tile temporaries (~20 MiB on two threads,
+    fixed): four times the field gives the same peak (the whole-array oracle needs ~18x the input).
     Each backend is pinned: under ``auto`` the larger field (2^22 elements) would take the
     compiled kernels and the smaller one NumPy, and numba's first call (import, cache
     load) would be counted as the pass's. A warm-up call keeps that out of both peaks."""
