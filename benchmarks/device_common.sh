@@ -14,6 +14,21 @@ device_setup() {
   printf '/tmp/site\n%s\n' "$PWD" > "$sp/zz_perfscout_device.pth" 2>>"$LOG"
 }
 
+# The metric kernels' library built (or loaded) on this machine: one JSON line into $LOG.
+device_build_kernels() {
+  echo "== build $(date -u +%T)" | tee -a "$LOG"
+  python3 - >>"$LOG" 2>&1 <<'EOF'
+import json, sys, time
+t = time.perf_counter()
+from perfscout.analysis import stream_native as N
+k = N.load()
+built_s = time.perf_counter() - t
+print(json.dumps({"built_s": round(built_s, 3), "library": str(N.library_path()), "loaded": k is not None,
+                  "why_not": N.last_failure(), "numba_imported": "numba" in sys.modules}))
+EOF
+  tail -1 "$LOG"
+}
+
 # The isolation benchmark (10 fresh processes, NumPy's huge-page advice off) into $O/NAME.{json,log}.
 device_isolation() {
   local name=$1

@@ -22,7 +22,7 @@ child, the codec there, the hand-over (the codec child's reply with its reconstr
 through shared memory, the second fork; two children only), the bound check + metric pass,
 the reply; and
 the metric kernels' load (``warm_before_fork``: the library of analysis/stream_native.py,
-milliseconds, before the one child; numba's import and its cached kernels beside the codec
+0.04-0.06 s, before the one child; numba's import and its cached kernels beside the codec
 where the library cannot be built, two children) and the shared mapping's page allocation.
 The first-call compile share is the child's metric pass minus the same pass run again in
 this process afterwards (kernels loaded and called once); ``kernel_cache_misses`` counts the

@@ -15,17 +15,7 @@ O=${OUT:-/tmp/o}; mkdir -p "$O"; LOG=$O/native_kernels_device_h200.log
 { date -u; nvidia-smi -L; nproc; uptime; python3 --version; command -v cc; cc --version | head -1; } > "$LOG" 2>&1
 . benchmarks/device_common.sh
 device_setup || exit 1
-echo "== build $(date -u +%T)" | tee -a "$LOG"
-python3 - >>"$LOG" 2>&1 <<'EOF'
-import json, sys, time
-t = time.perf_counter()
-from perfscout.analysis import stream_native as N
-k = N.load()
-built_s = time.perf_counter() - t
-print(json.dumps({"built_s": round(built_s, 3), "library": str(N.library_path()), "loaded": k is not None,
-                  "why_not": N.last_failure(), "numba_imported": "numba" in sys.modules}))
-EOF
-tail -1 "$LOG"
+device_build_kernels
 device_isolation isolation_fresh_h200_native
 echo "== kernel tests $(date -u +%T)" | tee -a "$LOG"
 timeout 150 python3 -m pytest tests/unit/test_stream_native.py tests/unit/test_stream_compiled.py \

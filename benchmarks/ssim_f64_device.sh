@@ -1,20 +1,14 @@
 #!/usr/bin/env bash
 # One device call for issue #27 after SSIM's window sums became float64 (run from the root of
 # a perfscout tree with the wheels in .whl/, carried with `carry: [".whl"]`; SZP_GPU_FUZZ_N=2000
-# was set for the recorded run): the library built
-# on this machine, the isolation benchmark, the kernels' and metrics' tests (CPU forms and
+# was set for the recorded run): the library built on this machine, the isolation benchmark, the kernels' and metrics' tests (CPU forms and
 # the CuPy metric pass), the GPU evaluation tests. Files to $OUT.
 set -u
 O=${OUT:-/tmp/o}; mkdir -p "$O"; LOG=$O/ssim_f64_device_h200.log
 { date -u; nvidia-smi -L; nproc; uptime; python3 --version; cc --version | head -1; } > "$LOG" 2>&1
 . benchmarks/device_common.sh
 device_setup || exit 1
-echo "== build $(date -u +%T)" | tee -a "$LOG"
-python3 -c "
-import time; t = time.perf_counter()
-from perfscout.analysis import stream_native as N
-k = N.load(); print('built/loaded in', round(time.perf_counter() - t, 2), 's:', k is not None, N.last_failure())" >> "$LOG" 2>&1
-tail -1 "$LOG"
+device_build_kernels
 device_isolation isolation_fresh_h200_f64ssim
 echo "== tests $(date -u +%T)" | tee -a "$LOG"
 timeout 200 python3 -m pytest tests/unit/test_stream_native.py tests/unit/test_stream_compiled.py \

@@ -25,7 +25,7 @@ numba's ``parallel=True`` is not used: its reductions combine in a varying order
 Where the kernels come from (:data:`K`): the shared library of
 :mod:`perfscout.analysis.stream_native` (the kernels of :mod:`perfscout.analysis.stream_kernels`
 compiled ahead of time, built once per machine and version, loaded with ctypes in
-milliseconds: no numba, no LLVM in the process), or, where that cannot be built (no C
+0.04-0.06 s: no numba, no LLVM in the process), or, where that cannot be built (no C
 compiler) or is turned off, numba's JIT dispatchers of the same functions (cached on
 disk; ~0.3 s to load them from the cache plus ~0.2 s for numba's import, and ~50 MiB
 resident). The same machine code either way. This module is imported only by a metric

@@ -284,23 +284,21 @@ def scatter_kernel(x: Any, y: Any, idx: Any, per_coarse: int, edges: Any, fine: 
 
 
 @_jit
-def _box_flat(src: Any, dst: Any, w: int, stride: int, n: int) -> None:
-    """dst[f] = src[f] + src[f + stride] + ... + src[f + (w-1) stride] (added in that
-    order), f < n: window sums along one axis of a flat C-order block (``stride``: that
-    axis's element stride). One long loop: the windows that straddle a row end are
-    computed too and never read (as stream_fast's flat sums)."""
+def _box_flat(src: Any, dst: Any, w: int, n: int) -> None:
+    """dst[f] = src[f] + src[f + 1] + ... + src[f + w - 1] (added in that order), f < n:
+    window sums along the last axis of a flat C-order block. One long loop: the windows
+    that straddle a row end are computed too and never read (as stream_fast's flat sums)."""
     # Shifted views, indexed from 0: a runtime offset inside the index would make numba
     # guard each load against negative indices, and the loop would not vectorise.
     if w == 7:
-        a1, a2, a3 = src[stride:], src[2 * stride :], src[3 * stride :]
-        a4, a5, a6 = src[4 * stride :], src[5 * stride :], src[6 * stride :]
+        a1, a2, a3, a4, a5, a6 = src[1:], src[2:], src[3:], src[4:], src[5:], src[6:]
         for f in range(n):
             dst[f] = src[f] + a1[f] + a2[f] + a3[f] + a4[f] + a5[f] + a6[f]
         return
     for f in range(n):
         dst[f] = src[f]
     for q in range(1, w):
-        a = src[q * stride :]
+        a = src[q:]
         for f in range(n):
             dst[f] += a[f]
 
@@ -416,7 +414,7 @@ def ssim_tile_kernel(x: Any, y: Any, lo0: int, hi0: int, lo1: int, hi1: int, lo2
                 _maps_row(x[lo0 + k, lo1 + j, lo2:hi2], y[lo0 + k, lo1 + j, lo2:hi2], t, maps, j * c_in)
         slot = k % slots  # the ring holds this plane's sums and the w0 planes before it
         for m in range(4):
-            _box_flat(maps[m], rows[m], w2, 1, n_rows)
+            _box_flat(maps[m], rows[m], w2, n_rows)
             _box_rows_slide(rows[m], ring[slot, m], w1, c_in, b_out)
         if k < w0 - 1:
             continue

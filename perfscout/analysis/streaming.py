@@ -533,7 +533,7 @@ def kernels_pending(x: Any) -> bool:
     """Whether a pair like ``x`` would take the compiled kernels and loading them here
     would take long: this process has not loaded them, and they would come from numba
     (its import and cache: ~0.5 s) or from a library still to be built, not from this
-    machine's built library (milliseconds: :func:`warm_before_fork` loads it in passing).
+    machine's built library (0.04-0.06 s: :func:`warm_before_fork` loads it in passing).
     Imports nothing: numba's presence is looked up, not imported (a broken install is
     found by the warm-up, which then falls back)."""
     if _warmed.cache_info().currsize or not isinstance(x, np.ndarray):

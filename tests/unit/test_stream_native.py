@@ -64,7 +64,7 @@ def test_a_fresh_process_runs_the_compiled_pass_without_importing_numba(library:
 
 
 def test_an_isolated_first_call_forks_one_child_and_leaves_numba_out(library: N.NativeKernels) -> None:
-    """With the library built, evaluate()'s first call loads it (milliseconds) before its one
+    """With the library built, evaluate()'s first call loads it (0.04-0.06 s) before its one
     child: no codec-beside-the-kernel-load second child, and no numba in the caller."""
     code = ("import json, sys, numpy as np; from perfscout.analysis import streaming as S; "
             "from perfscout.tools.evaluate import evaluate_full; "
